@@ -1,0 +1,39 @@
+"""memstrata: layered long-term memory, knowledge and governance for AI agents."""
+
+from memstrata.config import Settings, load_settings
+from memstrata.errors import ErrorCode, MemstrataError
+from memstrata.memory.layers import MemoryLayer
+from memstrata.memory.models import (
+    DeleteResult,
+    HierarchyLink,
+    HistoryEvent,
+    HistoryOperation,
+    MemoryEntry,
+    MemoryPage,
+    SearchHit,
+    SearchMode,
+)
+from memstrata.memory.service import MemoryInput
+from memstrata.runtime import AsyncMemstrata, Memstrata
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncMemstrata",
+    "DeleteResult",
+    "ErrorCode",
+    "HierarchyLink",
+    "HistoryEvent",
+    "HistoryOperation",
+    "MemoryEntry",
+    "MemoryInput",
+    "MemoryLayer",
+    "MemoryPage",
+    "Memstrata",
+    "MemstrataError",
+    "SearchHit",
+    "SearchMode",
+    "Settings",
+    "__version__",
+    "load_settings",
+]

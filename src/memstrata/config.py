@@ -1,0 +1,155 @@
+"""Settings: keyword arguments > environment (MEMSTRATA_*) > TOML file > embedded defaults.
+
+Nested groups use ``__`` in the environment: ``MEMSTRATA_EMBEDDING__PROVIDER=openai``,
+``MEMSTRATA_MEMORY__MAX_CONTENT_LENGTH=100000``. The TOML file (``config_file=`` or
+``MEMSTRATA_CONFIG``) uses the same names, groups as tables: ``[embedding]``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from memstrata.errors import ErrorCode, MemstrataError
+from memstrata.retry import RetryPolicy
+
+
+class EmbeddingSettings(BaseModel):
+    """Which embedder turns text into vectors."""
+
+    provider: Literal["local", "openai"] = "local"
+    #: Model name; for ``local`` the only model is all-MiniLM-L6-v2.
+    model: str | None = None
+    #: OpenAI-compatible API root, e.g. ``https://api.openai.com/v1``.
+    base_url: str | None = None
+    dimensions: int | None = Field(default=None, gt=0)
+    #: Name of the environment variable holding the API key (the key never sits in a file).
+    api_key_env: str = "OPENAI_API_KEY"
+    batch_size: int = Field(default=64, gt=0, le=2048)
+    timeout_seconds: float = Field(default=30.0, gt=0)
+    #: Threads the local model may use (0: one per core).
+    threads: int = Field(default=0, ge=0)
+
+
+class MemorySettings(BaseModel):
+    """Limits and defaults of the memory service."""
+
+    max_content_length: int = Field(default=65_536, gt=0)
+    max_query_length: int = Field(default=4_096, gt=0)
+    search_threshold: float = Field(default=0.7, ge=-1.0, le=1.0)
+    search_limit: int = Field(default=10, gt=0)
+    max_limit: int = Field(default=1_000, gt=0)
+    list_limit: int = Field(default=50, gt=0)
+    dedup_threshold: float = Field(default=0.95, gt=0.0, le=1.0)
+    #: Weight of semantic similarity in hybrid scores; the rest is the keyword score.
+    hybrid_semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: Default minimum fused score in hybrid mode (keyword mode has none by default).
+    hybrid_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
+
+
+class RetrySettings(BaseModel):
+    """Retries of transient store and embedder failures."""
+
+    max_retries: int = Field(default=3, ge=0)
+    initial_delay: float = Field(default=1.0, ge=0)
+    multiplier: float = Field(default=2.0, ge=1.0)
+    max_delay: float = Field(default=30.0, ge=0)
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(self.max_retries, self.initial_delay, self.multiplier, self.max_delay)
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("memstrata", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Everything a runtime is built from."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="MEMSTRATA_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    #: ``sqlite:///path/to/file.db``; empty means ``<data_dir>/memstrata.db``.
+    database_url: str | None = None
+    tenant_id: str = "default"
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    def sqlite_path(self) -> Path:
+        """The SQLite file this configuration points at."""
+        url = self.database_url
+        if not url:
+            return self.data_dir / "memstrata.db"
+        prefix = "sqlite:///"
+        if not url.startswith(prefix) or len(url) == len(prefix):
+            raise MemstrataError(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"database_url {url!r} is not supported: use sqlite:///path/to/file.db "
+                "(PostgreSQL support is tracked separately)",
+                details={"database_url": url},
+            )
+        return Path(url[len(prefix) :])
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build Settings from keyword overrides, the environment and an optional TOML file."""
+    path = config_file if config_file is not None else os.environ.get("MEMSTRATA_CONFIG")
+    toml_path: Path | None = None
+    if path:
+        toml_path = Path(path)
+        if not toml_path.is_file():
+            raise MemstrataError(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"config file {toml_path} does not exist",
+                details={"config_file": str(toml_path)},
+            )
+        try:
+            tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise MemstrataError(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"config file {toml_path} is not valid TOML: {exc}",
+                details={"config_file": str(toml_path)},
+            ) from exc
+
+    class _FileSettings(Settings):
+        model_config = SettingsConfigDict(toml_file=toml_path)
+
+    try:
+        return _FileSettings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise MemstrataError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"invalid settings: {problems}",
+            details={"errors": [str(e["loc"]) for e in exc.errors()]},
+        ) from exc

@@ -1,0 +1,16 @@
+"""Score fusion for hybrid search, shared by every store so that all agree.
+
+hybrid = w · max(cosine, 0) + (1 - w) · bm25 / bm25_best
+
+``bm25_best`` is the best BM25 score among the keyword matches of the same query in the same
+scope, so the keyword part is 1.0 for the best keyword match and 0 for a memory without any
+query term. Both parts lie in [0, 1], and so does the fused score.
+"""
+
+from __future__ import annotations
+
+
+def fuse(cosine: float | None, bm25: float | None, bm25_best: float, weight: float) -> float:
+    semantic = max(cosine or 0.0, 0.0)
+    keyword = (bm25 or 0.0) / bm25_best if bm25_best > 0 else 0.0
+    return weight * semantic + (1.0 - weight) * keyword

@@ -1,0 +1,219 @@
+"""The composition root: builds every service from Settings and owns their lifecycles."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec, TypeVar
+
+from prometheus_client import CollectorRegistry
+
+from memstrata.config import Settings, load_settings
+from memstrata.embeddings import Embedder, build_embedder
+from memstrata.memory.service import MemoryService
+from memstrata.metrics import MemoryMetrics
+from memstrata.store.base import MemoryStore
+from memstrata.store.sqlite import SQLiteStore
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class AsyncMemstrata:
+    """memstrata for asyncio code: ``async with AsyncMemstrata(data_dir=...) as ms: ...``."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        data_dir: str | Path | None = None,
+        database_url: str | None = None,
+        tenant_id: str | None = None,
+        config_file: str | Path | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self.settings = settings or load_settings(
+            config_file, data_dir=data_dir, database_url=database_url, tenant_id=tenant_id
+        )
+        self.embedder = embedder or build_embedder(self.settings.embedding)
+        self.store: MemoryStore = SQLiteStore(self.settings.sqlite_path(), self.embedder)
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.metrics = MemoryMetrics(self.registry)
+        self.memory = MemoryService(
+            self.store,
+            self.settings.memory,
+            default_tenant=self.settings.tenant_id,
+            metrics=self.metrics,
+            retry=self.settings.retry.policy(),
+            ready=self.start,
+        )
+        self._started = False
+        self._closed = False
+        self._start_lock: asyncio.Lock | None = None
+
+    async def start(self) -> None:
+        """Open the store and apply migrations; calls made before ``start`` start it."""
+        if self._started:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if self._started:
+                return
+            if self._closed:
+                from memstrata.errors import ErrorCode, MemstrataError
+
+                raise MemstrataError(ErrorCode.CONFIGURATION_ERROR, "this memstrata is closed")
+            await self.store.initialize()
+            self._started = True
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        await self.store.shutdown()
+        await self.embedder.aclose()
+
+    async def health(self) -> dict[str, Any]:
+        await self.start()
+        status = await self.store.health_check()
+        return {
+            "healthy": status.healthy,
+            "store": status.details,
+            "capabilities": self.store.capabilities().to_dict(),
+            "embedding_model": self.embedder.model_id,
+        }
+
+    def metrics_text(self) -> str:
+        return self.metrics.render().decode("utf-8")
+
+    async def __aenter__(self) -> AsyncMemstrata:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+
+def _bridge(
+    method: Callable[Concatenate[MemoryService, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[SyncMemory, P], R]:
+    def call(self: SyncMemory, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = self._runner(method(self._service, *args, **kwargs))
+        return result
+
+    functools.update_wrapper(call, method)
+    return call
+
+
+class SyncMemory:
+    """The blocking twin of MemoryService: the same calls, the same arguments."""
+
+    def __init__(
+        self, service: MemoryService, runner: Callable[[Coroutine[Any, Any, Any]], Any]
+    ) -> None:
+        self._service = service
+        self._runner = runner
+
+    add = _bridge(MemoryService.add)
+    bulk_add = _bridge(MemoryService.bulk_add)
+    search = _bridge(MemoryService.search)
+    get = _bridge(MemoryService.get)
+    update = _bridge(MemoryService.update)
+    delete = _bridge(MemoryService.delete)
+    bulk_delete = _bridge(MemoryService.bulk_delete)
+    list = _bridge(MemoryService.list)
+    history = _bridge(MemoryService.history)
+    register_hierarchy = _bridge(MemoryService.register_hierarchy)
+    set_hierarchy_defaults = _bridge(MemoryService.set_hierarchy_defaults)
+    resolve_identifiers = _bridge(MemoryService.resolve_identifiers)
+
+
+class Memstrata:
+    """memstrata for blocking code: a thin facade running AsyncMemstrata on its own loop.
+
+    ``with Memstrata(data_dir="./memdata") as ms: ms.memory.add(...)``
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        data_dir: str | Path | None = None,
+        database_url: str | None = None,
+        tenant_id: str | None = None,
+        config_file: str | Path | None = None,
+        embedder: Embedder | None = None,
+    ) -> None:
+        self._async = AsyncMemstrata(
+            settings,
+            data_dir=data_dir,
+            database_url=database_url,
+            tenant_id=tenant_id,
+            config_file=config_file,
+            embedder=embedder,
+        )
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="memstrata-loop", daemon=True
+        )
+        self._thread.start()
+        self.memory = SyncMemory(self._async.memory, self._run)
+        try:
+            self._run(self._async.start())
+        except BaseException:
+            self._stop_loop()
+            raise
+
+    @property
+    def settings(self) -> Settings:
+        return self._async.settings
+
+    @property
+    def aio(self) -> AsyncMemstrata:
+        """The AsyncMemstrata underneath (its coroutines run on this facade's loop)."""
+        return self._async
+
+    def _run(self, coro: Coroutine[Any, Any, R]) -> R:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
+
+    def health(self) -> dict[str, Any]:
+        return self._run(self._async.health())
+
+    def metrics_text(self) -> str:
+        return self._async.metrics_text()
+
+    def _stop_loop(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join()
+        self._loop.close()
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        try:
+            self._run(self._async.close())
+        finally:
+            self._stop_loop()
+
+    def __enter__(self) -> Memstrata:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -1,0 +1,157 @@
+"""The store protocol: the one interface every memory store implements.
+
+Stores speak in tenants, layers and scope keys; the memory service above them resolves
+identifiers, validates input, retries and merges. ``tests/conformance`` runs one suite
+against every implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from memstrata.memory.filters import MetadataFilter
+from memstrata.memory.layers import MemoryLayer
+from memstrata.memory.models import HistoryEvent, MemoryEntry, MemoryPage, SearchMode
+
+Vector = npt.NDArray[np.float32]
+
+
+@dataclass(frozen=True)
+class StoreCapabilities:
+    vector_search: bool
+    keyword_search: bool
+    embedding_dimensions: int
+    distance_metrics: tuple[str, ...]
+    bulk_operations: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "vector_search": self.vector_search,
+            "keyword_search": self.keyword_search,
+            "embedding_dimensions": self.embedding_dimensions,
+            "distance_metrics": list(self.distance_metrics),
+            "bulk_operations": self.bulk_operations,
+        }
+
+
+@dataclass(frozen=True)
+class HealthStatus:
+    healthy: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One layer's slice of a tenant: ``key`` is ``scope_key(layer, identifiers)``."""
+
+    layer: MemoryLayer
+    identifiers: dict[str, str]
+    key: str
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    id: str
+    tenant_id: str
+    scope: Scope
+    content: str
+    metadata: dict[str, Any]
+    embedding: Vector
+
+
+@dataclass(frozen=True)
+class LayerSearch:
+    """A search within one scope. ``threshold`` applies to the mode's own score."""
+
+    tenant_id: str
+    scope: Scope
+    mode: SearchMode
+    vector: Vector | None
+    terms: tuple[str, ...]
+    threshold: float | None
+    limit: int
+    filter: MetadataFilter
+    semantic_weight: float = 0.5
+
+
+@dataclass(frozen=True)
+class ScoredMemory:
+    entry: MemoryEntry
+    score: float
+    semantic_score: float | None
+    keyword_score: float | None
+    vector: Vector | None
+
+
+class MemoryStore(Protocol):
+    """Persistence and search of memories, their history, embeddings and hierarchy."""
+
+    async def initialize(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    async def health_check(self) -> HealthStatus: ...
+
+    def capabilities(self) -> StoreCapabilities: ...
+
+    async def generate_embedding(self, tenant_id: str, texts: Sequence[str]) -> Vector:
+        """Vectors for ``texts``: cached by content hash, the embedder sees each text once."""
+        ...
+
+    async def add(self, memory: NewMemory, *, actor: str | None = None) -> MemoryEntry: ...
+
+    async def bulk_add(
+        self, memories: Sequence[NewMemory], *, actor: str | None = None
+    ) -> list[MemoryEntry]: ...
+
+    async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None: ...
+
+    async def update(
+        self,
+        tenant_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        embedding: Vector | None = None,
+        metadata_patch: dict[str, Any] | None = None,
+        actor: str | None = None,
+    ) -> MemoryEntry:
+        """MEMORY_NOT_FOUND when absent. A patch value of None removes that key."""
+        ...
+
+    async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
+        """True when a memory was removed; absent ids are not an error."""
+        ...
+
+    async def bulk_delete(
+        self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
+    ) -> int: ...
+
+    async def search(self, request: LayerSearch) -> list[ScoredMemory]: ...
+
+    async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]: ...
+
+    async def set_parent(self, tenant_id: str, level: str, child_id: str, parent_id: str) -> None:
+        """Register a hierarchy link; ``child_id`` ``*`` sets the tenant-wide default."""
+        ...
+
+    async def get_parent(self, tenant_id: str, level: str, child_id: str) -> str | None:
+        """The registered parent, else the tenant default, else None."""
+        ...
+
+    async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
+
+    async def list(
+        self,
+        tenant_id: str,
+        scopes: Sequence[Scope],
+        flt: MetadataFilter,
+        *,
+        limit: int,
+        cursor: str | None,
+    ) -> MemoryPage: ...

@@ -1,0 +1,45 @@
+"""Text helpers shared by keyword search: word splitting and English stop words."""
+
+from __future__ import annotations
+
+import re
+
+# A conventional English stop-word list (the common Lucene/NLTK core, lower-case).
+STOP_WORDS = frozenset(
+    """
+    a about above after again against all am an and any are aren't as at be because been
+    before being below between both but by can can't cannot could couldn't did didn't do does
+    doesn't doing don't down during each few for from further had hadn't has hasn't have
+    haven't having he he'd he'll he's her here here's hers herself him himself his how how's
+    i i'd i'll i'm i've if in into is isn't it it's its itself let's me more most mustn't my
+    myself no nor not of off on once only or other ought our ours ourselves out over own same
+    shan't she she'd she'll she's should shouldn't so some such than that that's the their
+    theirs them themselves then there there's these they they'd they'll they're they've this
+    those through to too under until up very was wasn't we we'd we'll we're we've were
+    weren't what what's when when's where where's which while who who's whom why why's with
+    won't would wouldn't you you'd you'll you're you've your yours yourself yourselves
+    """.split()  # noqa: SIM905
+)
+
+_APOSTROPHES = "'\u2019"
+_WORD = re.compile(r"[^\W_]+(?:[" + _APOSTROPHES + r"][^\W_]+)*", re.UNICODE)
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of ``text`` (letters and digits; inner apostrophes kept)."""
+    return [w.replace("\u2019", "'") for w in _WORD.findall(text.lower())]
+
+
+def keyword_terms(text: str, *, max_terms: int = 64) -> list[str]:
+    """Distinct search terms: words without stop words or one-character words, in order."""
+    seen: dict[str, None] = {}
+    for word in words(text):
+        if len(word) < 2 or word in STOP_WORDS:
+            continue
+        # FTS tokenizers split at apostrophes: "alice's" indexes as "alice" and "s".
+        for part in word.split("'"):
+            if len(part) >= 2 and part not in STOP_WORDS:
+                seen.setdefault(part, None)
+        if len(seen) >= max_terms:
+            break
+    return list(seen)[:max_terms]
