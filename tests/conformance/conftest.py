@@ -1,0 +1,48 @@
+"""Store factories for the conformance suite: every store must pass the same tests."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from memstrata.embeddings.local import LocalEmbedder
+from memstrata.store.base import MemoryStore
+from memstrata.store.sqlite import SQLiteStore
+
+T = TypeVar("T")
+
+
+@dataclass
+class Harness:
+    store: MemoryStore
+    run: Callable[[Coroutine[Any, Any, Any]], Any]
+    reopen: Callable[[], MemoryStore]
+    embedder: LocalEmbedder
+
+
+STORES = ["sqlite"]
+
+
+@pytest.fixture(params=STORES)
+def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
+    embedder = LocalEmbedder()
+    opened: list[MemoryStore] = []
+    with asyncio.Runner() as runner:
+
+        def make() -> MemoryStore:
+            if request.param == "sqlite":
+                store: MemoryStore = SQLiteStore(tmp_path / "conformance.db", embedder)
+            else:  # pragma: no cover - further stores register here
+                raise AssertionError(request.param)
+            runner.run(store.initialize())
+            opened.append(store)
+            return store
+
+        yield Harness(make(), runner.run, make, embedder)
+        for store in opened:
+            runner.run(store.shutdown())

@@ -1,0 +1,319 @@
+"""The store conformance suite: one set of behaviours every MemoryStore implementation has."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memstrata.errors import ErrorCode, MemstrataError
+from memstrata.memory.filters import MetadataFilter, matches, parse_filter
+from memstrata.memory.layers import MemoryLayer, scope_key
+from memstrata.memory.models import SearchMode
+from memstrata.store.base import LayerSearch, NewMemory, Scope
+from memstrata.text import keyword_terms
+from tests.conformance.conftest import Harness
+
+T1, T2 = "tenant-one", "tenant-two"
+
+
+def scope(layer: MemoryLayer = MemoryLayer.USER, **ids: str) -> Scope:
+    ids = ids or {"user_id": "alice"}
+    return Scope(layer, ids, scope_key(layer, ids))
+
+
+def new(
+    h: Harness,
+    content: str,
+    *,
+    tenant: str = T1,
+    sc: Scope | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> NewMemory:
+    vector = h.run(h.store.generate_embedding(tenant, [content]))[0]
+    return NewMemory(str(uuid.uuid4()), tenant, sc or scope(), content, metadata or {}, vector)
+
+
+def search(
+    h: Harness,
+    query: str,
+    *,
+    mode: SearchMode = SearchMode.SEMANTIC,
+    tenant: str = T1,
+    sc: Scope | None = None,
+    threshold: float | None = None,
+    limit: int = 10,
+    flt: MetadataFilter | None = None,
+) -> list[Any]:
+    vector = h.run(h.store.generate_embedding(tenant, [query]))[0]
+    request = LayerSearch(
+        tenant,
+        sc or scope(),
+        mode,
+        vector,
+        tuple(keyword_terms(query)),
+        threshold,
+        limit,
+        flt or MetadataFilter(),
+    )
+    return list(h.run(h.store.search(request)))
+
+
+def test_capabilities_and_health(harness: Harness) -> None:
+    caps = harness.store.capabilities()
+    assert caps.vector_search and caps.keyword_search and caps.bulk_operations
+    assert caps.embedding_dimensions == 384
+    assert "cosine" in caps.distance_metrics
+    assert set(caps.to_dict()) == {
+        "vector_search",
+        "keyword_search",
+        "embedding_dimensions",
+        "distance_metrics",
+        "bulk_operations",
+    }
+    status = harness.run(harness.store.health_check())
+    assert status.healthy
+    harness.run(harness.store.initialize())  # initialize is idempotent
+
+
+def test_add_get_roundtrip_and_tenant_isolation(harness: Harness) -> None:
+    h = harness
+    m = new(h, "Prefers dark mode", metadata={"tags": ["ui"], "n": {"deep": [1, 2]}})
+    entry = h.run(h.store.add(m, actor="tester"))
+    assert entry.id == m.id and entry.tenant_id == T1 and entry.layer is MemoryLayer.USER
+    assert entry.identifiers == {"user_id": "alice"}
+    assert entry.embedding_generated and entry.metadata["n"] == {"deep": [1, 2]}
+    assert entry.created_at == entry.updated_at
+    got = h.run(h.store.get(T1, m.id))
+    assert got == entry
+    assert h.run(h.store.get(T2, m.id)) is None
+    assert h.run(h.store.get(T1, "no-such-id")) is None
+
+
+def test_generate_embedding_is_normalised_and_stable(harness: Harness) -> None:
+    h = harness
+    a = h.run(h.store.generate_embedding(T1, ["same text", "other text", "same text"]))
+    assert a.shape == (3, 384) and a.dtype == np.float32
+    assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    assert np.array_equal(a[0], a[2])
+    b = h.run(h.store.generate_embedding(T1, ["same text"]))
+    assert np.array_equal(a[0], b[0])
+
+
+def test_semantic_search_scope_threshold_order_limit(harness: Harness) -> None:
+    h = harness
+    texts = [
+        "The user likes dark editor themes",
+        "The user drives a red bicycle",
+        "Dark mode is enabled in the IDE",
+        "Quarterly taxes are due in April",
+    ]
+    for t in texts:
+        h.run(h.store.add(new(h, t)))
+    h.run(h.store.add(new(h, "Dark editor theme preferred", sc=scope(user_id="bob"))))
+    h.run(h.store.add(new(h, "Dark editor theme preferred", tenant=T2)))
+    hits = search(h, "dark editor theme", threshold=-1.0)
+    assert len(hits) == 4
+    assert all(hit.entry.identifiers == {"user_id": "alice"} for hit in hits)
+    assert all(hit.entry.tenant_id == T1 for hit in hits)
+    scores = [hit.score for hit in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert hits[0].semantic_score == hits[0].score and hits[0].vector is not None
+    high = search(h, "dark editor theme", threshold=0.5)
+    assert 0 < len(high) < 4 and all(hit.score >= 0.5 for hit in high)
+    assert len(search(h, "dark editor theme", threshold=-1.0, limit=2)) == 2
+
+
+def test_keyword_search_stems_and_scores(harness: Harness) -> None:
+    h = harness
+    h.run(h.store.add(new(h, "Editors should always use dark themes")))
+    h.run(h.store.add(new(h, "The deployment runs on Fridays")))
+    hits = search(h, "editor theme", mode=SearchMode.KEYWORD)
+    assert [hit.entry.content for hit in hits] == ["Editors should always use dark themes"]
+    assert hits[0].keyword_score is not None and hits[0].score >= 0
+    assert search(h, "zebra", mode=SearchMode.KEYWORD) == []
+    assert search(h, "editor", mode=SearchMode.KEYWORD, sc=scope(user_id="bob")) == []
+
+
+def test_hybrid_scores_fused_in_unit_range(harness: Harness) -> None:
+    h = harness
+    for t in [
+        "Editors should always use dark themes",
+        "Night-time colour schemes for IDEs",
+        "The deployment runs on Fridays",
+    ]:
+        h.run(h.store.add(new(h, t)))
+    hits = search(h, "dark editor themes", mode=SearchMode.HYBRID, threshold=0.0)
+    assert hits[0].entry.content == "Editors should always use dark themes"
+    assert all(0.0 <= hit.score <= 1.0 for hit in hits)
+    assert hits[0].keyword_score is not None and hits[0].semantic_score is not None
+
+
+FILTER_DOCS: list[dict[str, Any]] = [
+    {"tags": ["ui", "pref"], "priority": 1, "status": "open", "nested": {"kind": "a"}},
+    {"tags": ["db"], "priority": 5, "status": "closed", "labels": ["x", "y"]},
+    {"tags": [], "priority": 3.5, "status": "open", "flag": True},
+    {"priority": "high", "status": None, "note": "contains O'Reilly; DROP TABLE"},
+    {},
+]
+FILTER_CASES: list[tuple[Any, Any]] = [
+    (["ui"], None),
+    (["ui", "db"], None),
+    (None, {"status": "open"}),
+    (None, {"status": {"ne": "open"}}),
+    (None, {"priority": {"gte": 3}}),
+    (None, {"priority": {"gt": 1, "lte": 5}}),
+    (None, {"priority": {"lt": 3.5}}),
+    (None, {"status": {"in": ["closed", "open"]}}),
+    (None, {"labels": {"contains": "y"}}),
+    (None, {"note": {"contains": "DROP TABLE"}}),
+    (None, {"nested.kind": "a"}),
+    (None, {"flag": True}),
+    (None, {"flag": 1}),
+    (None, {"status": None}),
+    (None, {"missing": {"ne": 1}}),
+    (["pref"], {"status": "open", "priority": {"lt": 2}}),
+    (None, {"priority": {"gt": "a"}}),
+]
+
+
+def test_filters_agree_with_reference_semantics(harness: Harness) -> None:
+    h = harness
+    entries = [
+        h.run(h.store.add(new(h, f"filter document {i}", metadata=meta)))
+        for i, meta in enumerate(FILTER_DOCS)
+    ]
+    for tags, filters in FILTER_CASES:
+        flt = parse_filter(tags, filters)
+        expected = {e.id for e in entries if matches(flt, e.metadata)}
+        page = h.run(h.store.list(T1, [scope()], flt, limit=100, cursor=None))
+        assert {e.id for e in page.items} == expected, (tags, filters)
+        assert page.total_count == len(expected)
+        found = search(h, "filter document", threshold=-1.0, limit=100, flt=flt)
+        assert {s.entry.id for s in found} == expected, (tags, filters)
+        kw = search(h, "filter document", mode=SearchMode.KEYWORD, limit=100, flt=flt)
+        assert {s.entry.id for s in kw} == expected, (tags, filters)
+
+
+def test_update_content_metadata_and_not_found(harness: Harness) -> None:
+    h = harness
+    entry = h.run(h.store.add(new(h, "The office is in Berlin", metadata={"a": 1, "b": 2})))
+    meta_only = h.run(h.store.update(T1, entry.id, metadata_patch={"b": None, "c": 3}))
+    assert meta_only.metadata == {"a": 1, "c": 3} and meta_only.content == entry.content
+    assert meta_only.updated_at > entry.updated_at
+    vector = h.run(h.store.generate_embedding(T1, ["The office moved to Lisbon"]))[0]
+    changed = h.run(
+        h.store.update(T1, entry.id, content="The office moved to Lisbon", embedding=vector)
+    )
+    assert changed.updated_at > meta_only.updated_at
+    assert h.run(h.store.get(T1, entry.id)) == changed
+    assert [s.entry.id for s in search(h, "Lisbon", mode=SearchMode.KEYWORD)] == [entry.id]
+    assert search(h, "Berlin", mode=SearchMode.KEYWORD) == []
+    top = search(h, "The office moved to Lisbon", threshold=0.99)
+    assert [s.entry.id for s in top] == [entry.id]
+    with pytest.raises(MemstrataError) as err:
+        h.run(h.store.update(T1, "missing", metadata_patch={"x": 1}))
+    assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
+    with pytest.raises(MemstrataError) as err:
+        h.run(h.store.update(T2, entry.id, metadata_patch={"x": 1}))
+    assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
+
+
+def test_delete_idempotent_and_history_kept(harness: Harness) -> None:
+    h = harness
+    entry = h.run(h.store.add(new(h, "Temporary note about lunch"), actor="ann"))
+    assert h.run(h.store.delete(T2, entry.id)) is False
+    assert h.run(h.store.get(T1, entry.id)) is not None
+    assert h.run(h.store.delete(T1, entry.id, actor="bob")) is True
+    assert h.run(h.store.delete(T1, entry.id)) is False
+    assert h.run(h.store.get(T1, entry.id)) is None
+    assert search(h, "Temporary note about lunch", threshold=-1.0) == []
+    assert search(h, "lunch", mode=SearchMode.KEYWORD) == []
+    events = h.run(h.store.history(T1, entry.id))
+    assert [(e.operation.value, e.actor) for e in events] == [("add", "ann"), ("delete", "bob")]
+    assert events[1].old_content == "Temporary note about lunch" and events[1].new_content is None
+    assert h.run(h.store.history(T2, entry.id)) == []
+
+
+def test_bulk_add_and_bulk_delete(harness: Harness) -> None:
+    h = harness
+    items = [new(h, f"bulk memory number {i}") for i in range(30)]
+    entries = h.run(h.store.bulk_add(items))
+    assert [e.id for e in entries] == [m.id for m in items]
+    page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=100, cursor=None))
+    assert page.total_count == 30
+    removed = h.run(h.store.bulk_delete(T1, [m.id for m in items[:10]] + ["absent"]))
+    assert removed == 10
+    page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=100, cursor=None))
+    assert page.total_count == 20
+    duplicate = items[15]
+    with pytest.raises(MemstrataError) as err:
+        h.run(h.store.bulk_add([new(h, "fresh one"), duplicate]))
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=100, cursor=None))
+    assert page.total_count == 20  # all or nothing
+
+
+def test_list_pages_are_stable_while_others_insert(harness: Harness) -> None:
+    h = harness
+    for i in range(25):
+        h.run(h.store.add(new(h, f"listed memory {i}")))
+    seen: list[str] = []
+    cursor = None
+    counter = itertools.count()
+    while True:
+        page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=7, cursor=cursor))
+        seen += [e.content for e in page.items]
+        h.run(h.store.add(new(h, f"inserted meanwhile {next(counter)}")))
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == [f"listed memory {i}" for i in reversed(range(25))]
+    with pytest.raises(MemstrataError) as err:
+        h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=5, cursor="not-a-cursor"))
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+
+
+def test_list_across_scopes(harness: Harness) -> None:
+    h = harness
+    project = scope(MemoryLayer.PROJECT, project_id="p1")
+    h.run(h.store.add(new(h, "user memory")))
+    h.run(h.store.add(new(h, "project memory", sc=project)))
+    h.run(h.store.add(new(h, "other project", sc=scope(MemoryLayer.PROJECT, project_id="p2"))))
+    page = h.run(h.store.list(T1, [scope(), project], MetadataFilter(), limit=10, cursor=None))
+    assert sorted(e.content for e in page.items) == ["project memory", "user memory"]
+    counts = h.run(h.store.count_by_layer(T1))
+    assert counts == {"user": 1, "project": 2}
+
+
+def test_hierarchy_links_and_defaults(harness: Harness) -> None:
+    h = harness
+    assert h.run(h.store.get_parent(T1, "project", "p1")) is None
+    h.run(h.store.set_parent(T1, "project", "*", "team-default"))
+    assert h.run(h.store.get_parent(T1, "project", "p1")) == "team-default"
+    h.run(h.store.set_parent(T1, "project", "p1", "team-a"))
+    assert h.run(h.store.get_parent(T1, "project", "p1")) == "team-a"
+    assert h.run(h.store.get_parent(T2, "project", "p1")) is None
+
+
+def test_second_instance_sees_writes_of_the_first(harness: Harness) -> None:
+    h = harness
+    other = h.reopen()
+    assert search(h, "shared memory", threshold=-1.0) == []  # index loaded before the writes
+    first = h.run(other.add(new(h, "a shared memory written elsewhere")))
+    assert [s.entry.id for s in search(h, "shared memory", threshold=-1.0)] == [first.id]
+    h.run(other.delete(T1, first.id))
+    assert search(h, "shared memory", threshold=-1.0) == []
+
+
+def test_timestamps_are_aware_and_ordered(harness: Harness) -> None:
+    h = harness
+    entry = h.run(h.store.add(new(h, "timestamped")))
+    assert isinstance(entry.created_at, datetime) and entry.created_at.tzinfo is not None
+    updates = [h.run(h.store.update(T1, entry.id, metadata_patch={"i": i})) for i in range(5)]
+    stamps = [u.updated_at for u in updates]
+    assert stamps == sorted(stamps) and len(set(stamps)) == 5

@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memstrata import Memstrata, load_settings
+from memstrata.config import Settings
+from tests.fakes.openai_server import FakeOpenAI
+
+
+def fast_settings(data_dir: Path, **overrides: object) -> Settings:
+    """Embedded defaults with retries that wait milliseconds, not seconds."""
+    return load_settings(
+        data_dir=data_dir,
+        retry={"max_retries": 3, "initial_delay": 0.01, "multiplier": 2.0, "max_delay": 0.1},
+        **overrides,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for key in list(__import__("os").environ):
+        if key.startswith("MEMSTRATA_"):
+            monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "memdata"
+
+
+@pytest.fixture
+def ms(data_dir: Path) -> Iterator[Memstrata]:
+    with Memstrata(fast_settings(data_dir)) as instance:
+        yield instance
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI() as server:
+        yield server
+
+
+def openai_settings(data_dir: Path, server: FakeOpenAI, **overrides: object) -> Settings:
+    return fast_settings(
+        data_dir,
+        embedding={
+            "provider": "openai",
+            "base_url": server.base_url,
+            "model": "fake-embed",
+            "dimensions": server.dims,
+        },
+        **overrides,
+    )
