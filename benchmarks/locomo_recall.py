@@ -28,9 +28,7 @@ KS = (5, 10, 20)
 def turns(conversation: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     sessions = sorted(
-        (int(m.group(1)), key)
-        for key in conversation
-        if (m := re.fullmatch(r"session_(\d+)", key))
+        (int(m.group(1)), key) for key in conversation if (m := re.fullmatch(r"session_(\d+)", key))
     )
     for number, key in sessions:
         date = conversation.get(f"session_{number}_date_time", "")
@@ -64,8 +62,11 @@ def main() -> None:
                         "content": t["text"],
                         "layer": "user",
                         "user_id": user,
-                        "metadata": {"dia_id": t["dia_id"], "session": t["session"],
-                                     "date": t["date"]},
+                        "metadata": {
+                            "dia_id": t["dia_id"],
+                            "session": t["session"],
+                            "date": t["date"],
+                        },
                     }
                     for t in items
                 ]
@@ -79,7 +80,10 @@ def main() -> None:
                 for mode in modes:
                     start = time.perf_counter()
                     hits = ms.memory.search(
-                        qa["question"], user_id=user, mode=mode, limit=max(KS),
+                        qa["question"],
+                        user_id=user,
+                        mode=mode,
+                        limit=max(KS),
                         threshold=None if mode == "keyword" else 0.0,
                     )
                     latencies[mode].append(time.perf_counter() - start)

@@ -1,0 +1,160 @@
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memstrata import ErrorCode, Memstrata, MemstrataError
+from memstrata.embeddings.local import DIMENSIONS, LocalEmbedder
+from memstrata.embeddings.openai import OpenAIEmbedder
+from tests.conftest import fast_settings, openai_settings
+from tests.fakes.openai_server import Failure, FakeOpenAI
+
+
+def test_local_embedder_is_normalised_and_meaningful() -> None:
+    embedder = LocalEmbedder()
+    vectors = embedder.embed_sync(
+        ["Prefers dark mode in every editor", "editor theme", "The invoice is overdue"]
+    )
+    assert vectors.shape == (3, DIMENSIONS) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.2
+    single = embedder.embed_sync(["editor theme"])[0]
+    assert float(single @ vectors[1]) > 0.999  # batching and padding change nothing
+    assert embedder.embed_sync([]).shape == (0, DIMENSIONS)
+    long_text = asyncio.run(embedder.embed(["word " * 2000]))
+    assert long_text.shape == (1, DIMENSIONS)
+
+
+def test_same_content_never_reaches_the_embedder_twice(tmp_path: Path) -> None:
+    with FakeOpenAI() as server:
+        settings = openai_settings(tmp_path / "d", server)
+        with Memstrata(settings) as ms:
+            ms.memory.add("cached content", layer="user", user_id="u")
+            ms.memory.add("cached content", layer="project", project_id="p")
+            ms.memory.bulk_add(
+                [
+                    {"content": "cached content", "layer": "user", "user_id": "v"},
+                    {"content": "fresh", "layer": "user", "user_id": "v"},
+                    {"content": "fresh", "layer": "user", "user_id": "w"},
+                ]
+            )
+            assert server.embedded == ["cached content", "fresh"]
+            ms.memory.search("a query", user_id="u", threshold=0.0)
+            ms.memory.search("a query", user_id="u", threshold=0.0)
+            assert server.embedded.count("a query") == 1
+        with Memstrata(settings) as ms:
+            ms.memory.add("cached content", layer="user", user_id="x")
+            assert server.embedded.count("cached content") == 1
+            ms.memory.add("cached content", layer="user", user_id="x", tenant_id="other")
+            assert server.embedded.count("cached content") == 2  # caches are per tenant
+
+
+def test_transient_provider_errors_are_retried(tmp_path: Path) -> None:
+    with FakeOpenAI() as server, Memstrata(openai_settings(tmp_path / "d", server)) as ms:
+        server.fail_next(Failure(500), Failure(503))
+        assert ms.memory.add("after two failures", layer="user", user_id="u").embedding_generated
+        assert server.requests == 3
+        server.fail_next(*[Failure(502)] * 4)
+        with pytest.raises(MemstrataError) as err:
+            ms.memory.add("never works", layer="user", user_id="u")
+        assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
+        assert server.requests == 3 + 4  # the first try and 3 retries
+        assert ms.memory.list(user_id="u").total_count == 1
+        server.fail_next(Failure(429, {"Retry-After": "0.05"}))
+        ms.memory.add("after a rate limit", layer="user", user_id="u")
+        server.fail_next(*[Failure(429, {"Retry-After": "0"})] * 4)
+        with pytest.raises(MemstrataError) as err:
+            ms.memory.add("rate limited for good", layer="user", user_id="u")
+        assert err.value.code is ErrorCode.RATE_LIMITED and err.value.retryable
+        assert "PROVIDER_ERROR" in ms.metrics_text() and "RATE_LIMITED" in ms.metrics_text()
+
+
+def test_permanent_provider_errors_are_not_retried(tmp_path: Path) -> None:
+    with FakeOpenAI() as server, Memstrata(openai_settings(tmp_path / "d", server)) as ms:
+        server.fail_next(Failure(401))
+        with pytest.raises(MemstrataError) as err:
+            ms.memory.add("x", layer="user", user_id="u")
+        assert err.value.code is ErrorCode.CONFIGURATION_ERROR and server.requests == 1
+        server.fail_next(Failure(400))
+        with pytest.raises(MemstrataError) as err:
+            ms.memory.add("x", layer="user", user_id="u")
+        assert err.value.code is ErrorCode.EMBEDDING_FAILED and not err.value.retryable
+        server.fail_next(Failure(200, body='{"data": "nonsense"}'))
+        with pytest.raises(MemstrataError) as err:
+            ms.memory.add("x", layer="user", user_id="u")
+        assert err.value.code is ErrorCode.EMBEDDING_FAILED
+        assert ms.memory.list(user_id="u").total_count == 0
+
+
+def test_unreachable_provider_is_a_retryable_provider_error(tmp_path: Path) -> None:
+    server = FakeOpenAI()
+    url = server.base_url
+    server.server.server_close()  # nothing listens on that port any more
+    settings = fast_settings(
+        tmp_path / "d",
+        embedding={"provider": "openai", "base_url": url, "model": "m", "dimensions": 8},
+    )
+    with Memstrata(settings) as ms:
+        with pytest.raises(MemstrataError) as err:
+            ms.memory.add("x", layer="user", user_id="u")
+        assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
+
+
+def test_api_key_comes_from_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MY_EMBED_KEY", "sk-test-123")
+    with FakeOpenAI() as server:
+        embedder = OpenAIEmbedder(
+            base_url=server.base_url, model="m", dimensions=8, api_key_env="MY_EMBED_KEY"
+        )
+
+        async def go() -> None:
+            vectors = await embedder.embed(["a", "b", "c"])
+            assert vectors.shape == (3, 8)
+            await embedder.aclose()
+
+        asyncio.run(go())
+        assert server.auth_headers == ["Bearer sk-test-123"]
+
+
+def test_store_refuses_a_different_embedding_model(tmp_path: Path) -> None:
+    data_dir = tmp_path / "d"
+    with Memstrata(fast_settings(data_dir)) as ms:
+        ms.memory.add("built with the local model", layer="user", user_id="u")
+    with FakeOpenAI() as server:
+        with pytest.raises(MemstrataError) as err:
+            Memstrata(openai_settings(data_dir, server))
+        error = err.value
+        assert error.code is ErrorCode.CONFIGURATION_ERROR
+        assert "all-MiniLM-L6-v2-int8" in error.message and "fake-embed" in error.message
+        assert (
+            error.details["store_dimensions"] == 384 and error.details["embedder_dimensions"] == 8
+        )
+    with Memstrata(fast_settings(data_dir)) as ms:
+        assert ms.memory.list(user_id="u").total_count == 1
+
+
+def test_openai_settings_are_validated(tmp_path: Path) -> None:
+    with pytest.raises(MemstrataError) as err:
+        Memstrata(fast_settings(tmp_path, embedding={"provider": "openai"}))
+    assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+    with pytest.raises(MemstrataError) as err:
+        Memstrata(
+            fast_settings(
+                tmp_path,
+                embedding={
+                    "provider": "openai",
+                    "base_url": "ftp://x",
+                    "model": "m",
+                    "dimensions": 3,
+                },
+            )
+        )
+    assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+    with pytest.raises(MemstrataError) as err:
+        Memstrata(fast_settings(tmp_path, embedding={"model": "bge-large"}))
+    assert err.value.code is ErrorCode.CONFIGURATION_ERROR
