@@ -1,8 +1,12 @@
-"""Text helpers shared by keyword search: word splitting and English stop words."""
+"""Text analysis for keyword search: words, English stop words, Snowball stems."""
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from functools import lru_cache
+
+import snowballstemmer
 
 # A conventional English stop-word list (the common Lucene/NLTK core, lower-case).
 STOP_WORDS = frozenset(
@@ -21,6 +25,7 @@ STOP_WORDS = frozenset(
     """.split()  # noqa: SIM905
 )
 
+_STEMMER = snowballstemmer.stemmer("english")
 _APOSTROPHES = "'\u2019"
 _WORD = re.compile(r"[^\W_]+(?:[" + _APOSTROPHES + r"][^\W_]+)*", re.UNICODE)
 
@@ -43,3 +48,33 @@ def keyword_terms(text: str, *, max_terms: int = 64) -> list[str]:
         if len(seen) >= max_terms:
             break
     return list(seen)[:max_terms]
+
+
+@lru_cache(maxsize=200_000)
+def stem(word: str) -> str:
+    """The Snowball (Porter2) English stem of a lower-case word."""
+    result: str = _STEMMER.stemWord(word)
+    return result
+
+
+def analyze(text: str) -> Counter[str]:
+    """Keyword-index terms of ``text`` with their counts: stemmed words, no stop words."""
+    counts: Counter[str] = Counter()
+    for word in words(text):
+        for part in word.split("'"):
+            if len(part) >= 2 and part not in STOP_WORDS:
+                counts[stem(part)] += 1
+    return counts
+
+
+def encode_terms(counts: Counter[str]) -> str:
+    """A compact stored form of ``analyze`` output: "term:count term:count"."""
+    return " ".join(f"{term}:{n}" for term, n in counts.items())
+
+
+def decode_terms(raw: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in raw.split():
+        term, _, n = item.rpartition(":")
+        out[term] = int(n)
+    return out

@@ -15,7 +15,7 @@ from memstrata.memory.filters import MetadataFilter, matches, parse_filter
 from memstrata.memory.layers import MemoryLayer, scope_key
 from memstrata.memory.models import SearchMode
 from memstrata.store.base import LayerSearch, NewMemory, Scope
-from memstrata.text import keyword_terms
+from memstrata.text import analyze
 from tests.conformance.conftest import Harness
 
 T1, T2 = "tenant-one", "tenant-two"
@@ -54,8 +54,9 @@ def search(
         tenant,
         sc or scope(),
         mode,
+        query,
         vector,
-        tuple(keyword_terms(query)),
+        tuple(analyze(query)),
         threshold,
         limit,
         flt or MetadataFilter(),

@@ -47,7 +47,7 @@ from memstrata.memory.validation import (
 from memstrata.metrics import MemoryMetrics
 from memstrata.retry import RetryPolicy
 from memstrata.store.base import LayerSearch, MemoryStore, NewMemory, Scope, ScoredMemory, Vector
-from memstrata.text import keyword_terms
+from memstrata.text import analyze
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -175,7 +175,7 @@ class MemoryService:
             self._query_cache.move_to_end(query)
             return cached
         vectors = await self._retry.run(
-            "embed query", lambda: self._store.generate_embedding(tenant, [query])
+            "embed query", lambda: self._store.generate_embedding(tenant, [query], cache=False)
         )
         vector: Vector = vectors[0]
         self._query_cache[query] = vector
@@ -351,12 +351,13 @@ class MemoryService:
             vector = None
             if search_mode is not SearchMode.KEYWORD:
                 vector = await self._embed_query(tenant, text)
-            terms = tuple(keyword_terms(text)) if search_mode is not SearchMode.SEMANTIC else ()
+            terms = tuple(analyze(text)) if search_mode is not SearchMode.SEMANTIC else ()
             requests = [
                 LayerSearch(
                     tenant,
                     scope,
                     search_mode,
+                    text,
                     vector,
                     terms,
                     min_score,

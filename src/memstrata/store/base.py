@@ -66,11 +66,16 @@ class NewMemory:
 
 @dataclass(frozen=True)
 class LayerSearch:
-    """A search within one scope. ``threshold`` applies to the mode's own score."""
+    """A search within one scope. ``threshold`` applies to the mode's own score.
+
+    ``text`` is the query as given; ``terms`` its keyword terms (memstrata.text.analyze:
+    Snowball stems without stop words); ``vector`` its embedding (None in keyword mode).
+    """
 
     tenant_id: str
     scope: Scope
     mode: SearchMode
+    text: str
     vector: Vector | None
     terms: tuple[str, ...]
     threshold: float | None
@@ -99,8 +104,13 @@ class MemoryStore(Protocol):
 
     def capabilities(self) -> StoreCapabilities: ...
 
-    async def generate_embedding(self, tenant_id: str, texts: Sequence[str]) -> Vector:
-        """Vectors for ``texts``: cached by content hash, the embedder sees each text once."""
+    async def generate_embedding(
+        self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
+    ) -> Vector:
+        """Vectors for ``texts``, cached by content hash: the embedder sees each text once.
+
+        ``cache=False`` (search queries) neither reads nor writes the persistent cache.
+        """
         ...
 
     async def add(self, memory: NewMemory, *, actor: str | None = None) -> MemoryEntry: ...

@@ -1,4 +1,9 @@
-"""The embedded store: one SQLite file (WAL), FTS5 for keywords, an in-process vector index."""
+"""The embedded store: one SQLite file (WAL) and in-process vector and BM25 indexes.
+
+SQLite holds everything durably; each process keeps an exact vector index and a BM25 keyword
+index per scope in memory, loaded on first search and kept in step with every committed write
+(its own or another process's) through ``index_log``.
+"""
 
 from __future__ import annotations
 
@@ -39,8 +44,10 @@ from memstrata.store.base import (
     StoreCapabilities,
     Vector,
 )
+from memstrata.store.lexical_index import LexicalIndex
 from memstrata.store.sqlite_db import Database, translate
 from memstrata.store.vector_index import VectorIndex
+from memstrata.text import analyze, decode_terms, encode_terms
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -131,6 +138,7 @@ class SQLiteStore:
         self.embedder = embedder
         self._db = Database(self.path, {"ms_match": (2, _match_udf)})
         self._index = VectorIndex(embedder.dimensions)
+        self._lexicon = LexicalIndex()
         self._index_lock = threading.Lock()
         self._index_loaded = False
         self._applied_seq = 0
@@ -182,11 +190,11 @@ class SQLiteStore:
                         "embedder_dimensions": dims,
                     },
                 )
-            lo, hi = conn.execute("SELECT min(seq), max(seq) FROM vector_log").fetchone()
+            lo, hi = conn.execute("SELECT min(seq), max(seq) FROM index_log").fetchone()
             if hi is not None and hi - lo > _LOG_PRUNE_AT:
-                conn.execute("DELETE FROM vector_log WHERE seq <= ?", (hi - _LOG_KEEP,))
+                conn.execute("DELETE FROM index_log WHERE seq <= ?", (hi - _LOG_KEEP,))
                 conn.execute(
-                    "INSERT OR REPLACE INTO store_meta VALUES ('vector_log_pruned_through', ?)",
+                    "INSERT OR REPLACE INTO store_meta VALUES ('index_log_pruned_through', ?)",
                     (str(hi - _LOG_KEEP),),
                 )
 
@@ -229,7 +237,11 @@ class SQLiteStore:
     def _hash(self, text: str) -> str:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
-    async def generate_embedding(self, tenant_id: str, texts: Sequence[str]) -> Vector:
+    async def generate_embedding(
+        self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
+    ) -> Vector:
+        if not cache:
+            return await self.embedder.embed(list(texts))
         hashes = [self._hash(t) for t in texts]
         unique = dict(zip(hashes, texts, strict=True))
         cached = await self._run("embedding cache", self._cache_get, tenant_id, list(unique))
@@ -298,6 +310,7 @@ class SQLiteStore:
                     m.content,
                     meta,
                     m.embedding.astype(np.float32).tobytes(),
+                    encode_terms(analyze(m.content)),
                     model,
                     now,
                     now,
@@ -321,8 +334,8 @@ class SQLiteStore:
             with self._db.write() as conn:
                 conn.executemany(
                     "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "
-                    "metadata, embedding, embedding_model, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "metadata, embedding, lexicon, embedding_model, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     rows,
                 )
                 conn.executemany(
@@ -413,6 +426,7 @@ class SQLiteStore:
             }
             if content is not None:
                 sets["content"] = content
+                sets["lexicon"] = encode_terms(analyze(content))
             if embedding is not None:
                 sets["embedding"] = embedding.astype(np.float32).tobytes()
                 sets["embedding_model"] = self.embedder.model_id
@@ -479,16 +493,16 @@ class SQLiteStore:
                 removed += 1
         return removed
 
-    # -- vector index -----------------------------------------------------------------------
+    # -- in-process indexes -----------------------------------------------------------------
 
     def _sync_index(self) -> None:
-        """Bring the in-process index up to date with every committed write (any process)."""
+        """Bring the in-process indexes up to date with every committed write (any process)."""
         conn = self._db.connection()
         with self._index_lock:
             if self._index_loaded:
                 top, pruned = conn.execute(
-                    "SELECT (SELECT max(seq) FROM vector_log), (SELECT value FROM store_meta "
-                    "WHERE key = 'vector_log_pruned_through')"
+                    "SELECT (SELECT max(seq) FROM index_log), (SELECT value FROM store_meta "
+                    "WHERE key = 'index_log_pruned_through')"
                 ).fetchone()
                 if (top or 0) <= self._applied_seq:
                     return
@@ -498,28 +512,35 @@ class SQLiteStore:
                 self._load_index(conn)
                 return
             rows = conn.execute(
-                "SELECT l.seq, l.memory_pk, m.tenant_id, m.layer, m.scope_key, m.embedding "
-                "FROM vector_log l LEFT JOIN memories m ON m.pk = l.memory_pk "
+                "SELECT l.seq, l.memory_pk, m.tenant_id, m.layer, m.scope_key, m.embedding, "
+                "m.lexicon FROM index_log l LEFT JOIN memories m ON m.pk = l.memory_pk "
                 "WHERE l.seq > ? ORDER BY l.seq",
                 (self._applied_seq,),
             ).fetchall()
             self._apply(rows)
 
     def _apply(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        for seq, pk, tenant, layer, key, blob in rows:
-            if tenant is None or blob is None:
+        for seq, pk, tenant, layer, key, blob, lexicon in rows:
+            if tenant is None:
                 self._index.remove(pk)
+                self._lexicon.remove(pk)
             else:
-                self._index.upsert(pk, (tenant, layer, key), np.frombuffer(blob, dtype=np.float32))
+                part = (tenant, layer, key)
+                if blob is None:
+                    self._index.remove(pk)
+                else:
+                    self._index.upsert(pk, part, np.frombuffer(blob, dtype=np.float32))
+                self._lexicon.upsert(pk, part, decode_terms(lexicon))
             self._applied_seq = max(self._applied_seq, seq)
 
     def _load_index(self, conn: sqlite3.Connection) -> None:
         self._index.clear()
+        self._lexicon.clear()
         with self._db.snapshot():
-            top = conn.execute("SELECT coalesce(max(seq), 0) FROM vector_log").fetchone()[0]
+            top = conn.execute("SELECT coalesce(max(seq), 0) FROM index_log").fetchone()[0]
             rows = conn.execute(
-                "SELECT ?, pk, tenant_id, layer, scope_key, embedding FROM memories "
-                "WHERE embedding IS NOT NULL ORDER BY pk",
+                "SELECT ?, pk, tenant_id, layer, scope_key, embedding, lexicon FROM memories "
+                "ORDER BY pk",
                 (top,),
             )
             self._applied_seq = 0
@@ -543,73 +564,75 @@ class SQLiteStore:
             params.append(_filter_json(flt))
         return {row[0]: row for row in self._db.connection().execute(sql, params)}
 
-    def _semantic(
-        self, req: LayerSearch, min_score: float | None, want: int
+    def _filtered(
+        self, hits: list[tuple[int, float]], flt: MetadataFilter, want: int
     ) -> list[tuple[tuple[Any, ...], float]]:
-        assert req.vector is not None
-        self._sync_index()
-        key = (req.tenant_id, req.scope.layer.value, req.scope.key)
-        with self._index_lock:
-            hits = self._index.search(
-                key, req.vector, min_score, None if not req.filter.empty else want
-            )
+        """The first ``want`` hits (best first) whose rows pass the filter, with their rows."""
         out: list[tuple[tuple[Any, ...], float]] = []
-        for start in range(0, len(hits), _CHUNK):
-            chunk = hits[start : start + _CHUNK]
-            rows = self._rows([pk for pk, _ in chunk], req.filter)
+        step = want if flt.empty else _CHUNK
+        for start in range(0, len(hits), step):
+            chunk = hits[start : start + step]
+            rows = self._rows([pk for pk, _ in chunk], flt)
             out.extend((rows[pk], score) for pk, score in chunk if pk in rows)
             if len(out) >= want:
                 break
         return out[:want]
 
-    def _keyword(self, req: LayerSearch, want: int) -> list[tuple[tuple[Any, ...], float]]:
-        if not req.terms:
-            return []
-        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in req.terms)
-        sql = (
-            f"SELECT {', '.join('m.' + c.strip() for c in _COLUMNS.split(','))}, "  # noqa: S608
-            "bm25(memories_fts) AS rank FROM memories_fts "
-            "JOIN memories m ON m.pk = memories_fts.rowid "
-            "WHERE memories_fts MATCH ? AND m.tenant_id = ? AND m.layer = ? AND m.scope_key = ?"
-        )
-        params: list[Any] = [match, req.tenant_id, req.scope.layer.value, req.scope.key]
-        if not req.filter.empty:
-            sql += " AND ms_match(m.metadata, ?)"
-            params.append(_filter_json(req.filter))
-        sql += " ORDER BY rank LIMIT ?"
-        params.append(want)
-        rows = self._db.connection().execute(sql, params).fetchall()
-        return [(row[:-1], -float(row[-1])) for row in rows]
+    def _vector_hits(
+        self, req: LayerSearch, min_score: float | None, want: int
+    ) -> list[tuple[int, float]]:
+        assert req.vector is not None
+        key = (req.tenant_id, req.scope.layer.value, req.scope.key)
+        with self._index_lock:
+            return self._index.search(
+                key, req.vector, min_score, want if req.filter.empty else None
+            )
+
+    def _keyword_hits(
+        self, req: LayerSearch, min_score: float | None, want: int
+    ) -> list[tuple[int, float]]:
+        key = (req.tenant_id, req.scope.layer.value, req.scope.key)
+        with self._index_lock:
+            hits = self._lexicon.search(
+                key, list(req.terms), want if req.filter.empty and min_score is None else None
+            )
+        return hits if min_score is None else [h for h in hits if h[1] >= min_score]
 
     def _search(self, req: LayerSearch) -> list[ScoredMemory]:
+        self._sync_index()
+        flt, limit = req.filter, req.limit
         if req.mode is SearchMode.SEMANTIC:
+            found = self._filtered(self._vector_hits(req, req.threshold, limit), flt, limit)
             return [
                 ScoredMemory(_entry(row), score, score, None, _vector(row[10]))
-                for row, score in self._semantic(req, req.threshold, req.limit)
+                for row, score in found
             ]
         if req.mode is SearchMode.KEYWORD:
+            found = self._filtered(self._keyword_hits(req, req.threshold, limit), flt, limit)
             return [
                 ScoredMemory(_entry(row), score, None, score, _vector(row[10]))
-                for row, score in self._keyword(req, req.limit)
-                if req.threshold is None or score >= req.threshold
+                for row, score in found
             ]
-        pool = max(req.limit * 5, 50)
-        keyword = self._keyword(req, pool)
-        semantic = self._semantic(req, None, pool)
+        assert req.vector is not None
+        pool = max(limit * 5, 50)
+        keyword = self._filtered(self._keyword_hits(req, None, pool), flt, pool)
+        semantic = self._filtered(self._vector_hits(req, None, pool), flt, pool)
         best = max((score for _, score in keyword), default=0.0)
         bm25 = {row[0]: score for row, score in keyword}
         rows = {row[0]: row for row, _ in keyword}
-        rows.update({row[0]: row for row, _ in semantic})
-        assert req.vector is not None
-        out = []
+        rows.update((row[0], row) for row, _ in semantic)
+        scored = []
         for pk, row in rows.items():
             vector = _vector(row[10])
-            cosine = float(vector @ req.vector) if vector is not None else None
+            cosine = None if vector is None else float(vector @ req.vector)
             score = fuse(cosine, bm25.get(pk), best, req.semantic_weight)
             if req.threshold is None or score >= req.threshold:
-                out.append(ScoredMemory(_entry(row), score, cosine, bm25.get(pk), vector))
-        out.sort(key=lambda s: -s.score)
-        return out[: req.limit]
+                scored.append((score, pk, cosine, vector))
+        scored.sort(key=lambda item: (-item[0], item[1]))
+        return [
+            ScoredMemory(_entry(rows[pk]), score, cosine, bm25.get(pk), vector)
+            for score, pk, cosine, vector in scored[:limit]
+        ]
 
     # -- list and history -------------------------------------------------------------------
 

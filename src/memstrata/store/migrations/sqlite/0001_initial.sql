@@ -14,6 +14,8 @@ CREATE TABLE memories (
     content TEXT NOT NULL,
     metadata TEXT NOT NULL DEFAULT '{}',
     embedding BLOB,
+    -- Keyword-index terms of content: "stem:count ..." (memstrata.text.analyze).
+    lexicon TEXT NOT NULL DEFAULT '',
     embedding_model TEXT,
     created_at TEXT NOT NULL,
     updated_at TEXT NOT NULL,
@@ -21,35 +23,21 @@ CREATE TABLE memories (
 );
 CREATE INDEX memories_scope ON memories (tenant_id, layer, scope_key, pk);
 
--- Keyword index over content (external content: the text lives once, in memories).
-CREATE VIRTUAL TABLE memories_fts USING fts5(
-    content,
-    content = 'memories',
-    content_rowid = 'pk',
-    tokenize = 'porter unicode61 remove_diacritics 2'
-);
-
--- Every change to a memory's vector or scope is logged, so that each process's in-memory
--- vector index can catch up with writes made by other processes.
-CREATE TABLE vector_log (
+-- Every change to a memory's vector, terms or scope is logged, so that each process's
+-- in-memory vector and keyword indexes can catch up with writes made by other processes.
+CREATE TABLE index_log (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     memory_pk INTEGER NOT NULL
 );
 
 CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memories_fts (rowid, content) VALUES (new.pk, new.content);
-    INSERT INTO vector_log (memory_pk) VALUES (new.pk);
+    INSERT INTO index_log (memory_pk) VALUES (new.pk);
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.pk, old.content);
-    INSERT INTO vector_log (memory_pk) VALUES (old.pk);
+    INSERT INTO index_log (memory_pk) VALUES (old.pk);
 END;
-CREATE TRIGGER memories_au_content AFTER UPDATE OF content ON memories BEGIN
-    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.pk, old.content);
-    INSERT INTO memories_fts (rowid, content) VALUES (new.pk, new.content);
-END;
-CREATE TRIGGER memories_au_vector AFTER UPDATE OF embedding, layer, scope_key ON memories BEGIN
-    INSERT INTO vector_log (memory_pk) VALUES (new.pk);
+CREATE TRIGGER memories_au_index AFTER UPDATE OF embedding, lexicon, layer, scope_key ON memories BEGIN
+    INSERT INTO index_log (memory_pk) VALUES (new.pk);
 END;
 
 CREATE TABLE memory_history (
