@@ -23,7 +23,7 @@ LOAD = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--texts", type=int, default=1280)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()

@@ -1,6 +1,7 @@
 """Memory operations on the embedded store: add, bulk_add, search latency, resident memory.
 
-Each size runs in a fresh process (so resident memory is that size's alone). Prints JSON.
+Each size is built, then searched by a fresh process, whose resident memory is reported
+(the model, the store and its indexes, nothing of the benchmark's own data). Prints JSON.
 
     uv run python -m benchmarks.memory_ops [--sizes 10000,100000] [--queries 200]
 
@@ -59,15 +60,15 @@ def corpus_vectors(texts: list[str]) -> np.ndarray:
     return vectors
 
 
-def run_size(size: int, n_queries: int) -> dict[str, Any]:
+def build_store(size: int, data_dir: str) -> dict[str, Any]:
+    """Fill a store with ``size`` memories of one user (vectors precomputed)."""
     from memstrata import Memstrata
     from memstrata.memory.layers import MemoryLayer
     from memstrata.store.base import NewMemory, Scope
 
     texts = sentences(size, numbered=True)
     vectors = corpus_vectors(texts)
-    out: dict[str, Any] = {"memories": size}
-    with tempfile.TemporaryDirectory() as tmp, Memstrata(data_dir=tmp) as ms:
+    with Memstrata(data_dir=data_dir) as ms:
         store = ms.aio.store
         scope = Scope(MemoryLayer.USER, {"user_id": "bench"}, "bench")
         start = time.perf_counter()
@@ -77,15 +78,23 @@ def run_size(size: int, n_queries: int) -> dict[str, Any]:
                 for i in range(lo, min(size, lo + 5000))
             ]
             ms._run(store.bulk_add(batch))
-        out["store_bulk_add_precomputed_per_s"] = round(size / (time.perf_counter() - start))
+        rate = size / (time.perf_counter() - start)
+    return {"memories": size, "store_bulk_add_precomputed_per_s": round(rate)}
+
+
+def run_searches(data_dir: str, n_queries: int) -> dict[str, Any]:
+    """Open the store in this fresh process, search it, and report resident memory."""
+    from memstrata import Memstrata
+
+    out: dict[str, Any] = {}
+    with Memstrata(data_dir=data_dir) as ms:
         qs = queries(n_queries)
         start = time.perf_counter()
-        ms.memory.search(qs[0], user_id="bench")  # loads the vector index
+        ms.memory.search(qs[0], user_id="bench", mode="keyword")  # loads the indexes
         out["index_load_s"] = round(time.perf_counter() - start, 2)
         for q in qs:  # warm the query-embedding cache: the figures below are search alone
-            ms.memory.search(q, user_id="bench", mode="keyword")
             ms.memory.search(q, user_id="bench")
-        runs = {
+        runs: dict[str, dict[str, Any]] = {
             "semantic_default_threshold": {},
             "semantic_threshold_0": {"threshold": 0.0},
             "hybrid": {"mode": "hybrid"},
@@ -98,12 +107,13 @@ def run_size(size: int, n_queries: int) -> dict[str, Any]:
                 ms.memory.search(q, user_id="bench", **kwargs)
                 times.append(time.perf_counter() - start)
             out[f"search_{name}"] = ms_stats(times)
-        embed_times = []
-        for q in queries(50, seed=5):
-            start = time.perf_counter()
-            ms.memory.search(q + " today", user_id="bench")
-            embed_times.append(time.perf_counter() - start)
-        out["search_semantic_with_query_embedding"] = ms_stats(embed_times)
+        for name, mode in (("semantic", "semantic"), ("hybrid", "hybrid")):
+            times = []
+            for q in queries(100, seed=5 if mode == "semantic" else 6):
+                start = time.perf_counter()
+                ms.memory.search(q + " lately", user_id="bench", mode=mode)
+                times.append(time.perf_counter() - start)
+            out[f"search_{name}_including_query_embedding"] = ms_stats(times)
         out["rss_mb"] = round(rss_mb(), 1)
     return out
 
@@ -141,14 +151,14 @@ def run_ops() -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--size", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--search-db", help=argparse.SUPPRESS)
     parser.add_argument("--ops", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.size:
-        print(json.dumps(run_size(args.size, args.queries)))
+    if args.search_db:
+        print(json.dumps(run_searches(args.search_db, args.queries)))
         return
     if args.ops:
         print(json.dumps(run_ops()))
@@ -159,13 +169,16 @@ def main() -> None:
     result.update(json.loads(ops.stdout))
     result["sizes"] = []
     for size in (int(s) for s in args.sizes.split(",")):
-        proc = subprocess.run(
-            [*me, "--size", str(size), "--queries", str(args.queries)],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        result["sizes"].append(json.loads(proc.stdout))
+        with tempfile.TemporaryDirectory() as tmp:
+            figures = build_store(size, tmp)
+            proc = subprocess.run(
+                [*me, "--search-db", tmp, "--queries", str(args.queries)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            figures.update(json.loads(proc.stdout))
+        result["sizes"].append(figures)
     print(json.dumps(result, indent=2))
 
 

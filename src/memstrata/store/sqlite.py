@@ -538,6 +538,12 @@ class SQLiteStore:
         self._lexicon.clear()
         with self._db.snapshot():
             top = conn.execute("SELECT coalesce(max(seq), 0) FROM index_log").fetchone()[0]
+            sizes = conn.execute(
+                "SELECT tenant_id, layer, scope_key, count(*) FROM memories "
+                "WHERE embedding IS NOT NULL GROUP BY tenant_id, layer, scope_key"
+            ).fetchall()
+            for tenant, layer, key, count in sizes:
+                self._index.reserve((tenant, layer, key), count)
             rows = conn.execute(
                 "SELECT ?, pk, tenant_id, layer, scope_key, embedding, lexicon FROM memories "
                 "ORDER BY pk",
@@ -615,23 +621,53 @@ class SQLiteStore:
             ]
         assert req.vector is not None
         pool = max(limit * 5, 50)
+        if flt.empty:
+            return self._hybrid(req, pool)
         keyword = self._filtered(self._keyword_hits(req, None, pool), flt, pool)
         semantic = self._filtered(self._vector_hits(req, None, pool), flt, pool)
-        best = max((score for _, score in keyword), default=0.0)
-        bm25 = {row[0]: score for row, score in keyword}
         rows = {row[0]: row for row, _ in keyword}
         rows.update((row[0], row) for row, _ in semantic)
-        scored = []
+        cosines = {}
         for pk, row in rows.items():
             vector = _vector(row[10])
-            cosine = None if vector is None else float(vector @ req.vector)
-            score = fuse(cosine, bm25.get(pk), best, req.semantic_weight)
+            cosines[pk] = None if vector is None else float(vector @ req.vector)
+        return self._fused(req, cosines, {row[0]: s for row, s in keyword}, rows)
+
+    def _hybrid(self, req: LayerSearch, pool: int) -> list[ScoredMemory]:
+        """Unfiltered hybrid search: fuse on the indexes, read rows for the winners only."""
+        assert req.vector is not None
+        key = (req.tenant_id, req.scope.layer.value, req.scope.key)
+        keyword = dict(self._keyword_hits(req, None, pool))
+        with self._index_lock:
+            cosines: dict[int, float | None] = dict(self._index.search(key, req.vector, None, pool))
+            for pk in keyword.keys() - cosines.keys():
+                vector = self._index.vector(pk)
+                cosines[pk] = None if vector is None else float(vector @ req.vector)
+        return self._fused(req, cosines, keyword, None)
+
+    def _fused(
+        self,
+        req: LayerSearch,
+        cosines: dict[int, float | None],
+        keyword: dict[int, float],
+        rows: dict[int, tuple[Any, ...]] | None,
+    ) -> list[ScoredMemory]:
+        best = max(keyword.values(), default=0.0)
+        scored = []
+        for pk, cosine in cosines.items():
+            score = fuse(cosine, keyword.get(pk), best, req.semantic_weight)
             if req.threshold is None or score >= req.threshold:
-                scored.append((score, pk, cosine, vector))
+                scored.append((score, pk))
         scored.sort(key=lambda item: (-item[0], item[1]))
+        top = scored[: req.limit]
+        if rows is None:
+            rows = self._rows([pk for _, pk in top], MetadataFilter())
         return [
-            ScoredMemory(_entry(rows[pk]), score, cosine, bm25.get(pk), vector)
-            for score, pk, cosine, vector in scored[:limit]
+            ScoredMemory(
+                _entry(rows[pk]), score, cosines[pk], keyword.get(pk), _vector(rows[pk][10])
+            )
+            for score, pk in top
+            if pk in rows
         ]
 
     # -- list and history -------------------------------------------------------------------

@@ -19,19 +19,21 @@ PartitionKey = tuple[str, str, str]
 class _Partition:
     __slots__ = ("pks", "size", "vectors")
 
-    def __init__(self, dim: int) -> None:
-        self.vectors: Vector = np.empty((8, dim), dtype=np.float32)
-        self.pks: npt.NDArray[np.int64] = np.empty(8, dtype=np.int64)
+    def __init__(self, dim: int, capacity: int = 8) -> None:
+        self.vectors: Vector = np.empty((capacity, dim), dtype=np.float32)
+        self.pks: npt.NDArray[np.int64] = np.empty(capacity, dtype=np.int64)
         self.size = 0
+
+    def resize(self, capacity: int) -> None:
+        vectors = np.empty((capacity, self.vectors.shape[1]), dtype=np.float32)
+        vectors[: self.size] = self.vectors[: self.size]
+        pks = np.empty(capacity, dtype=np.int64)
+        pks[: self.size] = self.pks[: self.size]
+        self.vectors, self.pks = vectors, pks
 
     def append(self, pk: int, vector: Vector) -> int:
         if self.size == len(self.pks):
-            grow = len(self.pks) * 2
-            vectors = np.empty((grow, self.vectors.shape[1]), dtype=np.float32)
-            vectors[: self.size] = self.vectors[: self.size]
-            pks = np.empty(grow, dtype=np.int64)
-            pks[: self.size] = self.pks[: self.size]
-            self.vectors, self.pks = vectors, pks
+            self.resize(max(8, self.size + self.size // 2))
         slot = self.size
         self.vectors[slot] = vector
         self.pks[slot] = pk
@@ -64,6 +66,14 @@ class VectorIndex:
     def clear(self) -> None:
         self._parts.clear()
         self._where.clear()
+
+    def reserve(self, key: PartitionKey, capacity: int) -> None:
+        """Make room for ``capacity`` vectors in one scope (a bulk load sizes it exactly)."""
+        part = self._parts.get(key)
+        if part is None:
+            self._parts[key] = _Partition(self.dim, capacity)
+        elif len(part.pks) < capacity:
+            part.resize(capacity)
 
     def upsert(self, pk: int, key: PartitionKey, vector: Vector) -> None:
         found = self._where.get(pk)
