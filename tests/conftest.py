@@ -12,11 +12,14 @@ from tests.fakes.openai_server import FakeOpenAI
 
 def fast_settings(data_dir: Path, **overrides: object) -> Settings:
     """Embedded defaults with retries that wait milliseconds, not seconds."""
-    return load_settings(
-        data_dir=data_dir,
-        retry={"max_retries": 3, "initial_delay": 0.01, "multiplier": 2.0, "max_delay": 0.1},
-        **overrides,
-    )
+    retry: dict[str, object] = {
+        "max_retries": 3,
+        "initial_delay": 0.01,
+        "multiplier": 2.0,
+        "max_delay": 0.1,
+    }
+    retry.update(overrides.pop("retry", {}))  # type: ignore[call-overload]
+    return load_settings(data_dir=data_dir, retry=retry, **overrides)
 
 
 @pytest.fixture(autouse=True)

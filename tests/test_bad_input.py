@@ -173,3 +173,40 @@ def test_sql_meta_characters_in_every_string_field(ms: Memstrata, data_dir: Path
         page = reopened.memory.list(tenant_id=tenant, limit=100, **ids)
         assert page.total_count == 7
         assert {m.id for m in page.items} == {e.id for e in entries}
+
+
+def test_a_locked_database_is_a_retryable_provider_error(data_dir: Path) -> None:
+    import sqlite3
+    import threading
+    import time
+
+    settings = fast_settings(data_dir, sqlite_busy_timeout=0.05)
+    with Memstrata(settings) as ms:
+        kept = ms.memory.add("written before the lock", layer="user", user_id="u")
+        blocker = sqlite3.connect(
+            data_dir / "memstrata.db", isolation_level=None, check_same_thread=False
+        )
+        blocker.execute("BEGIN EXCLUSIVE")
+        with pytest.raises(MemstrataError) as err:
+            ms.memory.add("blocked", layer="user", user_id="u")
+        assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
+        assert "locked" in err.value.message or "busy" in err.value.message
+        timer = threading.Timer(0.1, lambda: blocker.execute("ROLLBACK"))
+        timer.start()
+        time.sleep(0.01)
+        # The lock goes away while the retries (10 ms, 20 ms, 40 ms, ...) are under way.
+        retried = fast_settings(
+            data_dir,
+            sqlite_busy_timeout=0.05,
+            retry={"max_retries": 6, "initial_delay": 0.05, "max_delay": 0.2},
+        )
+        with Memstrata(retried) as other:
+            other.memory.add("written after the lock", layer="user", user_id="u")
+        timer.join()
+        blocker.close()
+        page = ms.memory.list(user_id="u")
+        assert sorted(m.content for m in page.items) == [
+            "written after the lock",
+            "written before the lock",
+        ]
+        assert ms.memory.get(kept.id) == kept

@@ -254,3 +254,27 @@ def test_help_lists_every_memory_command(
     assert code == 0
     for command in ("add", "search", "get", "update", "delete", "list", "history"):
         assert f"  {command}" in out
+
+
+def test_provider_errors_at_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    from tests.fakes.openai_server import Failure, FakeOpenAI
+
+    with FakeOpenAI() as server:
+        config = tmp_path / "memstrata.toml"
+        config.write_text(
+            f'[embedding]\nprovider = "openai"\nbase_url = "{server.base_url}"\n'
+            'model = "fake"\ndimensions = 8\n[retry]\ninitial_delay = 0.01\nmax_delay = 0.02\n'
+        )
+        args = ["--config", str(config), "memory", "add", "x", "--layer", "user", "--user-id", "u"]
+        for failures, code in (
+            ([Failure(503)] * 4, "PROVIDER_ERROR"),
+            ([Failure(429, {"Retry-After": "0"})] * 4, "RATE_LIMITED"),
+            ([Failure(400)], "EMBEDDING_FAILED"),
+            ([Failure(401)], "CONFIGURATION_ERROR"),
+        ):
+            server.fail_next(*failures)
+            status, out, err = run(capsys, tmp_path / "d", *args)
+            assert status == 1 and err.startswith(f"error: {code}: "), (code, err)
+            assert "Traceback" not in out + err
+        status, out, _ = run(capsys, tmp_path / "d", *args, "--json")
+        assert status == 0 and json.loads(out)["content"] == "x"

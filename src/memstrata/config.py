@@ -87,6 +87,8 @@ class Settings(BaseSettings):
     #: ``sqlite:///path/to/file.db``; empty means ``<data_dir>/memstrata.db``.
     database_url: str | None = None
     tenant_id: str = "default"
+    #: Seconds a write waits for another writer's lock before PROVIDER_ERROR (then retried).
+    sqlite_busy_timeout: float = Field(default=30.0, gt=0)
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)

@@ -40,7 +40,11 @@ class AsyncMemstrata:
             config_file, data_dir=data_dir, database_url=database_url, tenant_id=tenant_id
         )
         self.embedder = embedder or build_embedder(self.settings.embedding)
-        self.store: MemoryStore = SQLiteStore(self.settings.sqlite_path(), self.embedder)
+        self.store: MemoryStore = SQLiteStore(
+            self.settings.sqlite_path(),
+            self.embedder,
+            busy_timeout=self.settings.sqlite_busy_timeout,
+        )
         self.registry = CollectorRegistry(auto_describe=True)
         self.metrics = MemoryMetrics(self.registry)
         self.memory = MemoryService(
@@ -68,7 +72,7 @@ class AsyncMemstrata:
                 from memstrata.errors import ErrorCode, MemstrataError
 
                 raise MemstrataError(ErrorCode.CONFIGURATION_ERROR, "this memstrata is closed")
-            await self.store.initialize()
+            await self.settings.retry.policy().run("initialize", self.store.initialize)
             self._started = True
 
     async def close(self) -> None:

@@ -133,10 +133,10 @@ def decode_cursor(cursor: str) -> int:
 class SQLiteStore:
     """The store protocol on one SQLite file. Safe for many threads and processes."""
 
-    def __init__(self, path: Path | str, embedder: Embedder) -> None:
+    def __init__(self, path: Path | str, embedder: Embedder, *, busy_timeout: float = 30.0) -> None:
         self.path = Path(path)
         self.embedder = embedder
-        self._db = Database(self.path, {"ms_match": (2, _match_udf)})
+        self._db = Database(self.path, {"ms_match": (2, _match_udf)}, busy_timeout)
         self._index = VectorIndex(embedder.dimensions)
         self._lexicon = LexicalIndex()
         self._index_lock = threading.Lock()

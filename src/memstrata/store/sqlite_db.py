@@ -15,7 +15,6 @@ from memstrata.errors import ErrorCode, MemstrataError
 
 log = logging.getLogger(__name__)
 
-BUSY_TIMEOUT_SECONDS = 30.0
 _TRANSIENT = ("locked", "busy", "disk i/o", "unable to open")
 
 
@@ -39,8 +38,11 @@ def translate(exc: sqlite3.Error, operation: str) -> MemstrataError:
 class Database:
     """One SQLite file in WAL mode; one connection per thread, all closed on ``close``."""
 
-    def __init__(self, path: Path, functions: dict[str, tuple[int, Any]]) -> None:
+    def __init__(
+        self, path: Path, functions: dict[str, tuple[int, Any]], busy_timeout: float = 30.0
+    ) -> None:
         self.path = path
+        self.busy_timeout = busy_timeout
         self._functions = functions
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
@@ -55,7 +57,7 @@ class Database:
             raise MemstrataError(ErrorCode.INTERNAL_ERROR, "the store has been shut down")
         conn = sqlite3.connect(
             self.path,
-            timeout=BUSY_TIMEOUT_SECONDS,
+            timeout=self.busy_timeout,
             isolation_level=None,
             check_same_thread=False,
         )
