@@ -210,3 +210,34 @@ def test_a_locked_database_is_a_retryable_provider_error(data_dir: Path) -> None
             "written before the lock",
         ]
         assert ms.memory.get(kept.id) == kept
+
+
+class _BrokenEmbedder:
+    """A third-party embedder with a bug: it raises something that is not a MemstrataError."""
+
+    model_id = "broken"
+    dimensions = 4
+
+    async def embed(self, texts: Any) -> Any:
+        raise RuntimeError("secret internal detail")
+
+    async def aclose(self) -> None:
+        return None
+
+
+def test_unexpected_failures_are_internal_errors_without_details(tmp_path: Path) -> None:
+    with Memstrata(fast_settings(tmp_path / "d"), embedder=_BrokenEmbedder()) as ms:
+        err = expect(ErrorCode.INTERNAL_ERROR, ms.memory.add, "x", layer="user", user_id="u")
+        assert "secret" not in err.message and not err.retryable
+        assert 'code="INTERNAL_ERROR"' in ms.metrics_text()
+        assert ms.memory.list(user_id="u").total_count == 0
+
+
+def test_a_damaged_database_file_is_a_clear_error(tmp_path: Path) -> None:
+    data_dir = tmp_path / "d"
+    data_dir.mkdir()
+    (data_dir / "memstrata.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(MemstrataError) as err:
+        Memstrata(fast_settings(data_dir))
+    assert err.value.code is ErrorCode.PROVIDER_ERROR and not err.value.retryable
+    assert "damaged" in err.value.message
