@@ -390,7 +390,12 @@ def demo(state: _Context) -> None:
             metadata=metadata,
             tenant_id=tenant,
         )
-    click.echo(f"stored {len(samples)} memories in {ms.settings.sqlite_path()} (tenant 'demo')\n")
+    where = (
+        ms.settings.database_url
+        if ms.settings.store_kind() == "postgresql"
+        else ms.settings.sqlite_path()
+    )
+    click.echo(f"stored {len(samples)} memories in {where} (tenant 'demo')\n")
     for mode in ("semantic", "keyword", "hybrid"):
         query = "which database does the project use"
         hits = ms.memory.search(

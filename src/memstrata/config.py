@@ -58,6 +58,15 @@ class MemorySettings(BaseModel):
     hybrid_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
 
 
+class PostgresSettings(BaseModel):
+    """Connection pool and limits of the PostgreSQL store."""
+
+    pool_min: int = Field(default=1, ge=0)
+    pool_max: int = Field(default=10, gt=0)
+    statement_timeout_ms: int = Field(default=30_000, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0)
+
+
 class RetrySettings(BaseModel):
     """Retries of transient store and embedder failures."""
 
@@ -84,7 +93,8 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path = Field(default_factory=default_data_dir)
-    #: ``sqlite:///path/to/file.db``; empty means ``<data_dir>/memstrata.db``.
+    #: ``sqlite:///path/to/file.db`` or ``postgresql://user@host:port/db``; empty means
+    #: ``sqlite:///<data_dir>/memstrata.db``.
     database_url: str | None = None
     tenant_id: str = "default"
     #: Seconds a write waits for another writer's lock before PROVIDER_ERROR (then retried).
@@ -92,6 +102,7 @@ class Settings(BaseSettings):
     embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
     memory: MemorySettings = Field(default_factory=MemorySettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -104,6 +115,13 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
 
+    def store_kind(self) -> Literal["sqlite", "postgresql"]:
+        url = self.database_url or ""
+        if url.startswith(("postgresql://", "postgres://")):
+            return "postgresql"
+        self.sqlite_path()
+        return "sqlite"
+
     def sqlite_path(self) -> Path:
         """The SQLite file this configuration points at."""
         url = self.database_url
@@ -113,8 +131,8 @@ class Settings(BaseSettings):
         if not url.startswith(prefix) or len(url) == len(prefix):
             raise MemstrataError(
                 ErrorCode.CONFIGURATION_ERROR,
-                f"database_url {url!r} is not supported: use sqlite:///path/to/file.db "
-                "(PostgreSQL support is tracked separately)",
+                f"database_url {url!r} is not supported: use sqlite:///path/to/file.db or "
+                "postgresql://user@host:port/database",
                 details={"database_url": url},
             )
         return Path(url[len(prefix) :])

@@ -23,6 +23,23 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def build_store(settings: Settings, embedder: Embedder) -> MemoryStore:
+    """The store the settings' database URL names (SQLite file by default)."""
+    if settings.store_kind() == "postgresql":
+        from memstrata.store.postgres import PostgresStore
+
+        pg = settings.postgres
+        return PostgresStore(
+            settings.database_url or "",
+            embedder,
+            pool_min=pg.pool_min,
+            pool_max=pg.pool_max,
+            statement_timeout_ms=pg.statement_timeout_ms,
+            connect_timeout=pg.connect_timeout,
+        )
+    return SQLiteStore(settings.sqlite_path(), embedder, busy_timeout=settings.sqlite_busy_timeout)
+
+
 class AsyncMemstrata:
     """memstrata for asyncio code: ``async with AsyncMemstrata(data_dir=...) as ms: ...``."""
 
@@ -40,11 +57,7 @@ class AsyncMemstrata:
             config_file, data_dir=data_dir, database_url=database_url, tenant_id=tenant_id
         )
         self.embedder = embedder or build_embedder(self.settings.embedding)
-        self.store: MemoryStore = SQLiteStore(
-            self.settings.sqlite_path(),
-            self.embedder,
-            busy_timeout=self.settings.sqlite_busy_timeout,
-        )
+        self.store: MemoryStore = build_store(self.settings, self.embedder)
         self.registry = CollectorRegistry(auto_describe=True)
         self.metrics = MemoryMetrics(self.registry)
         self.memory = MemoryService(

@@ -12,7 +12,9 @@ import pytest
 
 from memstrata.embeddings.local import LocalEmbedder
 from memstrata.store.base import MemoryStore
+from memstrata.store.postgres import PostgresStore
 from memstrata.store.sqlite import SQLiteStore
+from tests.pg import require_postgres, reset_database
 
 T = TypeVar("T")
 
@@ -25,20 +27,25 @@ class Harness:
     embedder: LocalEmbedder
 
 
-STORES = ["sqlite"]
+STORES = ["sqlite", "postgres"]
 
 
 @pytest.fixture(params=STORES)
 def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]:
     embedder = LocalEmbedder()
+    url = ""
+    if request.param == "postgres":
+        url = require_postgres()
+        reset_database(url)
     opened: list[MemoryStore] = []
     with asyncio.Runner() as runner:
 
         def make() -> MemoryStore:
+            store: MemoryStore
             if request.param == "sqlite":
-                store: MemoryStore = SQLiteStore(tmp_path / "conformance.db", embedder)
-            else:  # pragma: no cover - further stores register here
-                raise AssertionError(request.param)
+                store = SQLiteStore(tmp_path / "conformance.db", embedder)
+            else:
+                store = PostgresStore(url, embedder, pool_max=4)
             runner.run(store.initialize())
             opened.append(store)
             return store

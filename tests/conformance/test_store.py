@@ -179,6 +179,10 @@ FILTER_CASES: list[tuple[Any, Any]] = [
     (None, {"missing": {"ne": 1}}),
     (["pref"], {"status": "open", "priority": {"lt": 2}}),
     (None, {"priority": {"gt": "a"}}),
+    (None, {"flag": {"gt": 0}}),
+    (None, {"note": {"gte": "c"}}),
+    (None, {"nested": {"eq": None}}),
+    (None, {"labels": {"contains": "x"}, "status": {"ne": None}}),
 ]
 
 

@@ -126,10 +126,13 @@ def _get_path(metadata: Mapping[str, Any], path: tuple[str, ...]) -> tuple[bool,
 
 
 def _compare(op: str, actual: Any, expected: Any) -> bool:
-    numeric = isinstance(actual, int | float) and not isinstance(actual, bool)
-    if isinstance(expected, str) != isinstance(actual, str) and not (
-        numeric and isinstance(expected, int | float)
-    ):
+    """Numbers compare with numbers, strings with strings (by code point); nothing else."""
+    if isinstance(actual, bool):
+        return False
+    numeric = isinstance(actual, int | float)
+    if not (numeric or isinstance(actual, str)):
+        return False
+    if numeric != (not isinstance(expected, str)):
         return False
     if op == "gt":
         return bool(actual > expected)

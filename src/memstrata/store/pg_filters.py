@@ -1,0 +1,74 @@
+"""Metadata filters as PostgreSQL JSONB conditions, with memstrata.memory.filters semantics.
+
+The reference semantics (``filters.matches``) are strict about types: booleans equal only
+booleans, numbers compare with numbers and strings with strings (by code point), ``ne``
+also matches a missing field. Every value travels as a bound parameter.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from memstrata.memory.filters import Condition, MetadataFilter
+
+
+class _Sql:
+    """Builds one condition left to right, so parameters follow their placeholders."""
+
+    def __init__(self, column: str, path: tuple[str, ...], params: list[Any]) -> None:
+        self.column, self.path, self.params = column, list(path), params
+
+    def field(self) -> str:
+        self.params.append(self.path)
+        return f"({self.column} #> %s::text[])"
+
+    def param(self, value: Any, cast: str = "") -> str:
+        self.params.append(value)
+        return f"%s{cast}"
+
+
+def _condition(column: str, cond: Condition, params: list[Any]) -> str:
+    op, value = cond.op, cond.value
+    q = _Sql(column, cond.path, params)
+    if op == "eq":
+        return f"coalesce({q.field()} = {q.param(Jsonb(value))}, false)"
+    if op == "ne":
+        return f"NOT coalesce({q.field()} = {q.param(Jsonb(value))}, false)"
+    if op == "in":
+        values = [Jsonb(v) for v in value]
+        return f"coalesce({q.field()} = ANY({q.param(values, '::jsonb[]')}), false)"
+    if op == "contains":
+        array_test = (
+            f"(jsonb_typeof({q.field()}) = 'array' AND {q.field()} @> {q.param(Jsonb([value]))})"
+        )
+        if not isinstance(value, str):
+            return f"coalesce({array_test}, false)"
+        text_test = (
+            f"(jsonb_typeof({q.field()}) = 'string' AND "
+            f"strpos({q.field()} #>> '{{}}', {q.param(value)}) > 0)"
+        )
+        return f"coalesce({array_test} OR {text_test}, false)"
+    sql_op = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[op]
+    if isinstance(value, str):
+        return (
+            f"coalesce(jsonb_typeof({q.field()}) = 'string' AND ({q.field()} #>> '{{}}') "
+            f'COLLATE "C" {sql_op} {q.param(value)} COLLATE "C", false)'
+        )
+    return (
+        f"coalesce(jsonb_typeof({q.field()}) = 'number' AND "
+        f"({q.field()} #>> '{{}}')::numeric {sql_op} {q.param(value, '::numeric')}, false)"
+    )
+
+
+def filter_sql(flt: MetadataFilter, column: str = "metadata") -> tuple[str, list[Any]]:
+    """A SQL condition (``TRUE`` for an empty filter) and its parameters."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if flt.tags:
+        parts.append(f"(jsonb_typeof({column} -> 'tags') = 'array' AND ({column} -> 'tags') ?| %s)")
+        params.append(list(flt.tags))
+    for cond in flt.conditions:
+        parts.append(_condition(column, cond, params))
+    return (" AND ".join(parts) or "TRUE"), params
