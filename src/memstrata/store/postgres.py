@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from importlib import resources
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import psycopg
@@ -72,7 +73,13 @@ def check_url(url: str) -> str:
             f"not a PostgreSQL URL: {url!r} (expected postgresql://user@host:port/database)",
         )
     try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
         conninfo_to_dict(url)
+    except ValueError as exc:
+        raise MemstrataError(
+            ErrorCode.CONFIGURATION_ERROR, f"malformed PostgreSQL URL {url!r}: {exc}"
+        ) from None
     except psycopg.ProgrammingError as exc:
         raise MemstrataError(
             ErrorCode.CONFIGURATION_ERROR, f"malformed PostgreSQL URL: {exc}"
@@ -133,23 +140,27 @@ class PostgresStore:
         self.embedder = embedder
         self._statement_timeout_ms = statement_timeout_ms
         self._connect_timeout = connect_timeout
-        self._pool = AsyncConnectionPool(
-            self.url,
-            min_size=pool_min,
-            max_size=pool_max,
-            open=False,
-            timeout=connect_timeout,
-            configure=self._configure,
-            kwargs={"connect_timeout": max(1, int(connect_timeout))},
-        )
+        self._pool_min, self._pool_max = pool_min, pool_max
+        self._pool = self._new_pool()
         self.schema_version = 0
+
+    def _new_pool(self) -> AsyncConnectionPool[Any]:
+        return AsyncConnectionPool(
+            self.url,
+            min_size=self._pool_min,
+            max_size=self._pool_max,
+            open=False,
+            timeout=self._connect_timeout,
+            configure=self._configure,
+            kwargs={"connect_timeout": max(1, int(self._connect_timeout))},
+        )
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.set_autocommit(True)
-        await conn.execute(f"SET statement_timeout = {int(self._statement_timeout_ms)}")
-        await conn.execute("SET hnsw.iterative_scan = relaxed_order")
         await register_vector_async(conn)
+        await conn.execute("SET hnsw.iterative_scan = relaxed_order")
         await conn.execute("SET ROLE memstrata_app")
+        await conn.execute(f"SET statement_timeout = {int(self._statement_timeout_ms)}")
         await conn.set_autocommit(False)
 
     @asynccontextmanager
@@ -172,7 +183,13 @@ class PostgresStore:
     async def initialize(self) -> None:
         try:
             await self._migrate()
-            await self._pool.open(wait=True, timeout=self._connect_timeout)
+            if self._pool.closed:
+                self._pool = self._new_pool()
+            try:
+                await self._pool.open(wait=True, timeout=self._connect_timeout)
+            except BaseException:
+                await self._pool.close()
+                raise
         except MemstrataError:
             raise
         except (psycopg.Error, PoolTimeout) as exc:

@@ -1,0 +1,184 @@
+"""PostgreSQL-only behaviour: row-level security, faults, several processes, the service."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from memstrata import ErrorCode, Memstrata, MemstrataError
+from tests.conftest import fast_settings
+from tests.pg import require_postgres, reset_database
+from tests.test_multiprocess import WORKER
+
+
+@pytest.fixture
+def pg_url() -> str:
+    url = require_postgres()
+    reset_database(url)
+    return url
+
+
+@pytest.fixture
+def pg(pg_url: str, tmp_path: Path) -> Iterator[Memstrata]:
+    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        yield ms
+
+
+def test_the_service_on_postgres(pg: Memstrata) -> None:
+    m = pg.memory.add(
+        "Prefers dark mode in every editor",
+        layer="user",
+        user_id="alice",
+        metadata={"tags": ["ui"]},
+    )
+    pg.memory.add("Code reviews need two approvals", layer="company", company_id="default")
+    pg.memory.add("Code reviews need two approvals.", layer="project", project_id="p")
+    hits = pg.memory.search("editor theme", user_id="alice", threshold=0.3)
+    assert [h.memory.id for h in hits] == [m.id]
+    merged = pg.memory.search("code review approvals", project_id="p", threshold=0.3)
+    assert [h.memory.layer.value for h in merged] == ["project"]  # duplicate collapsed
+    for mode in ("keyword", "hybrid"):
+        found = pg.memory.search("editors", user_id="alice", mode=mode, threshold=0.0)
+        assert found and found[0].memory.id == m.id, mode
+    updated = pg.memory.update(m.id, content="Prefers light mode", actor="ann")
+    assert updated.updated_at > m.updated_at
+    assert [e.operation.value for e in pg.memory.history(m.id)] == ["add", "update"]
+    assert pg.memory.delete(m.id).existed and not pg.memory.delete(m.id).existed
+    assert pg.health()["healthy"] and pg.health()["store"]["store"] == "postgresql"
+    text = pg.metrics_text()
+    assert 'memory_storage_size{layer="company"} 1.0' in text
+
+
+def test_row_level_security_hides_other_tenants(pg: Memstrata, pg_url: str) -> None:
+    a = pg.memory.add("tenant A row", layer="user", user_id="u", tenant_id="A")
+    b = pg.memory.add("tenant B row", layer="user", user_id="u", tenant_id="B")
+    pg.memory.register_hierarchy(project_id="p", team_id="t", tenant_id="B")
+    with psycopg.connect(pg_url) as conn:
+        conn.execute("SET ROLE memstrata_app")
+        conn.execute("SELECT set_config('memstrata.tenant_id', 'A', false)")
+        for table in ("memories", "memory_history", "embedding_cache", "hierarchy"):
+            tenants = {r[0] for r in conn.execute(f"SELECT tenant_id FROM {table}")}
+            assert tenants <= {"A"}, table
+        assert conn.execute("SELECT id FROM memories").fetchall() == [(a.id,)]
+        assert (
+            conn.execute("UPDATE memories SET content = 'x' WHERE id = %s", (b.id,)).rowcount == 0
+        )
+        assert conn.execute("DELETE FROM memories WHERE id = %s", (b.id,)).rowcount == 0
+        assert conn.execute("DELETE FROM memory_history WHERE tenant_id = 'B'").rowcount == 0
+        assert conn.execute("UPDATE hierarchy SET parent_id = 'evil'").rowcount == 0
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute("UPDATE memories SET tenant_id = 'B' WHERE id = %s", (a.id,))
+        conn.rollback()
+        conn.execute("SET ROLE memstrata_app")
+        conn.execute("SELECT set_config('memstrata.tenant_id', 'A', false)")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(
+                "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "
+                "created_at, updated_at) VALUES ('B', 'forged', 'user', 'u', '{}', 'x', now(), "
+                "now())"
+            )
+        conn.rollback()
+        conn.execute("SET ROLE memstrata_app")
+        assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)  # no tenant set
+    assert pg.memory.get(b.id, tenant_id="B") == b
+    assert pg.memory.get(b.id, tenant_id="A") is None
+    assert (
+        pg.memory.resolve_identifiers(project_id="p", tenant_id="B")["identifiers"]["team_id"]
+        == "t"
+    )
+
+
+def test_every_operation_stays_inside_its_tenant(pg: Memstrata) -> None:
+    a = pg.memory.add("tenant A secret plan", layer="user", user_id="u", tenant_id="A")
+    assert pg.memory.get(a.id, tenant_id="B") is None
+    for mode in ("semantic", "keyword", "hybrid"):
+        assert (
+            pg.memory.search("secret plan", user_id="u", tenant_id="B", mode=mode, threshold=0.0)
+            == []
+        )
+    assert pg.memory.list(user_id="u", tenant_id="B").total_count == 0
+    with pytest.raises(MemstrataError) as err:
+        pg.memory.update(a.id, content="hijacked", tenant_id="B")
+    assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
+    assert pg.memory.delete(a.id, tenant_id="B").existed is False
+    assert pg.memory.bulk_delete([a.id], tenant_id="B") == 0
+    with pytest.raises(MemstrataError):
+        pg.memory.history(a.id, tenant_id="B")
+    assert pg.memory.get(a.id, tenant_id="A") == a
+
+
+def test_faults_are_clear_errors(pg_url: str, tmp_path: Path) -> None:
+    with pytest.raises(MemstrataError) as err:
+        Memstrata(
+            fast_settings(
+                tmp_path,
+                database_url="postgresql://u@127.0.0.1:1/db",
+                postgres={"connect_timeout": 2},
+            )
+        )
+    assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
+    for url in ("postgresql://host:notaport/db", "postgresql://u@h/db?sslmode=bogus&x"):
+        with pytest.raises(MemstrataError) as err:
+            Memstrata(fast_settings(tmp_path, database_url=url))
+        assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+
+
+def test_a_cancelled_write_leaves_nothing(pg_url: str, tmp_path: Path) -> None:
+    items = [{"content": f"bulk item {i}", "layer": "user", "user_id": "u"} for i in range(3000)]
+    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        ms.memory.bulk_add(items[:10])
+    slow = fast_settings(
+        tmp_path,
+        database_url=pg_url,
+        postgres={"statement_timeout_ms": 1},
+        retry={"max_retries": 1},
+    )
+    with Memstrata(slow) as ms, pytest.raises(MemstrataError) as err:
+        ms.memory.bulk_add(items)
+    assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
+    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        assert ms.memory.list(user_id="u").total_count == 10
+
+
+def test_dropped_connections_are_retried(pg: Memstrata, pg_url: str) -> None:
+    pg.memory.add("before the drop", layer="user", user_id="u")
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        killed = admin.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert killed is not None and killed[0] >= 1
+    pg.memory.add("after the drop", layer="user", user_id="u")
+    assert pg.memory.list(user_id="u").total_count == 2
+
+
+def test_processes_share_one_database(pg_url: str, tmp_path: Path) -> None:
+    count = 30
+    env = {"MEMSTRATA_DATABASE_URL": pg_url, "PATH": "/usr/bin:/bin"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tmp_path / user), user, str(count)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**env, "HOME": str(tmp_path)},
+        )
+        for user in ("writer-a", "writer-b", "writer-c")
+    ]
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=240)
+        assert proc.returncode == 0, err
+        results.append(json.loads(out))
+    kept = {mid for r in results for mid in r["kept"]}
+    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        page = ms.memory.list(project_id="shared", layers=["project"], limit=1000)
+        assert {m.id for m in page.items} == kept
+        updated = ms.memory.list(project_id="shared", filters={"updated": True}, limit=1000)
+        assert updated.total_count == len([i for i in range(count) if i % 5 == 0 and i % 7]) * 3
