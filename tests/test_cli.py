@@ -180,7 +180,11 @@ def test_human_output_and_hierarchy(capsys: pytest.CaptureFixture[str], data_dir
         (["memory", "update", "missing", "--content", "x"], "MEMORY_NOT_FOUND"),
         (["memory", "history", "missing"], "MEMORY_NOT_FOUND"),
         (["memory", "list", "--user-id", "u", "--cursor", "zzz"], "INVALID_ARGUMENT"),
-        (["--database-url", "postgresql://x", "memory", "get", "id"], "CONFIGURATION_ERROR"),
+        (["--database-url", "mysql://x/db", "memory", "get", "id"], "CONFIGURATION_ERROR"),
+        (
+            ["--database-url", "postgresql://h:port/db", "memory", "get", "id"],
+            "CONFIGURATION_ERROR",
+        ),
     ],
 )
 def test_errors_print_code_and_exit_non_zero(

@@ -69,10 +69,12 @@ def test_missing_config_file_and_bad_database_url(tmp_path: Path) -> None:
     with pytest.raises(MemstrataError) as err:
         load_settings(tmp_path / "absent.toml")
     assert err.value.code is ErrorCode.CONFIGURATION_ERROR and "absent.toml" in err.value.message
-    for url in ("postgresql://localhost/db", "sqlite:///", "mysql://x"):
+    for url in ("sqlite:///", "mysql://x", "file.db"):
         with pytest.raises(MemstrataError) as err:
-            load_settings(database_url=url).sqlite_path()
+            load_settings(database_url=url).store_kind()
         assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+    assert load_settings(database_url="postgresql://localhost/db").store_kind() == "postgresql"
+    assert load_settings(database_url="sqlite:///x.db").store_kind() == "sqlite"
     db = tmp_path / "custom.db"
     with Memstrata(database_url=f"sqlite:///{db}", data_dir=tmp_path / "unused") as ms:
         ms.memory.add("x", layer="user", user_id="u")
