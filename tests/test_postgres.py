@@ -182,3 +182,63 @@ def test_processes_share_one_database(pg_url: str, tmp_path: Path) -> None:
         assert {m.id for m in page.items} == kept
         updated = ms.memory.list(project_id="shared", filters={"updated": True}, limit=1000)
         assert updated.total_count == len([i for i in range(count) if i % 5 == 0 and i % 7]) * 3
+
+
+def test_db_copy_moves_everything_and_verifies(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memstrata.cli import main
+
+    data_dir = tmp_path / "embedded"
+    with Memstrata(fast_settings(data_dir)) as ms:
+        ms.memory.register_hierarchy(project_id="p", team_id="t")
+        kept = ms.memory.add(
+            "kept memory",
+            layer="project",
+            project_id="p",
+            metadata={"tags": ["x"], "n": 1},
+            actor="ann",
+        )
+        gone = ms.memory.add("deleted memory", layer="user", user_id="u")
+        ms.memory.update(kept.id, content="kept memory, edited", actor="bob")
+        ms.memory.delete(gone.id)
+        other = ms.memory.add("other tenant", layer="user", user_id="u", tenant_id="T2")
+    source = f"sqlite:///{data_dir / 'memstrata.db'}"
+    try:
+        main(["db", "copy", "--from", source, "--to", pg_url, "--json"])
+    except SystemExit as exc:
+        pytest.fail(f"db copy exited {exc.code}: {capsys.readouterr()}")
+    report = json.loads(capsys.readouterr().out)
+    assert report["tenants"]["default"] == {
+        "memories": 1,
+        "memory_history": 4,
+        "embedding_cache": 3,
+        "hierarchy": 1,
+    }
+    assert report["tenants"]["T2"]["memories"] == 1
+    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as pg:
+        copied = pg.memory.get(kept.id)
+        assert copied is not None and copied.content == "kept memory, edited"
+        assert copied.created_at == kept.created_at and copied.metadata == kept.metadata
+        assert [e.operation.value for e in pg.memory.history(gone.id)] == ["add", "delete"]
+        hits = pg.memory.search("kept memory edited", project_id="p", threshold=0.5)
+        assert [h.memory.id for h in hits] == [kept.id]
+        assert pg.memory.resolve_identifiers(project_id="p")["identifiers"]["team_id"] == "t"
+        assert pg.memory.get(other.id, tenant_id="T2") is not None
+    with pytest.raises(SystemExit):
+        main(["db", "copy", "--from", source, "--to", pg_url])
+    assert "already holds data" in capsys.readouterr().err
+
+
+def test_db_upgrade_reports_the_schema(
+    pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from memstrata.cli import main
+
+    for args in (["--database-url", pg_url], ["--data-dir", str(tmp_path)]):
+        try:
+            main([*args, "db", "upgrade", "--json"])
+        except SystemExit as exc:  # pragma: no cover - reported below
+            pytest.fail(f"exit {exc.code}: {capsys.readouterr()}")
+        report = json.loads(capsys.readouterr().out)
+        assert report["schema_version"] == 1

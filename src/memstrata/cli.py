@@ -352,6 +352,49 @@ def hierarchy_resolve(state: _Context, /, as_json: bool, **ids: str | None) -> N
     _emit(as_json, result, human)
 
 
+@cli.group()
+def db() -> None:
+    """Schema migrations and moving data between stores."""
+
+
+@db.command("upgrade")
+@json_option
+@click.pass_obj
+def db_upgrade(state: _Context, as_json: bool) -> None:
+    """Apply pending schema migrations to the configured database (also done on start)."""
+    ms = state.ms()
+    store = ms.settings.store_kind()
+    version = getattr(ms.aio.store, "schema_version", None)
+    report = {"store": store, "schema_version": version}
+    _emit(as_json, report, lambda: click.echo(f"{store} store at schema version {version}"))
+
+
+@db.command("copy")
+@click.option("--from", "source", required=True, help="sqlite:///path/to/memstrata.db")
+@click.option("--to", "target", required=True, help="postgresql://user@host:port/database")
+@json_option
+def db_copy(source: str, target: str, as_json: bool) -> None:
+    """Copy an embedded store into PostgreSQL (embeddings and history included), verified."""
+    import asyncio
+
+    from memstrata.store.copy import copy_sqlite_to_postgres
+
+    prefix = "sqlite:///"
+    if not source.startswith(prefix) or len(source) == len(prefix):
+        raise MemstrataError(
+            ErrorCode.CONFIGURATION_ERROR, f"--from must be sqlite:///path, not {source!r}"
+        )
+    report = asyncio.run(copy_sqlite_to_postgres(Path(source[len(prefix) :]), target))
+
+    def human() -> None:
+        for tenant, counts in report["tenants"].items():
+            numbers = ", ".join(f"{table} {n}" for table, n in counts.items())
+            click.echo(f"tenant {tenant}: {numbers}")
+        click.echo(f"copied {len(report['tenants'])} tenant(s); counts verified")
+
+    _emit(as_json, report, human)
+
+
 @cli.command("health")
 @json_option
 @click.pass_obj

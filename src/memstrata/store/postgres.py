@@ -609,6 +609,74 @@ class PostgresStore:
         ).fetchall()
         return [(tuple(r[:-1]), float(r[-1])) for r in rows]
 
+    # -- copying ----------------------------------------------------------------------------
+
+    async def table_counts(self, tenant_id: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        async with self._tx(tenant_id, "count") as conn:
+            for table in ("memories", "memory_history", "embedding_cache", "hierarchy"):
+                row = await (
+                    await conn.execute(
+                        f"SELECT count(*) FROM {table} WHERE tenant_id = %s",  # noqa: S608
+                        (tenant_id,),
+                    )
+                ).fetchone()
+                counts[table] = int(row[0]) if row else 0
+        return counts
+
+    async def import_tenant(self, tenant_id: str, rows: dict[str, list[tuple[Any, ...]]]) -> None:
+        """Write exported rows of one tenant in one transaction (``memstrata db copy``)."""
+        async with self._tx(tenant_id, "import") as conn, conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "
+                "metadata, embedding, embedding_model, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        tenant_id,
+                        r[0],
+                        r[1],
+                        r[2],
+                        Jsonb(r[3]),
+                        r[4],
+                        Jsonb(r[5]),
+                        None if r[6] is None else _pg_vector(r[6]),
+                        r[7],
+                        r[8],
+                        r[9],
+                    )
+                    for r in rows["memories"]
+                ],
+            )
+            await cur.executemany(
+                "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, "
+                "old_content, new_content, old_metadata, new_metadata, actor, at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        tenant_id,
+                        r[0],
+                        r[1],
+                        r[2],
+                        r[3],
+                        r[4],
+                        None if r[5] is None else Jsonb(r[5]),
+                        None if r[6] is None else Jsonb(r[6]),
+                        r[7],
+                        r[8],
+                    )
+                    for r in rows["memory_history"]
+                ],
+            )
+            await cur.executemany(
+                "INSERT INTO embedding_cache VALUES (%s, %s, %s, %s, %s)",
+                [(tenant_id, *r) for r in rows["embedding_cache"]],
+            )
+            await cur.executemany(
+                "INSERT INTO hierarchy VALUES (%s, %s, %s, %s, %s)",
+                [(tenant_id, *r) for r in rows["hierarchy"]],
+            )
+
     # -- history, hierarchy, stats ----------------------------------------------------------
 
     async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
