@@ -34,7 +34,7 @@ class MemoryMetrics:
         )
         self.storage_size = Gauge(
             "memory_storage_size",
-            "Memories stored, by layer (refreshed on each search).",
+            "Memories stored, by layer (refreshed by searches, at most every 10 s).",
             ["layer"],
             registry=registry,
         )

@@ -56,6 +56,9 @@ T = TypeVar("T")
 DEFAULT_PARENT = "default"
 _LEVELS = {"project": "team", "team": "org", "org": "company"}
 _QUERY_CACHE_SIZE = 1024
+#: Counting memories per layer costs a scan on PostgreSQL: searches refresh the gauge at most
+#: this often (seconds).
+STORAGE_GAUGE_INTERVAL = 10.0
 
 
 class MemoryInput(BaseModel):
@@ -95,6 +98,7 @@ class MemoryService:
         self._retry = retry
         self._ready = ready
         self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        self._gauge_refreshed = -float("inf")
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -372,11 +376,19 @@ class MemoryService:
             for scope, results in zip(scopes, per_layer, strict=True):
                 self._metrics.search_results.labels(scope.layer.value).observe(len(results))
                 found.extend(results)
-            for layer_name, size in (await self._store.count_by_layer(None)).items():
-                self._metrics.storage_size.labels(layer_name).set(size)
+            await self._refresh_storage_gauge()
             return self._merge(found, count)
 
         return await self._observe("search", run)
+
+    async def _refresh_storage_gauge(self) -> None:
+        """memory_storage_size, counted at most every STORAGE_GAUGE_INTERVAL seconds."""
+        now = time.monotonic()
+        if now - self._gauge_refreshed < STORAGE_GAUGE_INTERVAL:
+            return
+        self._gauge_refreshed = now
+        for layer_name, size in (await self._store.count_by_layer(None)).items():
+            self._metrics.storage_size.labels(layer_name).set(size)
 
     async def _search_layer(self, request: LayerSearch) -> list[ScoredMemory]:
         return await self._retry.run("search", lambda: self._store.search(request))
