@@ -242,3 +242,45 @@ def test_db_upgrade_reports_the_schema(
             pytest.fail(f"exit {exc.code}: {capsys.readouterr()}")
         report = json.loads(capsys.readouterr().out)
         assert report["schema_version"] == 1
+
+
+def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_path: Path) -> None:
+    import asyncio
+
+    from memstrata.embeddings.local import LocalEmbedder
+    from memstrata.memory.layers import MemoryLayer
+    from memstrata.store.base import NewMemory, Scope
+    from memstrata.store.postgres import PostgresStore
+
+    def index_exists() -> bool:
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute(
+                "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_embedding'"
+            ).fetchone()
+            return bool(row and row[0])
+
+    async def run() -> tuple[bool, bool, bool]:
+        embedder = LocalEmbedder()
+        store = PostgresStore(pg_url, embedder)
+        await store.initialize()
+        scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+        texts = [f"bulk loaded memory {i}" for i in range(50)]
+        vectors = await store.generate_embedding("default", texts)
+        async with store.bulk_loading() as first:
+            during = index_exists()
+            await store.bulk_add(
+                [
+                    NewMemory(f"id-{i}", "default", scope, t, {}, vectors[i])
+                    for i, t in enumerate(texts)
+                ]
+            )
+        async with store.bulk_loading() as second:
+            pass
+        await store.shutdown()
+        return first and not during, second, index_exists()
+
+    deferred, deferred_again, rebuilt = asyncio.run(run())
+    assert deferred and not deferred_again and rebuilt
+    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        hits = ms.memory.search("bulk loaded memory 7", user_id="u", threshold=0.9)
+        assert hits[0].memory.id == "id-7"

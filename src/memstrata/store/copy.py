@@ -132,27 +132,34 @@ async def copy_sqlite_to_postgres(sqlite_path: Path, postgres_url: str) -> dict[
         await dst.initialize()
         try:
             report: dict[str, dict[str, int]] = {}
-            for tenant in tenants:
-                existing = await dst.table_counts(tenant)
-                if any(existing.values()):
-                    raise MemstrataError(
-                        ErrorCode.CONFIGURATION_ERROR,
-                        f"the destination already holds data of tenant {tenant!r}; copy into "
-                        "an empty database",
-                        details={"tenant": tenant, "counts": existing},
-                    )
-                rows = _read_tenant(src, tenant)
-                await dst.import_tenant(tenant, rows)
-                expected = {table: len(rows[table]) for table in TABLES}
-                copied = await dst.table_counts(tenant)
-                if copied != expected:
-                    raise MemstrataError(
-                        ErrorCode.INTERNAL_ERROR,
-                        f"copy of tenant {tenant!r} does not verify: {copied} != {expected}",
-                    )
-                report[tenant] = copied
+            async with dst.bulk_loading():
+                await _copy_tenants(src, dst, tenants, report)
         finally:
             await dst.shutdown()
     finally:
         src.close()
     return {"tenants": report, "embedding_model": model.model_id}
+
+
+async def _copy_tenants(
+    src: sqlite3.Connection, dst: PostgresStore, tenants: list[str], report: dict[str, Any]
+) -> None:
+    for tenant in tenants:
+        existing = await dst.table_counts(tenant)
+        if any(existing.values()):
+            raise MemstrataError(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"the destination already holds data of tenant {tenant!r}; copy into "
+                "an empty database",
+                details={"tenant": tenant, "counts": existing},
+            )
+        rows = _read_tenant(src, tenant)
+        await dst.import_tenant(tenant, rows)
+        expected = {table: len(rows[table]) for table in TABLES}
+        copied = await dst.table_counts(tenant)
+        if copied != expected:
+            raise MemstrataError(
+                ErrorCode.INTERNAL_ERROR,
+                f"copy of tenant {tenant!r} does not verify: {copied} != {expected}",
+            )
+        report[tenant] = copied

@@ -609,6 +609,45 @@ class PostgresStore:
         ).fetchall()
         return [(tuple(r[:-1]), float(r[-1])) for r in rows]
 
+    # -- bulk loading and copying -----------------------------------------------------------
+
+    @asynccontextmanager
+    async def bulk_loading(self, index_build_memory: str = "1GB") -> AsyncIterator[bool]:
+        """Load into an empty database fast: the HNSW index is built once, after the load.
+
+        Inserting row by row into an HNSW index runs at under 1,000 rows/s on two cores; a
+        parallel build afterwards is several times faster. Applies only when ``memories`` is
+        empty and the connecting user is a superuser (it must see every tenant's rows to
+        know); otherwise rows are indexed as they arrive. Yields whether the index was
+        deferred. The table is locked against other writers while the index is rebuilt.
+        """
+        try:
+            admin = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        except psycopg.Error as exc:
+            raise translate(exc, "bulk load") from exc
+        async with admin:
+            row = await (
+                await admin.execute(
+                    "SELECT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) "
+                    "AND NOT EXISTS (SELECT 1 FROM memories)"
+                )
+            ).fetchone()
+            deferred = bool(row and row[0])
+            if deferred:
+                await admin.execute("DROP INDEX IF EXISTS memories_embedding")
+            try:
+                yield deferred
+            finally:
+                if deferred:
+                    await admin.execute(
+                        "SELECT set_config('maintenance_work_mem', %s, false)",
+                        (index_build_memory,),
+                    )
+                    await admin.execute(
+                        "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
+                        "USING hnsw (embedding vector_cosine_ops)"
+                    )
+
     # -- copying ----------------------------------------------------------------------------
 
     async def table_counts(self, tenant_id: str) -> dict[str, int]:
