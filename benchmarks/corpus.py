@@ -90,11 +90,11 @@ CONTEXTS = [
 
 
 def sentences(count: int, seed: int = 7, *, numbered: bool = False) -> list[str]:
-    """``numbered`` appends " (note i)" so that every sentence is distinct."""
+    """``numbered`` appends " #i" so that every sentence is distinct."""
     rng = random.Random(seed)
     return [
         f"{rng.choice(NAMES)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} "
-        f"{rng.choice(CONTEXTS)}" + (f" (note {i})" if numbered else "")
+        f"{rng.choice(CONTEXTS)}" + (f" #{i}" if numbered else "")
         for i in range(count)
     ]
 

@@ -233,15 +233,24 @@ def test_db_copy_moves_everything_and_verifies(
 def test_db_upgrade_reports_the_schema(
     pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from importlib import resources
+
     from memstrata.cli import main
 
-    for args in (["--database-url", pg_url], ["--data-dir", str(tmp_path)]):
+    def newest(kind: str) -> int:
+        files = resources.files(f"memstrata.store.migrations.{kind}").iterdir()
+        return max(int(f.name.split("_")[0]) for f in files if f.name.endswith(".sql"))
+
+    for args, kind in (
+        (["--database-url", pg_url], "postgres"),
+        (["--data-dir", str(tmp_path)], "sqlite"),
+    ):
         try:
             main([*args, "db", "upgrade", "--json"])
         except SystemExit as exc:  # pragma: no cover - reported below
             pytest.fail(f"exit {exc.code}: {capsys.readouterr()}")
         report = json.loads(capsys.readouterr().out)
-        assert report["schema_version"] == 1
+        assert report["schema_version"] == newest(kind)
 
 
 def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_path: Path) -> None:
@@ -284,3 +293,67 @@ def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_p
     with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
         hits = ms.memory.search("bulk loaded memory 7", user_id="u", threshold=0.9)
         assert hits[0].memory.id == "id-7"
+
+
+def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) -> None:
+    import asyncio
+
+    from memstrata.embeddings.local import LocalEmbedder
+    from memstrata.store.postgres import PostgresStore
+
+    async def open_at(target: int | None) -> PostgresStore:
+        store = PostgresStore(pg_url, LocalEmbedder(), schema_target=target)
+        await store.initialize()
+        return store
+
+    async def fill_version_1() -> int:
+        old = await open_at(1)
+        version = old.schema_version
+        await old.shutdown()
+        return version
+
+    assert asyncio.run(fill_version_1()) == 1
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_tags'"
+        ).fetchone() == (0,)
+    old_settings = fast_settings(tmp_path, database_url=pg_url)
+    # The library at schema 1: the same code paths, with migrations stopped at version 1.
+    from memstrata.runtime import AsyncMemstrata
+
+    async def write_old() -> list[str]:
+        ams = AsyncMemstrata(old_settings)
+        ams.store = await open_at(1)
+        ams.memory._store = ams.store
+        ams._started = True
+        ids = []
+        for i in range(20):
+            m = await ams.memory.add(
+                f"old memory {i}",
+                layer="user",
+                user_id="u",
+                metadata={"tags": ["old", f"t{i % 3}"]},
+            )
+            ids.append(m.id)
+        await ams.memory.update(ids[0], content="old memory zero, edited")
+        await ams.memory.delete(ids[1])
+        await ams.close()
+        return ids
+
+    ids = asyncio.run(write_old())
+    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        assert ms.health()["store"]["schema_version"] == 2
+        page = ms.memory.list(user_id="u", limit=100)
+        assert page.total_count == 19 and {m.id for m in page.items} == set(ids) - {ids[1]}
+        assert ms.memory.list(user_id="u", tags=["t0"]).total_count == 6
+        assert [e.operation.value for e in ms.memory.history(ids[0])] == ["add", "update"]
+        assert ms.memory.history(ids[1])[-1].operation.value == "delete"
+        hits = ms.memory.search("old memory zero, edited", user_id="u", threshold=0.9)
+        assert hits[0].memory.id == ids[0]
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute(
+            "SELECT array_agg(version ORDER BY version) FROM schema_migrations"
+        ).fetchone() == ([1, 2],)
+        assert conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_tags'"
+        ).fetchone() == (1,)
