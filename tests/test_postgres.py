@@ -345,7 +345,7 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
         assert ms.health()["store"]["schema_version"] == 2
         page = ms.memory.list(user_id="u", limit=100)
         assert page.total_count == 19 and {m.id for m in page.items} == set(ids) - {ids[1]}
-        assert ms.memory.list(user_id="u", tags=["t0"]).total_count == 6
+        assert ms.memory.list(user_id="u", tags=["t0"]).total_count == 7  # i = 0, 3, ..., 18
         assert [e.operation.value for e in ms.memory.history(ids[0])] == ["add", "update"]
         assert ms.memory.history(ids[1])[-1].operation.value == "delete"
         hits = ms.memory.search("old memory zero, edited", user_id="u", threshold=0.9)
