@@ -317,28 +317,28 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
         assert conn.execute(
             "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_tags'"
         ).fetchone() == (0,)
-    old_settings = fast_settings(tmp_path, database_url=pg_url)
-    # The library at schema 1: the same code paths, with migrations stopped at version 1.
-    from memstrata.runtime import AsyncMemstrata
 
     async def write_old() -> list[str]:
-        ams = AsyncMemstrata(old_settings)
-        ams.store = await open_at(1)
-        ams.memory._store = ams.store
-        ams._started = True
-        ids = []
-        for i in range(20):
-            m = await ams.memory.add(
-                f"old memory {i}",
-                layer="user",
-                user_id="u",
-                metadata={"tags": ["old", f"t{i % 3}"]},
-            )
-            ids.append(m.id)
-        await ams.memory.update(ids[0], content="old memory zero, edited")
-        await ams.memory.delete(ids[1])
-        await ams.close()
-        return ids
+        from memstrata.memory.layers import MemoryLayer
+        from memstrata.store.base import NewMemory, Scope
+
+        old = await open_at(1)  # the store at schema 1, migrations stopped there
+        scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+        texts = [f"old memory {i}" for i in range(20)]
+        vectors = await old.generate_embedding("default", texts)
+        entries = await old.bulk_add(
+            [
+                NewMemory(
+                    f"old-{i}", "default", scope, t, {"tags": ["old", f"t{i % 3}"]}, vectors[i]
+                )
+                for i, t in enumerate(texts)
+            ]
+        )
+        edited = (await old.generate_embedding("default", ["old memory zero, edited"]))[0]
+        await old.update("default", "old-0", content="old memory zero, edited", embedding=edited)
+        await old.delete("default", "old-1")
+        await old.shutdown()
+        return [e.id for e in entries]
 
     ids = asyncio.run(write_old())
     with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
