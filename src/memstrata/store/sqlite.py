@@ -1,8 +1,8 @@
 """The embedded store: one SQLite file (WAL) and in-process vector and BM25 indexes.
 
 SQLite holds everything durably; each process keeps an exact vector index and a BM25 keyword
-index per scope in memory, loaded on first search and kept in step with every committed write
-(its own or another process's) through ``index_log``.
+index per scope in memory (sqlite_indexes.py), loaded on first search and kept in step with
+every committed write, its own or another process's.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import hashlib
 import json
 import logging
 import sqlite3
-import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from pathlib import Path
@@ -44,10 +43,9 @@ from memstrata.store.base import (
     StoreCapabilities,
     Vector,
 )
-from memstrata.store.lexical_index import LexicalIndex
 from memstrata.store.sqlite_db import Database, translate
-from memstrata.store.vector_index import VectorIndex
-from memstrata.text import analyze, decode_terms, encode_terms
+from memstrata.store.sqlite_indexes import SyncedIndexes
+from memstrata.text import analyze, encode_terms
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -137,11 +135,7 @@ class SQLiteStore:
         self.path = Path(path)
         self.embedder = embedder
         self._db = Database(self.path, {"ms_match": (2, _match_udf)}, busy_timeout)
-        self._index = VectorIndex(embedder.dimensions)
-        self._lexicon = LexicalIndex()
-        self._index_lock = threading.Lock()
-        self._index_loaded = False
-        self._applied_seq = 0
+        self._indexes = SyncedIndexes(self._db, embedder.dimensions)
         self.schema_version = 0
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -493,67 +487,6 @@ class SQLiteStore:
                 removed += 1
         return removed
 
-    # -- in-process indexes -----------------------------------------------------------------
-
-    def _sync_index(self) -> None:
-        """Bring the in-process indexes up to date with every committed write (any process)."""
-        conn = self._db.connection()
-        with self._index_lock:
-            if self._index_loaded:
-                top, pruned = conn.execute(
-                    "SELECT (SELECT max(seq) FROM index_log), (SELECT value FROM store_meta "
-                    "WHERE key = 'index_log_pruned_through')"
-                ).fetchone()
-                if (top or 0) <= self._applied_seq:
-                    return
-                if pruned is not None and int(pruned) > self._applied_seq:
-                    self._index_loaded = False
-            if not self._index_loaded:
-                self._load_index(conn)
-                return
-            rows = conn.execute(
-                "SELECT l.seq, l.memory_pk, m.tenant_id, m.layer, m.scope_key, m.embedding, "
-                "m.lexicon FROM index_log l LEFT JOIN memories m ON m.pk = l.memory_pk "
-                "WHERE l.seq > ? ORDER BY l.seq",
-                (self._applied_seq,),
-            ).fetchall()
-            self._apply(rows)
-
-    def _apply(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        for seq, pk, tenant, layer, key, blob, lexicon in rows:
-            if tenant is None:
-                self._index.remove(pk)
-                self._lexicon.remove(pk)
-            else:
-                part = (tenant, layer, key)
-                if blob is None:
-                    self._index.remove(pk)
-                else:
-                    self._index.upsert(pk, part, np.frombuffer(blob, dtype=np.float32))
-                self._lexicon.upsert(pk, part, decode_terms(lexicon))
-            self._applied_seq = max(self._applied_seq, seq)
-
-    def _load_index(self, conn: sqlite3.Connection) -> None:
-        self._index.clear()
-        self._lexicon.clear()
-        with self._db.snapshot():
-            top = conn.execute("SELECT coalesce(max(seq), 0) FROM index_log").fetchone()[0]
-            sizes = conn.execute(
-                "SELECT tenant_id, layer, scope_key, count(*) FROM memories "
-                "WHERE embedding IS NOT NULL GROUP BY tenant_id, layer, scope_key"
-            ).fetchall()
-            for tenant, layer, key, count in sizes:
-                self._index.reserve((tenant, layer, key), count)
-            rows = conn.execute(
-                "SELECT ?, pk, tenant_id, layer, scope_key, embedding, lexicon FROM memories "
-                "ORDER BY pk",
-                (top,),
-            )
-            self._applied_seq = 0
-            self._apply(rows)
-            self._applied_seq = top
-        self._index_loaded = True
-
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, request: LayerSearch) -> list[ScoredMemory]:
@@ -589,23 +522,21 @@ class SQLiteStore:
     ) -> list[tuple[int, float]]:
         assert req.vector is not None
         key = (req.tenant_id, req.scope.layer.value, req.scope.key)
-        with self._index_lock:
-            return self._index.search(
-                key, req.vector, min_score, want if req.filter.empty else None
-            )
+        return self._indexes.vector_hits(
+            key, req.vector, min_score, want if req.filter.empty else None
+        )
 
     def _keyword_hits(
         self, req: LayerSearch, min_score: float | None, want: int
     ) -> list[tuple[int, float]]:
         key = (req.tenant_id, req.scope.layer.value, req.scope.key)
-        with self._index_lock:
-            hits = self._lexicon.search(
-                key, list(req.terms), want if req.filter.empty and min_score is None else None
-            )
+        hits = self._indexes.keyword_hits(
+            key, list(req.terms), want if req.filter.empty and min_score is None else None
+        )
         return hits if min_score is None else [h for h in hits if h[1] >= min_score]
 
     def _search(self, req: LayerSearch) -> list[ScoredMemory]:
-        self._sync_index()
+        self._indexes.sync()
         flt, limit = req.filter, req.limit
         if req.mode is SearchMode.SEMANTIC:
             found = self._filtered(self._vector_hits(req, req.threshold, limit), flt, limit)
@@ -636,13 +567,9 @@ class SQLiteStore:
     def _hybrid(self, req: LayerSearch, pool: int) -> list[ScoredMemory]:
         """Unfiltered hybrid search: fuse on the indexes, read rows for the winners only."""
         assert req.vector is not None
-        key = (req.tenant_id, req.scope.layer.value, req.scope.key)
         keyword = dict(self._keyword_hits(req, None, pool))
-        with self._index_lock:
-            cosines: dict[int, float | None] = dict(self._index.search(key, req.vector, None, pool))
-            for pk in keyword.keys() - cosines.keys():
-                vector = self._index.vector(pk)
-                cosines[pk] = None if vector is None else float(vector @ req.vector)
+        cosines: dict[int, float | None] = dict(self._vector_hits(req, None, pool))
+        cosines.update(self._indexes.cosines(keyword.keys() - cosines.keys(), req.vector))
         return self._fused(req, cosines, keyword, None)
 
     def _fused(
@@ -730,9 +657,8 @@ class SQLiteStore:
 
     async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]:
         def run() -> dict[str, int]:
-            self._sync_index()
-            with self._index_lock:
-                return self._index.counts_by_layer(tenant_id)
+            self._indexes.sync()
+            return self._indexes.counts_by_layer(tenant_id)
 
         return await self._run("count_by_layer", run)
 
