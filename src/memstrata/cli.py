@@ -97,7 +97,12 @@ def _show_links(links: list[HierarchyLink]) -> None:
     default=None,
     help="Data directory (default: MEMSTRATA_DATA_DIR or the user data directory).",
 )
-@click.option("--database-url", default=None, help="sqlite:///path/to/file.db")
+@click.option(
+    "--database-url",
+    default=None,
+    help="sqlite:///path/to/file.db or postgresql://user@host:port/db (default: the SQLite "
+    "file in the data directory).",
+)
 @click.option(
     "--config",
     "config_file",
