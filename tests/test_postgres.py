@@ -357,3 +357,18 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
         assert conn.execute(
             "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_tags'"
         ).fetchone() == (1,)
+
+
+def test_a_user_without_privileges_gets_a_configuration_error(pg_url: str, tmp_path: Path) -> None:
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("DROP ROLE IF EXISTS memstrata_limited")
+        admin.execute("CREATE ROLE memstrata_limited LOGIN")
+    limited = pg_url.replace("postgres@", "memstrata_limited@", 1)
+    try:
+        with pytest.raises(MemstrataError) as err:
+            Memstrata(fast_settings(tmp_path, database_url=limited))
+        assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+        assert "privilege" in err.value.message
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("DROP ROLE IF EXISTS memstrata_limited")

@@ -94,6 +94,12 @@ def translate(exc: Exception, operation: str) -> MemstrataError:
         return MemstrataError(
             ErrorCode.PROVIDER_ERROR, f"PostgreSQL unavailable during {operation}: {exc}"
         )
+    if isinstance(exc, pg_errors.InsufficientPrivilege | pg_errors.InvalidSchemaName):
+        return MemstrataError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"the database user lacks a privilege (or a schema it may use) needed for "
+            f"{operation}: {exc}",
+        )
     if isinstance(exc, pg_errors.UniqueViolation):
         return MemstrataError(ErrorCode.INVALID_ARGUMENT, "a memory with this id already exists")
     log.error("PostgreSQL error during %s: %s", operation, exc)
