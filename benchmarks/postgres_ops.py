@@ -82,7 +82,7 @@ async def load(kind: str, target: str, texts: list[str], vectors: np.ndarray) ->
     start = time.perf_counter()
     async with AsyncExitStack() as stack:
         if kind == "postgresql":
-            await stack.enter_async_context(store.bulk_loading())
+            await stack.enter_async_context(store.bulk_loading(index_build_memory="4GB"))
         for lo in range(0, len(texts), 5000):
             await store.bulk_add(
                 [
