@@ -14,3 +14,26 @@ def fuse(cosine: float | None, bm25: float | None, bm25_best: float, weight: flo
     semantic = max(cosine or 0.0, 0.0)
     keyword = (bm25 or 0.0) / bm25_best if bm25_best > 0 else 0.0
     return weight * semantic + (1.0 - weight) * keyword
+
+
+def rank_fused(
+    cosines: dict[int, float | None],
+    keyword: dict[int, float],
+    *,
+    weight: float,
+    threshold: float | None,
+    limit: int,
+) -> list[tuple[float, int]]:
+    """(fused score, key) of the best ``limit`` candidates at or above ``threshold``.
+
+    ``cosines`` holds every candidate (keyword-only ones too); ``keyword`` the keyword scores
+    of those that matched a term. Ties go to the smaller key, for stable results.
+    """
+    best = max(keyword.values(), default=0.0)
+    scored = []
+    for key, cosine in cosines.items():
+        score = fuse(cosine, keyword.get(key), best, weight)
+        if threshold is None or score >= threshold:
+            scored.append((score, key))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return scored[:limit]

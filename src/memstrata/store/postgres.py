@@ -35,7 +35,7 @@ from memstrata.memory.models import (
     MemoryPage,
     SearchMode,
 )
-from memstrata.memory.scoring import fuse
+from memstrata.memory.scoring import rank_fused
 from memstrata.store.base import (
     HealthStatus,
     LayerSearch,
@@ -547,20 +547,16 @@ class PostgresStore:
             semantic = await self._semantic(conn, req, None, pool)
         assert req.vector is not None
         bm25 = {r[0]: s for r, s in keyword}
-        best = max(bm25.values(), default=0.0)
         rows = {r[0]: r for r, _ in keyword}
         rows.update((r[0], r) for r, _ in semantic)
-        scored = []
-        for seq, row in rows.items():
-            vector = _vector(row[10])
-            cosine = None if vector is None else float(vector @ req.vector)
-            score = fuse(cosine, bm25.get(seq), best, req.semantic_weight)
-            if req.threshold is None or score >= req.threshold:
-                scored.append((score, seq, cosine, vector))
-        scored.sort(key=lambda item: (-item[0], item[1]))
+        vectors = {seq: _vector(row[10]) for seq, row in rows.items()}
+        cosines = {seq: None if v is None else float(v @ req.vector) for seq, v in vectors.items()}
+        top = rank_fused(
+            cosines, bm25, weight=req.semantic_weight, threshold=req.threshold, limit=req.limit
+        )
         return [
-            ScoredMemory(_entry(rows[seq]), score, cosine, bm25.get(seq), vector)
-            for score, seq, cosine, vector in scored[: req.limit]
+            ScoredMemory(_entry(rows[seq]), score, cosines[seq], bm25.get(seq), vectors[seq])
+            for score, seq in top
         ]
 
     async def _semantic(

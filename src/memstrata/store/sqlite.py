@@ -33,7 +33,7 @@ from memstrata.memory.models import (
     MemoryPage,
     SearchMode,
 )
-from memstrata.memory.scoring import fuse
+from memstrata.memory.scoring import rank_fused
 from memstrata.store.base import (
     HealthStatus,
     LayerSearch,
@@ -579,14 +579,13 @@ class SQLiteStore:
         keyword: dict[int, float],
         rows: dict[int, tuple[Any, ...]] | None,
     ) -> list[ScoredMemory]:
-        best = max(keyword.values(), default=0.0)
-        scored = []
-        for pk, cosine in cosines.items():
-            score = fuse(cosine, keyword.get(pk), best, req.semantic_weight)
-            if req.threshold is None or score >= req.threshold:
-                scored.append((score, pk))
-        scored.sort(key=lambda item: (-item[0], item[1]))
-        top = scored[: req.limit]
+        top = rank_fused(
+            cosines,
+            keyword,
+            weight=req.semantic_weight,
+            threshold=req.threshold,
+            limit=req.limit,
+        )
         if rows is None:
             rows = self._rows([pk for _, pk in top], MetadataFilter())
         return [
