@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 import numpy as np
@@ -91,6 +92,35 @@ class ScoredMemory:
     semantic_score: float | None
     keyword_score: float | None
     vector: Vector | None
+
+
+def updated_entry(
+    old: MemoryEntry,
+    *,
+    content: str | None,
+    metadata_patch: dict[str, Any] | None,
+    embedding_model: str | None,
+) -> MemoryEntry:
+    """What ``update`` makes of ``old``: every store applies the same rules.
+
+    Metadata merges key by key (a None value removes the key); ``updated_at`` moves forward
+    even within one clock tick; ``embedding_model`` is given when the content was re-embedded.
+    """
+    metadata = dict(old.metadata)
+    for key, value in (metadata_patch or {}).items():
+        if value is None:
+            metadata.pop(key, None)
+        else:
+            metadata[key] = value
+    return old.model_copy(
+        update={
+            "content": old.content if content is None else content,
+            "metadata": metadata,
+            "updated_at": max(datetime.now(UTC), old.updated_at + timedelta(microseconds=1)),
+            "embedding_model": embedding_model or old.embedding_model,
+            "embedding_generated": old.embedding_generated or embedding_model is not None,
+        }
+    )
 
 
 class MemoryStore(Protocol):

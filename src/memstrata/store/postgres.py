@@ -11,7 +11,7 @@ import hashlib
 import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from importlib import resources
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,6 +44,7 @@ from memstrata.store.base import (
     ScoredMemory,
     StoreCapabilities,
     Vector,
+    updated_entry,
 )
 from memstrata.store.pg_filters import filter_sql
 from memstrata.store.sqlite import decode_cursor, encode_cursor
@@ -449,26 +450,22 @@ class PostgresStore:
                     details={"id": memory_id},
                 )
             old = _entry(row)
-            metadata = dict(old.metadata)
-            for key, value in (metadata_patch or {}).items():
-                if value is None:
-                    metadata.pop(key, None)
-                else:
-                    metadata[key] = value
-            updated = max(datetime.now(UTC), old.updated_at + timedelta(microseconds=1))
-            new_content = old.content if content is None else content
+            new = updated_entry(
+                old,
+                content=content,
+                metadata_patch=metadata_patch,
+                embedding_model=None if embedding is None else self.embedder.model_id,
+            )
             await conn.execute(
                 "UPDATE memories SET content = %s, metadata = %s, updated_at = %s, "
-                "embedding = coalesce(%s, embedding), "
-                "embedding_model = CASE WHEN %s THEN %s ELSE embedding_model END "
+                "embedding = coalesce(%s, embedding), embedding_model = %s "
                 "WHERE tenant_id = %s AND id = %s",
                 (
-                    new_content,
-                    Jsonb(metadata),
-                    updated,
+                    new.content,
+                    Jsonb(new.metadata),
+                    new.updated_at,
                     None if embedding is None else _pg_vector(embedding),
-                    embedding is not None,
-                    self.embedder.model_id,
+                    new.embedding_model,
                     tenant_id,
                     memory_id,
                 ),
@@ -482,24 +479,14 @@ class PostgresStore:
                     memory_id,
                     old.layer.value,
                     old.content,
-                    new_content,
+                    new.content,
                     Jsonb(old.metadata),
-                    Jsonb(metadata),
+                    Jsonb(new.metadata),
                     actor,
-                    updated,
+                    new.updated_at,
                 ),
             )
-        return old.model_copy(
-            update={
-                "content": new_content,
-                "metadata": metadata,
-                "updated_at": updated,
-                "embedding_model": self.embedder.model_id
-                if embedding is not None
-                else old.embedding_model,
-                "embedding_generated": old.embedding_generated or embedding is not None,
-            }
-        )
+        return new
 
     async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
         return await self.bulk_delete(tenant_id, [memory_id], actor=actor) == 1

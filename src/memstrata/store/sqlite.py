@@ -15,7 +15,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -42,6 +42,7 @@ from memstrata.store.base import (
     ScoredMemory,
     StoreCapabilities,
     Vector,
+    updated_entry,
 )
 from memstrata.store.sqlite_db import Database, translate
 from memstrata.store.sqlite_indexes import SyncedIndexes
@@ -407,16 +408,15 @@ class SQLiteStore:
                     details={"id": memory_id},
                 )
             old = _entry(row)
-            metadata = dict(old.metadata)
-            for key, value in (patch or {}).items():
-                if value is None:
-                    metadata.pop(key, None)
-                else:
-                    metadata[key] = value
-            updated = max(_now(), old.updated_at + timedelta(microseconds=1))
+            new = updated_entry(
+                old,
+                content=content,
+                metadata_patch=patch,
+                embedding_model=None if embedding is None else self.embedder.model_id,
+            )
             sets: dict[str, str | bytes] = {
-                "metadata": _dumps(metadata),
-                "updated_at": _ts(updated),
+                "metadata": _dumps(new.metadata),
+                "updated_at": _ts(new.updated_at),
             }
             if content is not None:
                 sets["content"] = content
@@ -438,24 +438,14 @@ class SQLiteStore:
                     memory_id,
                     old.layer.value,
                     old.content,
-                    content if content is not None else old.content,
+                    new.content,
                     _dumps(old.metadata),
                     sets["metadata"],
                     actor,
                     sets["updated_at"],
                 ),
             )
-        return old.model_copy(
-            update={
-                "content": content if content is not None else old.content,
-                "metadata": metadata,
-                "updated_at": updated,
-                "embedding_model": self.embedder.model_id
-                if embedding is not None
-                else old.embedding_model,
-                "embedding_generated": old.embedding_generated or embedding is not None,
-            }
-        )
+        return new
 
     async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
         return await self._run("delete", self._delete, tenant_id, [memory_id], actor) == 1
