@@ -6,13 +6,14 @@ Each size is built, then searched by a fresh process, whose resident memory is r
     uv run python -m benchmarks.memory_ops [--sizes 10000,100000] [--queries 200]
 
 Vectors of the synthetic corpus are computed with the local model once and kept in
-benchmarks/.cache/ so that reruns skip the embedding time.
+~/.cache/memstrata-bench/ (MEMSTRATA_BENCH_CACHE) so that reruns skip the embedding time.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -26,7 +27,8 @@ import numpy as np
 
 from benchmarks.corpus import queries, sentences
 
-CACHE = Path(__file__).parent / ".cache"
+#: Outside the checkout, so that a fresh clone on the same machine finds the vectors again.
+CACHE = Path(os.environ.get("MEMSTRATA_BENCH_CACHE", Path.home() / ".cache" / "memstrata-bench"))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -51,7 +53,7 @@ def rss_mb() -> float:
 def corpus_vectors(texts: list[str]) -> np.ndarray:
     from memstrata.embeddings.local import LocalEmbedder
 
-    CACHE.mkdir(exist_ok=True)
+    CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / f"corpus-{len(texts)}.npy"
     if path.is_file():
         return np.load(path)

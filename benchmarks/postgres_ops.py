@@ -11,7 +11,7 @@ sizes given in --compare (default 100000) and the ratio reported.
         .venv/bin/python -m benchmarks.postgres_ops [--sizes 100000,1000000] [--compare 100000]
 
 The database named by the URL is emptied first. The corpus vectors come from
-benchmarks/.cache/ (see memory_ops.py); a 1,000,000 corpus takes about 45 minutes to embed.
+~/.cache/memstrata-bench/ (see memory_ops.py); a 1,000,000 corpus takes about 45 minutes to embed.
 """
 
 from __future__ import annotations
