@@ -127,16 +127,25 @@ async def measure(kind: str, target: str, vectors: np.ndarray, qvecs: np.ndarray
     store = make_store(kind, target)
     await store.initialize()
     await store.search(layer_search(qvecs[0]))  # connections, caches, the in-process index
-    times, recalls = [], []
+    times, recalls, tie_recalls = [], [], []
     for q in qvecs:
         start = time.perf_counter()
         hits = await store.search(layer_search(q))
         times.append(time.perf_counter() - start)
-        exact = set(np.argsort(-(vectors @ q))[:10].tolist())
-        found = {int(h.entry.metadata["i"]) for h in hits}
-        recalls.append(len(exact & found) / 10)
+        scores = vectors @ q
+        top = np.argsort(-scores)[:10]
+        found = [int(h.entry.metadata["i"]) for h in hits]
+        recalls.append(len(set(top.tolist()) & set(found)) / 10)
+        # ANN-benchmarks style: a hit counts when it is as close as the 10th true neighbour
+        # (the synthetic corpus repeats templates, so exact ties are common).
+        tenth = float(scores[top[-1]]) - 1e-4
+        tie_recalls.append(sum(float(scores[i]) >= tenth for i in found) / 10)
     await store.shutdown()
-    return {"search_store": ms_stats(times), "recall_at_10": round(float(np.mean(recalls)), 3)}
+    return {
+        "search_store": ms_stats(times),
+        "recall_at_10": round(float(np.mean(recalls)), 3),
+        "recall_at_10_with_ties": round(float(np.mean(tie_recalls)), 3),
+    }
 
 
 CLIENT = """

@@ -36,6 +36,7 @@ def build_store(settings: Settings, embedder: Embedder) -> MemoryStore:
             pool_max=pg.pool_max,
             statement_timeout_ms=pg.statement_timeout_ms,
             connect_timeout=pg.connect_timeout,
+            ef_search=pg.hnsw_ef_search,
         )
     return SQLiteStore(settings.sqlite_path(), embedder, busy_timeout=settings.sqlite_busy_timeout)
 
