@@ -7,6 +7,9 @@ against every implementation.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -15,6 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from memstrata.errors import ErrorCode, MemstrataError
 from memstrata.memory.filters import MetadataFilter
 from memstrata.memory.layers import MemoryLayer
 from memstrata.memory.models import HistoryEvent, MemoryEntry, MemoryPage, SearchMode
@@ -121,6 +125,26 @@ def updated_entry(
             "embedding_generated": old.embedding_generated or embedding_model is not None,
         }
     )
+
+
+def encode_cursor(pk: int) -> str:
+    """An opaque list cursor: the position (row sequence) after which the next page starts."""
+    raw = json.dumps({"v": 1, "pk": pk}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> int:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        data = json.loads(raw)
+        pk = data["pk"]
+        if data.get("v") != 1 or not isinstance(pk, int) or pk < 0:
+            raise ValueError
+        return pk
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise MemstrataError(
+            ErrorCode.INVALID_ARGUMENT, "invalid cursor: pass back a next_cursor from list"
+        ) from None
 
 
 class MemoryStore(Protocol):

@@ -44,10 +44,11 @@ from memstrata.store.base import (
     ScoredMemory,
     StoreCapabilities,
     Vector,
+    decode_cursor,
+    encode_cursor,
     updated_entry,
 )
 from memstrata.store.pg_filters import filter_sql
-from memstrata.store.sqlite import decode_cursor, encode_cursor
 from memstrata.text import keyword_terms
 
 log = logging.getLogger(__name__)

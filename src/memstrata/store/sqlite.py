@@ -8,8 +8,6 @@ every committed write, its own or another process's.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import hashlib
 import json
 import logging
@@ -42,6 +40,8 @@ from memstrata.store.base import (
     ScoredMemory,
     StoreCapabilities,
     Vector,
+    decode_cursor,
+    encode_cursor,
     updated_entry,
 )
 from memstrata.store.sqlite_db import Database, translate
@@ -109,24 +109,6 @@ def _entry(row: sqlite3.Row | tuple[Any, ...]) -> MemoryEntry:
 
 def _vector(blob: bytes | None) -> Vector | None:
     return None if blob is None else np.frombuffer(blob, dtype=np.float32)
-
-
-def encode_cursor(pk: int) -> str:
-    return base64.urlsafe_b64encode(_dumps({"v": 1, "pk": pk}).encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> int:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        data = json.loads(raw)
-        pk = data["pk"]
-        if data.get("v") != 1 or not isinstance(pk, int) or pk < 0:
-            raise ValueError
-        return pk
-    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
-        raise MemstrataError(
-            ErrorCode.INVALID_ARGUMENT, "invalid cursor: pass back a next_cursor from list"
-        ) from None
 
 
 class SQLiteStore:
