@@ -5,6 +5,13 @@ is set (as in CI), when they fail."""
 from __future__ import annotations
 
 import os
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -28,3 +35,79 @@ def reset_database(url: str) -> None:
         conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
         conn.execute("CREATE SCHEMA public")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+PG_SHARE = Path("/usr/share/postgresql/15")
+
+
+@contextmanager
+def server_without_pgvector() -> Iterator[str]:
+    """A real, private PostgreSQL 15 server on 127.0.0.1 whose installation lacks pgvector.
+
+    PostgreSQL finds its share directory relative to its own binary, so a copy of the server
+    binaries beside a share tree that links every extension but ``vector`` is a complete
+    server without the extension, without touching the system installation. Runs the server
+    as the ``postgres`` user (PostgreSQL refuses root)."""
+    runuser = shutil.which("runuser")
+    if not (PG_BIN / "postgres").is_file() or runuser is None or os.geteuid() != 0:
+        if REQUIRED:
+            pytest.fail("PostgreSQL 15 binaries, runuser and root are needed for this test")
+        pytest.skip("needs the PostgreSQL 15 binaries, runuser and root")
+    root = Path(tempfile.mkdtemp(prefix="memstrata-novec-"))
+    try:
+        root.chmod(0o755)
+        bindir = root / "lib/postgresql/15/bin"
+        bindir.mkdir(parents=True)
+        for name in ("postgres", "initdb", "pg_ctl"):
+            shutil.copy2(PG_BIN / name, bindir / name)
+        (root / "lib/postgresql/15/lib").symlink_to(PG_BIN.parent / "lib")
+        share = root / "share/postgresql/15"
+        (share / "extension").mkdir(parents=True)
+        for entry in PG_SHARE.iterdir():
+            if entry.name != "extension":
+                (share / entry.name).symlink_to(entry)
+        for entry in (PG_SHARE / "extension").iterdir():
+            if not entry.name.startswith("vector"):
+                (share / "extension" / entry.name).symlink_to(entry)
+        data = root / "data"
+        data.mkdir()
+        shutil.chown(data, "postgres")
+        as_postgres = [runuser, "-u", "postgres", "--"]
+        subprocess.run(
+            [
+                *as_postgres,
+                str(bindir / "initdb"),
+                "-D",
+                str(data),
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        options = f"-p {port} -k {data} -c listen_addresses=127.0.0.1"
+        log = str(data / "server.log")
+        start = ["-D", str(data), "-o", options, "-l", log, "-w", "-t", "60", "start"]
+        subprocess.run(
+            [*as_postgres, str(bindir / "pg_ctl"), *start],
+            check=True,
+            capture_output=True,
+            timeout=90,
+        )
+        try:
+            yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+        finally:
+            subprocess.run(
+                [*as_postgres, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+                capture_output=True,
+                timeout=60,
+            )
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

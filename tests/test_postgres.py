@@ -12,8 +12,9 @@ import psycopg
 import pytest
 
 from memstrata import ErrorCode, Memstrata, MemstrataError
+from memstrata.cli import main
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.pg import require_postgres, reset_database, server_without_pgvector
 from tests.test_multiprocess import WORKER
 
 
@@ -372,3 +373,30 @@ def test_a_user_without_privileges_gets_a_configuration_error(pg_url: str, tmp_p
     finally:
         with psycopg.connect(pg_url, autocommit=True) as admin:
             admin.execute("DROP ROLE IF EXISTS memstrata_limited")
+
+
+def test_a_server_without_pgvector_is_named_with_the_fix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with server_without_pgvector() as url:
+        with pytest.raises(MemstrataError) as err:
+            Memstrata(fast_settings(tmp_path, database_url=url))
+        assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+        assert not err.value.retryable
+        assert "'vector' (pgvector)" in err.value.message
+        assert "postgresql-<version>-pgvector" in err.value.message
+        # Nothing was half-created on the way to the error.
+        with psycopg.connect(url) as conn:
+            tables = conn.execute(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
+            ).fetchone()
+        assert tables == (0,)
+        code = 0
+        try:
+            main(["--data-dir", str(tmp_path), "--database-url", url, "health", "--json"])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        assert code == 1
+        error = json.loads(out)["error"]
+        assert error["code"] == "CONFIGURATION_ERROR" and "pgvector" in error["message"], err
