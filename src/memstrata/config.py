@@ -58,6 +58,41 @@ class MemorySettings(BaseModel):
     hybrid_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
 
 
+class ContextSettings(BaseModel):
+    """``ms.context``: retrieval of the context layers and prompt assembly."""
+
+    #: Items per layer when a call does not say.
+    max_per_layer: int = Field(default=5, gt=0, le=100)
+    #: How the searchable layers are searched: hybrid, semantic or keyword.
+    search_mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
+    #: Weight of semantic similarity in hybrid scores of context items.
+    semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: Items scoring below this are not retrieved (hybrid and semantic scores lie in [0, 1]).
+    min_score: float = Field(default=0.2, ge=0.0, le=1.0)
+    #: Tokens the Conversation Memory section (reflections, observations) may use.
+    memory_token_budget: int = Field(default=4000, gt=0)
+    #: Memories added to the prompt's "Relevant Memories" section (0: none).
+    rag_limit: int = Field(default=5, ge=0, le=100)
+    #: Longest query accepted (characters).
+    max_query_length: int = Field(default=4_096, gt=0)
+
+
+class LLMSettings(BaseModel):
+    """The chat model: an OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp, LM
+    Studio via ``base_url``) or Anthropic."""
+
+    provider: Literal["openai", "anthropic"] = "openai"
+    model: str | None = None
+    base_url: str | None = None
+    #: Name of the environment variable holding the API key (the key never sits in a file).
+    api_key_env: str | None = None
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    #: Retries of transient failures (connection errors, 429, 5xx) inside the SDK client.
+    max_retries: int = Field(default=2, ge=0, le=10)
+    max_tokens: int = Field(default=1024, gt=0)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+
+
 class PostgresSettings(BaseModel):
     """Connection pool and limits of the PostgreSQL store."""
 
@@ -105,6 +140,8 @@ class Settings(BaseSettings):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     retry: RetrySettings = Field(default_factory=RetrySettings)
     postgres: PostgresSettings = Field(default_factory=PostgresSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -37,3 +37,13 @@ def rank_fused(
             scored.append((score, key))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return scored[:limit]
+
+
+def rank_single(scores: dict[int, float], *, normalise: bool = False) -> list[tuple[float, int]]:
+    """(score, key), best first (ties to the smaller key). ``normalise`` divides by the best
+    score, putting unbounded scores such as BM25 into [0, 1]."""
+    ranked = sorted(((s, k) for k, s in scores.items()), key=lambda item: (-item[0], item[1]))
+    if normalise and ranked and ranked[0][0] > 0:
+        best = ranked[0][0]
+        ranked = [(s / best, k) for s, k in ranked]
+    return ranked

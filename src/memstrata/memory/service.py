@@ -7,7 +7,6 @@ import itertools
 import logging
 import time
 import uuid
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -15,6 +14,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memstrata.config import MemorySettings
+from memstrata.embeddings.query_cache import QueryVectors
 from memstrata.errors import ErrorCode, MemstrataError
 from memstrata.memory.filters import parse_filter
 from memstrata.memory.layers import (
@@ -55,7 +55,6 @@ T = TypeVar("T")
 #: The parent a project, team or org has when neither it nor the tenant registered one.
 DEFAULT_PARENT = "default"
 _LEVELS = {"project": "team", "team": "org", "org": "company"}
-_QUERY_CACHE_SIZE = 1024
 #: Counting memories per layer costs a scan on PostgreSQL: searches refresh the gauge at most
 #: this often (seconds).
 STORAGE_GAUGE_INTERVAL = 10.0
@@ -97,7 +96,9 @@ class MemoryService:
         self._metrics = metrics
         self._retry = retry
         self._ready = ready
-        self._query_cache: OrderedDict[str, Vector] = OrderedDict()
+        self._queries = QueryVectors(
+            lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
+        )
         self._gauge_refreshed = -float("inf")
 
     # -- helpers ----------------------------------------------------------------------------
@@ -174,18 +175,7 @@ class MemoryService:
         return scopes
 
     async def _embed_query(self, tenant: str, query: str) -> Vector:
-        cached = self._query_cache.get(query)
-        if cached is not None:
-            self._query_cache.move_to_end(query)
-            return cached
-        vectors = await self._retry.run(
-            "embed query", lambda: self._store.generate_embedding(tenant, [query], cache=False)
-        )
-        vector: Vector = vectors[0]
-        self._query_cache[query] = vector
-        if len(self._query_cache) > _QUERY_CACHE_SIZE:
-            self._query_cache.popitem(last=False)
-        return vector
+        return await self._queries.get(tenant, query)
 
     def _merge(self, found: list[ScoredMemory], limit: int) -> list[SearchHit]:
         """Precedence, then score; near-duplicates keep the most specific layer."""

@@ -1,4 +1,5 @@
-"""Metadata filters as PostgreSQL JSONB conditions, with memstrata.memory.filters semantics.
+"""SQL helpers of the PostgreSQL store: metadata filters as JSONB conditions (with
+memstrata.memory.filters semantics) and vectors to and from pgvector.
 
 The reference semantics (``filters.matches``) are strict about types: booleans equal only
 booleans, numbers compare with numbers and strings with strings (by code point), ``ne``
@@ -9,9 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from psycopg.types.json import Jsonb
 
 from memstrata.memory.filters import Condition, MetadataFilter
+from memstrata.store.base import Vector
 
 
 class _Sql:
@@ -72,3 +75,18 @@ def filter_sql(flt: MetadataFilter, column: str = "metadata") -> tuple[str, list
     for cond in flt.conditions:
         parts.append(_condition(column, cond, params))
     return (" AND ".join(parts) or "TRUE"), params
+
+
+def to_pg_vector(vector: Vector) -> Any:
+    """A NumPy vector as a pgvector parameter."""
+    from pgvector import Vector as PgVector
+
+    return PgVector(np.asarray(vector, dtype=np.float32))
+
+
+def from_pg_vector(value: Any) -> Vector | None:
+    if value is None:
+        return None
+    if hasattr(value, "to_numpy"):  # pgvector.Vector
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32)

@@ -48,7 +48,10 @@ from memstrata.store.base import (
     encode_cursor,
     updated_entry,
 )
+from memstrata.store.pg_context import PostgresContextItems
 from memstrata.store.pg_filters import filter_sql
+from memstrata.store.pg_filters import from_pg_vector as _vector
+from memstrata.store.pg_filters import to_pg_vector as _pg_vector
 from memstrata.text import keyword_terms
 
 log = logging.getLogger(__name__)
@@ -123,14 +126,6 @@ def _entry(row: tuple[Any, ...]) -> MemoryEntry:
     )
 
 
-def _vector(value: Any) -> Vector | None:
-    if value is None:
-        return None
-    if hasattr(value, "to_numpy"):  # pgvector.Vector
-        value = value.to_numpy()
-    return np.asarray(value, dtype=np.float32)
-
-
 class PostgresStore:
     """The store protocol on PostgreSQL with pgvector."""
 
@@ -155,6 +150,7 @@ class PostgresStore:
         self._pool_min, self._pool_max = pool_min, pool_max
         self._pool = self._new_pool()
         self.schema_version = 0
+        self.context_items = PostgresContextItems(self._tx, self._ef_search)
 
     def _new_pool(self) -> AsyncConnectionPool[Any]:
         return AsyncConnectionPool(
@@ -819,9 +815,3 @@ class PostgresStore:
             next_cursor=encode_cursor(rows[-1][0]) if more else None,
             total_count=total,
         )
-
-
-def _pg_vector(vector: Vector) -> Any:
-    from pgvector import Vector as PgVector
-
-    return PgVector(np.asarray(vector, dtype=np.float32))

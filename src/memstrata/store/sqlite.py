@@ -44,8 +44,14 @@ from memstrata.store.base import (
     encode_cursor,
     updated_entry,
 )
+from memstrata.store.sqlite_context import SQLiteContextItems
 from memstrata.store.sqlite_db import Database, translate
-from memstrata.store.sqlite_indexes import SyncedIndexes
+from memstrata.store.sqlite_indexes import (
+    CONTEXT_ITEMS,
+    MEMORIES,
+    IndexedTable,
+    SyncedIndexes,
+)
 from memstrata.text import analyze, encode_terms
 
 log = logging.getLogger(__name__)
@@ -111,6 +117,17 @@ def _vector(blob: bytes | None) -> Vector | None:
     return None if blob is None else np.frombuffer(blob, dtype=np.float32)
 
 
+def _prune_log(conn: sqlite3.Connection, source: IndexedTable) -> None:
+    """Keep an index log short; processes that fell behind the cut reload their indexes."""
+    lo, hi = conn.execute(f"SELECT min(seq), max(seq) FROM {source.log}").fetchone()  # noqa: S608
+    if hi is not None and hi - lo > _LOG_PRUNE_AT:
+        conn.execute(f"DELETE FROM {source.log} WHERE seq <= ?", (hi - _LOG_KEEP,))  # noqa: S608
+        conn.execute(
+            "INSERT OR REPLACE INTO store_meta VALUES (?, ?)",
+            (source.pruned_key, str(hi - _LOG_KEEP)),
+        )
+
+
 class SQLiteStore:
     """The store protocol on one SQLite file. Safe for many threads and processes."""
 
@@ -119,6 +136,9 @@ class SQLiteStore:
         self.embedder = embedder
         self._db = Database(self.path, {"ms_match": (2, _match_udf)}, busy_timeout)
         self._indexes = SyncedIndexes(self._db, embedder.dimensions)
+        self.context_items = SQLiteContextItems(
+            self._db, SyncedIndexes(self._db, embedder.dimensions, CONTEXT_ITEMS), self._run
+        )
         self.schema_version = 0
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -167,13 +187,8 @@ class SQLiteStore:
                         "embedder_dimensions": dims,
                     },
                 )
-            lo, hi = conn.execute("SELECT min(seq), max(seq) FROM index_log").fetchone()
-            if hi is not None and hi - lo > _LOG_PRUNE_AT:
-                conn.execute("DELETE FROM index_log WHERE seq <= ?", (hi - _LOG_KEEP,))
-                conn.execute(
-                    "INSERT OR REPLACE INTO store_meta VALUES ('index_log_pruned_through', ?)",
-                    (str(hi - _LOG_KEEP),),
-                )
+            for source in (MEMORIES, CONTEXT_ITEMS):
+                _prune_log(conn, source)
 
     async def shutdown(self) -> None:
         self._db.close()

@@ -1,8 +1,9 @@
 """The embedded store's in-process indexes, kept in step with the SQLite file.
 
-Each process holds an exact vector index and a BM25 keyword index per scope. Triggers append
-every change of a memory's vector, terms or scope to ``index_log``; ``sync`` applies the
-entries this process has not seen, whoever wrote them, before every search.
+Each process holds an exact vector index and a BM25 keyword index per partition (a memory
+scope, or a kind of context item). Triggers append every change of a row's vector, terms or
+partition to a log table; ``sync`` applies the entries this process has not seen, whoever
+wrote them, before every search. The same machinery serves every indexed table.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,11 +22,40 @@ from memstrata.store.vector_index import PartitionKey, Vector, VectorIndex
 from memstrata.text import decode_terms
 
 
+@dataclass(frozen=True)
+class IndexedTable:
+    """Where a table's rows and change log are. ``partition`` is an SQL expression list over
+    the row alias ``m`` giving (tenant, a, b); a NULL tenant means "not in the index"."""
+
+    table: str
+    log: str
+    log_column: str
+    partition: str
+    pruned_key: str
+
+
+MEMORIES = IndexedTable(
+    "memories",
+    "index_log",
+    "memory_pk",
+    "m.tenant_id, m.layer, m.scope_key",
+    "index_log_pruned_through",
+)
+CONTEXT_ITEMS = IndexedTable(
+    "context_items",
+    "context_index_log",
+    "item_pk",
+    "CASE WHEN m.is_latest = 1 THEN m.tenant_id END, m.kind, ''",
+    "context_index_log_pruned_through",
+)
+
+
 class SyncedIndexes:
     """Thread-safe: one lock guards both indexes and the position in the log."""
 
-    def __init__(self, db: Database, dimensions: int) -> None:
+    def __init__(self, db: Database, dimensions: int, source: IndexedTable = MEMORIES) -> None:
         self._db = db
+        self._source = source
         self._vectors = VectorIndex(dimensions)
         self._lexicon = LexicalIndex()
         self._lock = threading.Lock()
@@ -34,11 +65,13 @@ class SyncedIndexes:
     def sync(self) -> None:
         """Bring both indexes up to date with every committed write (any process)."""
         conn = self._db.connection()
+        src = self._source
         with self._lock:
             if self._loaded:
                 top, pruned = conn.execute(
-                    "SELECT (SELECT max(seq) FROM index_log), (SELECT value FROM store_meta "
-                    "WHERE key = 'index_log_pruned_through')"
+                    f"SELECT (SELECT max(seq) FROM {src.log}), "  # noqa: S608
+                    "(SELECT value FROM store_meta WHERE key = ?)",
+                    (src.pruned_key,),
                 ).fetchone()
                 if (top or 0) <= self._applied_seq:
                     return
@@ -48,9 +81,9 @@ class SyncedIndexes:
                 self._load(conn)
                 return
             rows = conn.execute(
-                "SELECT l.seq, l.memory_pk, m.tenant_id, m.layer, m.scope_key, m.embedding, "
-                "m.lexicon FROM index_log l LEFT JOIN memories m ON m.pk = l.memory_pk "
-                "WHERE l.seq > ? ORDER BY l.seq",
+                f"SELECT l.seq, l.{src.log_column}, {src.partition}, m.embedding, "  # noqa: S608
+                f"m.lexicon FROM {src.log} l LEFT JOIN {src.table} m "
+                f"ON m.pk = l.{src.log_column} WHERE l.seq > ? ORDER BY l.seq",
                 (self._applied_seq,),
             ).fetchall()
             self._apply(rows)
@@ -72,17 +105,21 @@ class SyncedIndexes:
     def _load(self, conn: sqlite3.Connection) -> None:
         self._vectors.clear()
         self._lexicon.clear()
+        src = self._source
         with self._db.snapshot():
-            top = conn.execute("SELECT coalesce(max(seq), 0) FROM index_log").fetchone()[0]
+            top = conn.execute(
+                f"SELECT coalesce(max(seq), 0) FROM {src.log}"  # noqa: S608
+            ).fetchone()[0]
             sizes = conn.execute(
-                "SELECT tenant_id, layer, scope_key, count(*) FROM memories "
-                "WHERE embedding IS NOT NULL GROUP BY tenant_id, layer, scope_key"
+                f"SELECT {src.partition}, count(*) FROM {src.table} m "  # noqa: S608
+                "WHERE m.embedding IS NOT NULL GROUP BY 1, 2, 3"
             ).fetchall()
             for tenant, layer, key, count in sizes:
-                self._vectors.reserve((tenant, layer, key), count)
+                if tenant is not None:
+                    self._vectors.reserve((tenant, layer, key), count)
             rows = conn.execute(
-                "SELECT ?, pk, tenant_id, layer, scope_key, embedding, lexicon FROM memories "
-                "ORDER BY pk",
+                f"SELECT ?, m.pk, {src.partition}, m.embedding, m.lexicon "  # noqa: S608
+                f"FROM {src.table} m ORDER BY m.pk",
                 (top,),
             )
             self._applied_seq = 0

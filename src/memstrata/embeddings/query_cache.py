@@ -1,0 +1,36 @@
+"""Query vectors, embedded once: an in-process LRU in front of the store's embedder.
+
+Queries are not written to the persistent embedding cache (they are many and rarely stored);
+repeated queries in one process are served from memory.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+
+from memstrata.retry import RetryPolicy
+from memstrata.store.base import Vector
+
+#: The store's generate_embedding with cache=False: (tenant, texts) -> one row per text.
+Embed = Callable[[str, Sequence[str]], Awaitable[Vector]]
+
+
+class QueryVectors:
+    def __init__(self, embed: Embed, retry: RetryPolicy, size: int = 1024) -> None:
+        self._embed = embed
+        self._retry = retry
+        self._size = size
+        self._cache: OrderedDict[str, Vector] = OrderedDict()
+
+    async def get(self, tenant_id: str, query: str) -> Vector:
+        cached = self._cache.get(query)
+        if cached is not None:
+            self._cache.move_to_end(query)
+            return cached
+        vectors = await self._retry.run("embed query", lambda: self._embed(tenant_id, [query]))
+        vector: Vector = vectors[0]
+        self._cache[query] = vector
+        if len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return vector
