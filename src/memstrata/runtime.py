@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import threading
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 from prometheus_client import CollectorRegistry
 
 from memstrata.config import Settings, load_settings
+from memstrata.context.service import ContextService
 from memstrata.embeddings import Embedder, build_embedder
 from memstrata.memory.service import MemoryService
 from memstrata.metrics import MemoryMetrics
@@ -69,6 +71,15 @@ class AsyncMemstrata:
             retry=self.settings.retry.policy(),
             ready=self.start,
         )
+        self.context = ContextService(
+            self.store,
+            self.settings.context,
+            self.settings.memory,
+            memory=self.memory,
+            default_tenant=self.settings.tenant_id,
+            retry=self.settings.retry.policy(),
+            ready=self.start,
+        )
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
@@ -93,6 +104,7 @@ class AsyncMemstrata:
         if self._closed:
             return
         self._closed = True
+        await self.context.close()
         await self.store.shutdown()
         await self.embedder.aclose()
 
@@ -156,6 +168,41 @@ class SyncMemory:
     resolve_identifiers = _bridge(MemoryService.resolve_identifiers)
 
 
+class SyncProxy:
+    """The blocking twin of an async service: its coroutine methods run on the facade's
+    loop and return their results; sub-services (``ms.context.knowledge``) are wrapped too."""
+
+    def __init__(self, target: Any, runner: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
+        self._target = target
+        self._runner = runner
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if inspect.iscoroutinefunction(value):
+
+            @functools.wraps(value)
+            def call(*args: Any, **kwargs: Any) -> Any:
+                return self._runner(value(*args, **kwargs))
+
+            return call
+        if (
+            type(value).__module__.startswith("memstrata.context")
+            and not callable(value)
+            and not isinstance(value, type)
+        ):
+            return SyncProxy(value, self._runner)
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._target, name, value)
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._target)))
+
+
 class Memstrata:
     """memstrata for blocking code: a thin facade running AsyncMemstrata on its own loop.
 
@@ -186,6 +233,8 @@ class Memstrata:
         )
         self._thread.start()
         self.memory = SyncMemory(self._async.memory, self._run)
+        #: ``ms.context``: the same calls as AsyncMemstrata.context, blocking.
+        self.context: Any = SyncProxy(self._async.context, self._run)
         try:
             self._run(self._async.start())
         except BaseException:

@@ -13,7 +13,10 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from memstrata.store.context_base import ContextItemStore
 
 import numpy as np
 import numpy.typing as npt
@@ -149,6 +152,11 @@ def decode_cursor(cursor: str) -> int:
 
 class MemoryStore(Protocol):
     """Persistence and search of memories, their history, embeddings and hierarchy."""
+
+    @property
+    def context_items(self) -> ContextItemStore:
+        """The searchable context layers' items, in the same database (context_base.py)."""
+        ...
 
     async def initialize(self) -> None: ...
 

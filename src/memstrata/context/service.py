@@ -1,0 +1,271 @@
+"""``ms.context``: the four searchable layer stores, retrieval, and prompt assembly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from memstrata.config import ContextSettings, MemorySettings
+from memstrata.context.models import ContextItem, ContextLayer, RetrievalResult
+from memstrata.context.prompt import assemble_prompt
+from memstrata.context.providers import (
+    RuntimeContextProvider,
+    ToolRegistryProvider,
+    current_session,
+)
+from memstrata.context.retriever import ContextRetriever, ConversationMemorySource
+from memstrata.context.stores import (
+    ItemContext,
+    KnowledgeStore,
+    LearningStore,
+    ReferenceStore,
+    SkillStore,
+)
+from memstrata.embeddings.query_cache import QueryVectors
+from memstrata.errors import ErrorCode, MemstrataError
+from memstrata.memory.layers import check_tenant
+from memstrata.memory.models import SearchMode
+from memstrata.memory.service import MemoryService
+from memstrata.retry import RetryPolicy
+from memstrata.store.base import MemoryStore
+from memstrata.tokens import HeuristicTokenCounter, TokenCounter
+
+log = logging.getLogger(__name__)
+
+_IDENTIFIERS = (
+    "agent_id",
+    "user_id",
+    "session_id",
+    "project_id",
+    "team_id",
+    "org_id",
+    "company_id",
+)
+
+
+class ContextService:
+    def __init__(
+        self,
+        store: MemoryStore,
+        settings: ContextSettings,
+        memory_settings: MemorySettings,
+        *,
+        memory: MemoryService,
+        default_tenant: str,
+        retry: RetryPolicy,
+        ready: Callable[[], Awaitable[None]],
+        counter: TokenCounter | None = None,
+    ) -> None:
+        self.settings = settings
+        self._memory = memory
+        self._default_tenant = default_tenant
+        self._ready = ready
+        self.counter: TokenCounter = counter or HeuristicTokenCounter()
+        queries = QueryVectors(
+            lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
+        )
+        ctx = ItemContext(
+            store=store.context_items,
+            embed=lambda tenant, texts: store.generate_embedding(tenant, texts),
+            queries=queries,
+            retry=retry,
+            ready=ready,
+            default_tenant=default_tenant,
+            max_content_length=memory_settings.max_content_length,
+            max_query_length=settings.max_query_length,
+            max_limit=memory_settings.max_limit,
+            search_mode=SearchMode(settings.search_mode),
+            semantic_weight=settings.semantic_weight,
+        )
+        self.knowledge = KnowledgeStore(ctx)
+        self.learnings = LearningStore(ctx)
+        self.skills = SkillStore(ctx)
+        self.references = ReferenceStore(ctx)
+        self._retriever = ContextRetriever(
+            knowledge=self.knowledge,
+            learnings=self.learnings,
+            skills=self.skills,
+            references=self.references,
+            query_vector=queries.get,
+            search_mode=SearchMode(settings.search_mode),
+            min_score=settings.min_score,
+            max_query_length=settings.max_query_length,
+        )
+
+    # -- providers --------------------------------------------------------------------------
+
+    @property
+    def tool_registry(self) -> ToolRegistryProvider | None:
+        return self._retriever.tools
+
+    @tool_registry.setter
+    def tool_registry(self, provider: ToolRegistryProvider | None) -> None:
+        self._retriever.tools = provider
+
+    @property
+    def runtime_context(self) -> RuntimeContextProvider | None:
+        return self._retriever.runtime
+
+    @runtime_context.setter
+    def runtime_context(self, provider: RuntimeContextProvider | None) -> None:
+        self._retriever.runtime = provider
+
+    @property
+    def conversation_memory(self) -> ConversationMemorySource | None:
+        return self._retriever.conversation
+
+    @conversation_memory.setter
+    def conversation_memory(self, source: ConversationMemorySource | None) -> None:
+        self._retriever.conversation = source
+
+    # -- retrieval and assembly -------------------------------------------------------------
+
+    async def retrieve(
+        self,
+        query: str,
+        layers: Sequence[ContextLayer | str] | str | None = None,
+        max_per_layer: int | None = None,
+        session_key: str | None = None,
+        *,
+        tenant_id: str | None = None,
+    ) -> RetrievalResult:
+        """Context for ``query`` from the layers asked for (default: user knowledge, skill
+        patterns, external knowledge, agent learnings), at most ``max_per_layer`` each."""
+        await self._ready()
+        tenant = check_tenant(self._default_tenant if tenant_id is None else tenant_id)
+        return await self._retriever.retrieve(
+            query,
+            layers=layers,
+            max_per_layer=self.settings.max_per_layer if max_per_layer is None else max_per_layer,
+            session_key=session_key if session_key is not None else current_session(),
+            tenant=tenant,
+        )
+
+    def assemble_prompt(
+        self,
+        base: str,
+        retrieved: RetrievalResult
+        | Mapping[ContextLayer, Sequence[ContextItem]]
+        | Iterable[ContextItem] = (),
+        reflections: Sequence[str] = (),
+        observations: Sequence[str] = (),
+        *,
+        memories: Sequence[str] = (),
+        token_budget: int | None = None,
+    ) -> str:
+        """The base prompt with the retrieved context appended (see context/prompt.py)."""
+        if not isinstance(base, str):
+            raise MemstrataError(ErrorCode.INVALID_ARGUMENT, "base must be a string")
+        budget = self.settings.memory_token_budget if token_budget is None else token_budget
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise MemstrataError(
+                ErrorCode.INVALID_ARGUMENT, "token_budget must be a non-negative integer"
+            )
+        return assemble_prompt(
+            base,
+            retrieved,
+            reflections,
+            observations,
+            memories=memories,
+            token_budget=budget,
+            counter=self.counter,
+        )
+
+    async def relevant_memories(
+        self,
+        query: str,
+        identifiers: Mapping[str, str],
+        session_key: str | None,
+        *,
+        tenant_id: str | None = None,
+    ) -> list[str]:
+        """The RAG section: a semantic search of the memory store for the caller's scope.
+        With a session key the session's own memories take part and no other session's do."""
+        if self.settings.rag_limit == 0 or not identifiers:
+            return []
+        ids = {k: identifiers.get(k) for k in _IDENTIFIERS}
+        if session_key:
+            ids["session_id"] = session_key
+        hits = await self._memory.search(
+            query,
+            agent_id=ids["agent_id"],
+            user_id=ids["user_id"],
+            session_id=ids["session_id"],
+            project_id=ids["project_id"],
+            team_id=ids["team_id"],
+            org_id=ids["org_id"],
+            company_id=ids["company_id"],
+            limit=self.settings.rag_limit,
+            mode="semantic",
+            tenant_id=tenant_id,
+        )
+        return [h.memory.content for h in hits]
+
+    async def build_prompt(
+        self,
+        base: str,
+        query: str,
+        *,
+        layers: Sequence[ContextLayer | str] | str | None = None,
+        session_key: str | None = None,
+        identifiers: Mapping[str, str] | None = None,
+        tenant_id: str | None = None,
+    ) -> str:
+        """retrieve + the memory store's relevant memories + conversation memory, assembled.
+        Each part that fails is logged and left out; the base prompt always comes back."""
+        session = session_key if session_key is not None else current_session()
+        conversation = self._retriever.conversation
+
+        async def memories() -> list[str]:
+            return await self.relevant_memories(
+                query, identifiers or {}, session, tenant_id=tenant_id
+            )
+
+        async def recent(kind: str) -> list[str]:
+            if conversation is None or not session:
+                return []
+            if kind == "reflections":
+                return await conversation.recent_reflections(session, 1000)
+            return await conversation.recent_observations(session, 1000)
+
+        results = await asyncio.gather(
+            self.retrieve(query, layers, session_key=session, tenant_id=tenant_id),
+            memories(),
+            recent("reflections"),
+            recent("observations"),
+            return_exceptions=True,
+        )
+        parts: list[Any] = []
+        result: Any
+        for name, result in zip(
+            ("context", "memories", "reflections", "observations"), results, strict=True
+        ):
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result
+                if (
+                    name == "context"
+                    and isinstance(result, MemstrataError)
+                    and result.code
+                    in (
+                        ErrorCode.INVALID_ARGUMENT,
+                        ErrorCode.INVALID_LAYER,
+                    )
+                ):
+                    raise result
+                log.warning("building the prompt: %s failed: %s", name, result)
+                result = None
+            parts.append(result)
+        retrieved, rag, reflections, observations = parts
+        return self.assemble_prompt(
+            base,
+            retrieved or (),
+            reflections or (),
+            observations or (),
+            memories=rag or (),
+        )
+
+    async def close(self) -> None:
+        await self._retriever.drain()
