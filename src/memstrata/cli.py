@@ -493,3 +493,7 @@ def main(argv: list[str] | None = None) -> None:
             raise
         logging.getLogger("memstrata").error("unexpected failure", exc_info=exc)
         _fail(MemstrataError(ErrorCode.INTERNAL_ERROR, f"unexpected failure: {exc}"), as_json)
+
+
+# The context commands live in their own module and register on ``cli`` when imported.
+from memstrata import cli_context  # noqa: E402, F401
