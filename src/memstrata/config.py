@@ -73,6 +73,8 @@ class ContextSettings(BaseModel):
     memory_token_budget: int = Field(default=4000, gt=0)
     #: Memories added to the prompt's "Relevant Memories" section (0: none).
     rag_limit: int = Field(default=5, ge=0, le=100)
+    #: Minimum cosine similarity of a memory to the query for that section.
+    rag_threshold: float = Field(default=0.3, ge=-1.0, le=1.0)
     #: Longest query accepted (characters).
     max_query_length: int = Field(default=4_096, gt=0)
 

@@ -1,7 +1,11 @@
 """A fake OpenAI-compatible server on 127.0.0.1 for tests: the real client code talks to it.
 
 It serves POST /v1/embeddings with deterministic vectors (a hash of the text), counts the
-texts it embedded, and can be told to fail the next requests with a given status.
+texts it embedded, and can be told to fail the next requests with a given status. It also
+serves chat: POST /v1/chat/completions (OpenAI) and POST /v1/messages (Anthropic), records
+every chat request body, and answers with ``reply(body)`` (default: "echo: <last user text>").
+A Failure can delay (to make the client time out) or send a body that is not what the API
+promises.
 """
 
 from __future__ import annotations
@@ -9,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -27,6 +33,12 @@ class Failure:
     status: int
     headers: dict[str, str] = field(default_factory=dict)
     body: str = '{"error": {"message": "scripted failure"}}'
+    delay: float = 0.0
+
+
+def _echo(body: dict[str, Any]) -> str:
+    messages = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    return "echo: " + (messages[-1]["content"] if messages else "")
 
 
 class FakeOpenAI:
@@ -36,6 +48,8 @@ class FakeOpenAI:
         self.requests = 0
         self.failures: list[Failure] = []
         self.auth_headers: list[str | None] = []
+        self.chat_requests: list[dict[str, Any]] = []
+        self.reply: Callable[[dict[str, Any]], str] = _echo
         self._lock = threading.Lock()
         owner = self
 
@@ -50,8 +64,19 @@ class FakeOpenAI:
                     owner.requests += 1
                     owner.auth_headers.append(self.headers.get("authorization"))
                     failure = owner.failures.pop(0) if owner.failures else None
+                if self.path in ("/v1/chat/completions", "/v1/messages"):
+                    with owner._lock:
+                        owner.chat_requests.append(body)
                 if failure is not None:
+                    if failure.delay:
+                        time.sleep(failure.delay)
                     self._reply(failure.status, failure.body, failure.headers)
+                    return
+                if self.path == "/v1/chat/completions":
+                    self._reply(200, json.dumps(owner._completion(body)))
+                    return
+                if self.path == "/v1/messages":
+                    self._reply(200, json.dumps(owner._message(body)))
                     return
                 if self.path != "/v1/embeddings":
                     self._reply(404, '{"error": "not found"}')
@@ -80,7 +105,44 @@ class FakeOpenAI:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        text = self.reply(body)
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", "fake"),
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+        }
+
+    def _message(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model", "fake"),
+            "content": [{"type": "text", "text": self.reply(body)}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5},
+        }
+
+    @property
+    def root_url(self) -> str:
+        """The server root (Anthropic's SDK adds /v1 itself)."""
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
 
     @property
     def base_url(self) -> str:

@@ -198,6 +198,7 @@ class ContextService:
             org_id=ids["org_id"],
             company_id=ids["company_id"],
             limit=self.settings.rag_limit,
+            threshold=self.settings.rag_threshold,
             mode="semantic",
             tenant_id=tenant_id,
         )
@@ -267,5 +268,9 @@ class ContextService:
             memories=rag or (),
         )
 
-    async def close(self) -> None:
+    async def flush(self) -> None:
+        """Wait for the background writes retrieval started (knowledge use counts)."""
         await self._retriever.drain()
+
+    async def close(self) -> None:
+        await self.flush()

@@ -31,7 +31,7 @@ class AnthropicChatModel:
             )
         self.model_id = model
         self._max_tokens = max_tokens
-        self._temperature = temperature
+        del temperature  # accepted for a uniform signature; see generate()
         self._client = anthropic.AsyncAnthropic(
             api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
         )
@@ -55,12 +55,11 @@ class AnthropicChatModel:
             system = f"{system}\n\n{extra_system}" if system else extra_system
         if system:
             options["system"] = system
-        temperature = request.temperature if request.temperature is not None else self._temperature
-        if temperature is not None:
-            options["temperature"] = temperature
+        # The Messages API of anthropic SDK 2.x takes no sampling parameters: temperature is
+        # not sent (see docs/context.md).
         try:
             message = await self._client.messages.create(**options)
-        except Exception as exc:
+        except (anthropic.APIError, ValueError) as exc:
             raise map_sdk_error(exc, "anthropic", anthropic) from exc
         blocks = getattr(message, "content", None)
         if not isinstance(blocks, list):

@@ -44,7 +44,7 @@ def map_sdk_error(exc: Exception, provider: str, sdk: Any) -> MemstrataError:
             retryable=False,
             details={"status": status},
         )
-    if isinstance(exc, sdk.APIResponseValidationError | ValueError | KeyError | TypeError):
+    if isinstance(exc, sdk.APIResponseValidationError | ValueError):
         return malformed(provider, str(exc))
     return MemstrataError(ErrorCode.PROVIDER_ERROR, f"{where}: {type(exc).__name__}: {exc}")
 

@@ -51,7 +51,7 @@ class OpenAIChatModel:
             options["response_format"] = {"type": "json_object"}
         try:
             completion = await self._client.chat.completions.create(**options)
-        except Exception as exc:
+        except (openai.APIError, ValueError) as exc:
             raise map_sdk_error(exc, "openai", openai) from exc
         choices = getattr(completion, "choices", None)
         if not choices:

@@ -19,7 +19,7 @@ from memstrata.embeddings.base import Vectors
 from memstrata.errors import ErrorCode, MemstrataError
 from memstrata.store.postgres import PostgresStore
 
-TABLES = ("memories", "memory_history", "embedding_cache", "hierarchy")
+TABLES = ("memories", "memory_history", "embedding_cache", "hierarchy", "context_items")
 
 
 class StoredModel:
@@ -107,11 +107,34 @@ def _read_tenant(src: sqlite3.Connection, tenant: str) -> dict[str, list[tuple[A
             (tenant,),
         )
     ]
+    items = [
+        (
+            r[0],
+            r[1],
+            r[2],
+            r[3],
+            bool(r[4]),
+            r[5],
+            r[6],
+            json.loads(r[7]),
+            json.loads(r[8]),
+            None if r[9] is None else np.frombuffer(r[9], dtype=np.float32),
+            _ts(r[10]),
+            _ts(r[11]),
+        )
+        for r in src.execute(
+            "SELECT kind, id, key, version, is_latest, category, content, data, tags, "
+            "embedding, created_at, updated_at FROM context_items WHERE tenant_id = ? "
+            "ORDER BY pk",
+            (tenant,),
+        )
+    ]
     return {
         "memories": memories,
         "memory_history": history,
         "embedding_cache": cache,
         "hierarchy": hierarchy,
+        "context_items": items,
     }
 
 

@@ -65,7 +65,7 @@ class PostgresContextItems:
             # key) an advisory lock on the key, so two first saves cannot both be version 1.
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                (f"{item.tenant_id}\x00{item.kind.value}\x00{item.key}",),
+                (f"{item.tenant_id}\n{item.kind.value}\n{item.key}",),
             )
             latest = await (
                 await conn.execute(

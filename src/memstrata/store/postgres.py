@@ -126,6 +126,10 @@ def _entry(row: tuple[Any, ...]) -> MemoryEntry:
     )
 
 
+#: Every table holding tenant rows (what ``db copy`` moves and verifies).
+_TENANT_TABLES = ("memories", "memory_history", "embedding_cache", "hierarchy", "context_items")
+
+
 class PostgresStore:
     """The store protocol on PostgreSQL with pgvector."""
 
@@ -649,7 +653,7 @@ class PostgresStore:
     async def table_counts(self, tenant_id: str) -> dict[str, int]:
         counts: dict[str, int] = {}
         async with self._tx(tenant_id, "count") as conn:
-            for table in ("memories", "memory_history", "embedding_cache", "hierarchy"):
+            for table in _TENANT_TABLES:
                 row = await (
                     await conn.execute(
                         f"SELECT count(*) FROM {table} WHERE tenant_id = %s",  # noqa: S608
@@ -710,6 +714,23 @@ class PostgresStore:
             await cur.executemany(
                 "INSERT INTO hierarchy VALUES (%s, %s, %s, %s, %s)",
                 [(tenant_id, *r) for r in rows["hierarchy"]],
+            )
+            await cur.executemany(
+                "INSERT INTO context_items (tenant_id, kind, id, key, version, is_latest, "
+                "category, content, data, tags, embedding, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        tenant_id,
+                        *r[:7],
+                        Jsonb(r[7]),
+                        Jsonb(r[8]),
+                        None if r[9] is None else _pg_vector(r[9]),
+                        r[10],
+                        r[11],
+                    )
+                    for r in rows.get("context_items", [])
+                ],
             )
 
     # -- history, hierarchy, stats ----------------------------------------------------------
