@@ -60,10 +60,22 @@ def test_row_level_security_hides_other_tenants(pg: Memstrata, pg_url: str) -> N
     a = pg.memory.add("tenant A row", layer="user", user_id="u", tenant_id="A")
     b = pg.memory.add("tenant B row", layer="user", user_id="u", tenant_id="B")
     pg.memory.register_hierarchy(project_id="p", team_id="t", tenant_id="B")
+    pg.context.knowledge.save("k", "tenant A knowledge", tenant_id="A")
+    pg.context.knowledge.save("k", "tenant B knowledge", tenant_id="B")
     with psycopg.connect(pg_url) as conn:
         conn.execute("SET ROLE memstrata_app")
         conn.execute("SELECT set_config('memstrata.tenant_id', 'A', false)")
-        for table in ("memories", "memory_history", "embedding_cache", "hierarchy"):
+        assert (
+            conn.execute("UPDATE context_items SET content = 'x' WHERE tenant_id = 'B'").rowcount
+            == 0
+        )
+        for table in (
+            "memories",
+            "memory_history",
+            "embedding_cache",
+            "hierarchy",
+            "context_items",
+        ):
             tenants = {r[0] for r in conn.execute(f"SELECT tenant_id FROM {table}")}
             assert tenants <= {"A"}, table
         assert conn.execute("SELECT id FROM memories").fetchall() == [(a.id,)]
@@ -112,6 +124,35 @@ def test_every_operation_stays_inside_its_tenant(pg: Memstrata) -> None:
     with pytest.raises(MemstrataError):
         pg.memory.history(a.id, tenant_id="B")
     assert pg.memory.get(a.id, tenant_id="A") == a
+    pg.context.knowledge.save("plan", "tenant A secret plan", tenant_id="A")
+    for mode in ("semantic", "keyword", "hybrid"):
+        assert pg.context.knowledge.search("secret plan", tenant_id="B", mode=mode) == []
+    assert pg.context.retrieve("secret plan", tenant_id="B").total == 0
+    assert pg.context.knowledge.list(tenant_id="B").total_count == 0
+    for call in (pg.context.knowledge.get, pg.context.knowledge.delete):
+        with pytest.raises(MemstrataError) as err:
+            call("plan", tenant_id="B")
+        assert err.value.code is ErrorCode.ITEM_NOT_FOUND
+    assert pg.context.knowledge.get("plan", tenant_id="A").content == "tenant A secret plan"
+
+
+def test_context_layers_on_postgres(pg: Memstrata) -> None:
+    ctx = pg.context
+    ctx.knowledge.save("db", "The production database is PostgreSQL 16", category="fact")
+    ctx.knowledge.save("db", "The production database is PostgreSQL 17", category="fact")
+    ctx.learnings.save("replication lag alert", "check the WAL sender slots")
+    ctx.learnings.save("Replication LAG alert")
+    ctx.skills.save("failover", "Promote the standby database", type="script")
+    ctx.references.save("pg-docs", "https://www.postgresql.org/docs/", summary="PostgreSQL docs")
+    result = ctx.retrieve("production database replication lag")
+    assert result.items["user_knowledge"][0].content.endswith("17")
+    assert result.items["agent_learnings"][0].fields["fix"] == "check the WAL sender slots"
+    assert ctx.learnings.get("replication lag alert").occurrence_count == 2
+    assert [v.version for v in ctx.knowledge.versions("db")] == [2, 1]
+    ctx.flush()
+    assert ctx.knowledge.get("db").use_count == 1
+    prompt = ctx.build_prompt("Base.", "database failover docs")
+    assert "## Available Skills\n- failover: Promote the standby database" in prompt
 
 
 def test_faults_are_clear_errors(pg_url: str, tmp_path: Path) -> None:
@@ -204,6 +245,9 @@ def test_db_copy_moves_everything_and_verifies(
         ms.memory.update(kept.id, content="kept memory, edited", actor="bob")
         ms.memory.delete(gone.id)
         other = ms.memory.add("other tenant", layer="user", user_id="u", tenant_id="T2")
+        ms.context.knowledge.save("tz", "The user works in CET")
+        ms.context.knowledge.save("tz", "The user works in CEST in summer")
+        ms.context.skills.save("triage", "Triage an incident", tenant_id="T2")
     source = f"sqlite:///{data_dir / 'memstrata.db'}"
     try:
         main(["db", "copy", "--from", source, "--to", pg_url, "--json"])
@@ -213,10 +257,12 @@ def test_db_copy_moves_everything_and_verifies(
     assert report["tenants"]["default"] == {
         "memories": 1,
         "memory_history": 4,
-        "embedding_cache": 3,
+        "embedding_cache": 5,
         "hierarchy": 1,
+        "context_items": 2,
     }
     assert report["tenants"]["T2"]["memories"] == 1
+    assert report["tenants"]["T2"]["context_items"] == 1
     with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as pg:
         copied = pg.memory.get(kept.id)
         assert copied is not None and copied.content == "kept memory, edited"
@@ -226,6 +272,13 @@ def test_db_copy_moves_everything_and_verifies(
         assert [h.memory.id for h in hits] == [kept.id]
         assert pg.memory.resolve_identifiers(project_id="p")["identifiers"]["team_id"] == "t"
         assert pg.memory.get(other.id, tenant_id="T2") is not None
+        assert [v.content for v in pg.context.knowledge.versions("tz")] == [
+            "The user works in CEST in summer",
+            "The user works in CET",
+        ]
+        found = pg.context.knowledge.search("summer time zone CEST")
+        assert found[0].item.version == 2
+        assert pg.context.skills.get("triage", tenant_id="T2").description == ("Triage an incident")
     with pytest.raises(SystemExit):
         main(["db", "copy", "--from", source, "--to", pg_url])
     assert "already holds data" in capsys.readouterr().err
@@ -343,7 +396,10 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
 
     ids = asyncio.run(write_old())
     with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
-        assert ms.health()["store"]["schema_version"] == 2
+        assert ms.health()["store"]["schema_version"] == 3
+        # The tables added since schema 1 work on the upgraded database.
+        ms.context.knowledge.save("after", "saved after the upgrade")
+        assert ms.context.knowledge.search("saved after upgrade")[0].item.key == "after"
         page = ms.memory.list(user_id="u", limit=100)
         assert page.total_count == 19 and {m.id for m in page.items} == set(ids) - {ids[1]}
         assert ms.memory.list(user_id="u", tags=["t0"]).total_count == 7  # i = 0, 3, ..., 18
@@ -354,7 +410,7 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
     with psycopg.connect(pg_url) as conn:
         assert conn.execute(
             "SELECT array_agg(version ORDER BY version) FROM schema_migrations"
-        ).fetchone() == ([1, 2],)
+        ).fetchone() == ([1, 2, 3],)
         assert conn.execute(
             "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_tags'"
         ).fetchone() == (1,)

@@ -82,23 +82,39 @@ def memory_section(
             parts.append("### Recent Observations\n" + "\n".join(f"- {o}" for o in obs))
         return "\n\n".join(parts)
 
+    # Add items by their own token counts (plus one for the separator), then check the
+    # rendered section once and trim from the end if the counter is not additive.
+    used = counter.count(render(["x"], ["x"]))
     kept_refl: list[str] = []
     all_fit = True
     for text in (r.strip() for r in reflections):
         if not text:
             continue
-        if counter.count(render([*kept_refl, text], [])) > budget:
-            all_fit = False
-            break
+        cost = counter.count(text) + 1
+        if used + cost > budget:
+            # The estimate is an upper bound; near the edge, count exactly.
+            exact = counter.count(render([*kept_refl, text], []))
+            if exact > budget:
+                all_fit = False
+                break
+            cost = exact - used
         kept_refl.append(text)
+        used += cost
     kept_obs: list[str] = []
     if all_fit:
         for text in (_one_line(o) for o in observations):
             if not text:
                 continue
-            if counter.count(render(kept_refl, [*kept_obs, text])) > budget:
-                break
+            cost = counter.count(text) + 2
+            if used + cost > budget:
+                exact = counter.count(render(kept_refl, [*kept_obs, text]))
+                if exact > budget:
+                    break
+                cost = exact - used
             kept_obs.append(text)
+            used += cost
+    while (kept_refl or kept_obs) and counter.count(render(kept_refl, kept_obs)) > budget:
+        (kept_obs or kept_refl).pop()
     if not kept_refl and not kept_obs:
         return ""
     return render(kept_refl, kept_obs)

@@ -131,8 +131,16 @@ def _prune_log(conn: sqlite3.Connection, source: IndexedTable) -> None:
 class SQLiteStore:
     """The store protocol on one SQLite file. Safe for many threads and processes."""
 
-    def __init__(self, path: Path | str, embedder: Embedder, *, busy_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        path: Path | str,
+        embedder: Embedder,
+        *,
+        busy_timeout: float = 30.0,
+        schema_target: int | None = None,
+    ) -> None:
         self.path = Path(path)
+        self._schema_target = schema_target  # None: the newest schema (tests pin older ones)
         self.embedder = embedder
         self._db = Database(self.path, {"ms_match": (2, _match_udf)}, busy_timeout)
         self._indexes = SyncedIndexes(self._db, embedder.dimensions)
@@ -165,7 +173,7 @@ class SQLiteStore:
                 ErrorCode.CONFIGURATION_ERROR,
                 f"cannot create data directory {self.path.parent}: {exc}",
             ) from exc
-        self.schema_version = self._db.migrate()
+        self.schema_version = self._db.migrate(self._schema_target)
         model, dims = self.embedder.model_id, self.embedder.dimensions
         with self._db.write() as conn:
             meta = dict(conn.execute("SELECT key, value FROM store_meta").fetchall())
@@ -188,7 +196,8 @@ class SQLiteStore:
                     },
                 )
             for source in (MEMORIES, CONTEXT_ITEMS):
-                _prune_log(conn, source)
+                if source.since <= self.schema_version:
+                    _prune_log(conn, source)
 
     async def shutdown(self) -> None:
         self._db.close()

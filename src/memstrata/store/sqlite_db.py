@@ -93,8 +93,9 @@ class Database:
         finally:
             conn.execute("COMMIT")
 
-    def migrate(self) -> int:
-        """Apply pending migrations in order; returns the schema version."""
+    def migrate(self, target: int | None = None) -> int:
+        """Apply pending migrations in order (up to ``target``, tests pin older schemas);
+        returns the schema version."""
         migrations = sorted(
             (
                 p
@@ -112,7 +113,7 @@ class Database:
             version = max(done, default=0)
             for migration in migrations:
                 number = int(migration.name.split("_", 1)[0])
-                if number in done:
+                if number in done or (target is not None and number > target):
                     continue
                 log.info("applying migration %s to %s", migration.name, self.path)
                 for statement in _statements(migration.read_text(encoding="utf-8")):

@@ -32,6 +32,8 @@ class IndexedTable:
     log_column: str
     partition: str
     pruned_key: str
+    #: The schema version that created the table.
+    since: int = 1
 
 
 MEMORIES = IndexedTable(
@@ -47,6 +49,7 @@ CONTEXT_ITEMS = IndexedTable(
     "item_pk",
     "CASE WHEN m.is_latest = 1 THEN m.tenant_id END, m.kind, ''",
     "context_index_log_pruned_through",
+    since=2,
 )
 
 
