@@ -148,7 +148,7 @@ def test_pages_delete_and_modify(harness: Harness) -> None:
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
 
     changed = h.run(
-        items.modify_items("t1", K, ["k1", "k2", "nope"], lambda d: {**d, "n": d["n"] + 1})
+        items.modify_items("t1", K, ["k1", "k2", "nope"], lambda _key, d: {**d, "n": d["n"] + 1})
     )
     assert sorted(r.key for r in changed) == ["k1", "k2"]
     assert h.run(items.get_item("t1", K, "k1"))[0].data == {"n": 2}

@@ -7,7 +7,9 @@ and left empty; the others still return. The searchable layers share one query v
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
@@ -32,6 +34,9 @@ from memstrata.store.base import Vector
 from memstrata.store.context_base import ContextRecord
 
 log = logging.getLogger(__name__)
+
+#: How long knowledge use counts are gathered before one write.
+USE_FLUSH_SECONDS = 1.0
 
 
 class ConversationMemorySource(Protocol):
@@ -137,7 +142,8 @@ class ContextRetriever:
         self.tools: ToolRegistryProvider | None = None
         self.runtime: RuntimeContextProvider | None = None
         self.conversation: ConversationMemorySource | None = None
-        self._background: set[asyncio.Task[Any]] = set()
+        self._pending_uses: dict[str, Counter[str]] = {}
+        self._flusher: asyncio.Task[None] | None = None
 
     async def retrieve(
         self,
@@ -195,22 +201,33 @@ class ContextRetriever:
         return RetrievalResult(query=query, keywords=keywords, items=items)
 
     def _count_use(self, keys: list[str], tenant: str) -> None:
-        """Count uses of knowledge in the background: retrieval never waits for a write."""
+        """Count uses of knowledge in the background: retrieval never waits for a write.
+        Uses are gathered for up to USE_FLUSH_SECONDS and written in one transaction."""
+        pending = self._pending_uses.setdefault(tenant, Counter())
+        pending.update(keys)
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_later())
 
-        async def run() -> None:
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(USE_FLUSH_SECONDS)
+        await self._write_uses()
+
+    async def _write_uses(self) -> None:
+        while self._pending_uses:
+            tenant, counts = self._pending_uses.popitem()
             try:
-                await self._knowledge.record_use(keys, tenant_id=tenant)
+                await self._knowledge.record_use(counts, tenant_id=tenant)
             except MemstrataError as exc:
                 log.warning("counting knowledge use failed: %s", exc)
 
-        task = asyncio.get_running_loop().create_task(run())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
     async def drain(self) -> None:
-        """Wait for background writes (at shutdown)."""
-        if self._background:
-            await asyncio.gather(*self._background, return_exceptions=True)
+        """Write the uses gathered so far now (at shutdown, or to read exact counts)."""
+        flusher = self._flusher
+        if flusher is not None and not flusher.done():
+            flusher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await flusher
+        await self._write_uses()
 
     async def _layer(
         self,

@@ -5,7 +5,8 @@ store's context items (keyword and semantic search, like memories)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -379,16 +380,25 @@ class KnowledgeStore(_LayerStore[UserKnowledge]):
         """Every version of ``key``, newest first."""
         return await self._records(key, tenant_id, True)
 
-    async def record_use(self, keys: Sequence[str], *, tenant_id: str | None = None) -> int:
-        """Count one use of each key (the retriever calls this for what it returns)."""
+    async def record_use(
+        self, keys: Sequence[str] | Mapping[str, int], *, tenant_id: str | None = None
+    ) -> int:
+        """Count uses of keys (a list: one each; a mapping: that many). The retriever calls
+        this for what it returned. Returns how many items were found."""
         tenant = self._ctx.tenant(tenant_id)
-        names = [check_key("key", k) for k in keys]
+        counts = dict(keys) if isinstance(keys, Mapping) else dict(Counter(keys))
+        for key, n in counts.items():
+            check_key("key", key)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                raise _invalid("use counts must be positive integers", field="keys")
+        increments = counts
 
-        def bump(data: dict[str, Any]) -> dict[str, Any]:
-            return {**data, "use_count": int(data.get("use_count", 0)) + 1}
+        def bump(key: str, data: dict[str, Any]) -> dict[str, Any]:
+            return {**data, "use_count": int(data.get("use_count", 0)) + increments[key]}
 
         changed = await self._call(
-            "record use", lambda: self._ctx.store.modify_items(tenant, self.kind, names, bump)
+            "record use",
+            lambda: self._ctx.store.modify_items(tenant, self.kind, list(counts), bump),
         )
         return len(changed)
 
@@ -516,7 +526,7 @@ class LearningStore(_LayerStore[AgentLearning]):
         if not isinstance(success, bool):
             raise _invalid("success must be true or false", field="success")
 
-        def count(data: dict[str, Any]) -> dict[str, Any]:
+        def count(_key: str, data: dict[str, Any]) -> dict[str, Any]:
             outcomes = int(data.get("outcome_count", 0)) + 1
             wins = int(data.get("success_count", 0)) + (1 if success else 0)
             return {

@@ -70,8 +70,9 @@ class ItemQuery:
     semantic_weight: float = 0.7
 
 
-# A change to one item's data, applied atomically to its latest version (counters, scores).
-DataChange = Callable[[dict[str, Any]], dict[str, Any]]
+# A change to one item's data (given its key and data), applied atomically to its latest
+# version (counters, scores).
+DataChange = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
 class ContextItemStore(Protocol):

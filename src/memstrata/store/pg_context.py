@@ -206,7 +206,7 @@ class PostgresContextItems:
                     await conn.execute(
                         "UPDATE context_items SET data = %s, updated_at = %s "  # noqa: S608
                         f"WHERE tenant_id = %s AND seq = %s RETURNING {_COLUMNS}",
-                        (Jsonb(change(dict(row[1]))), now, tenant_id, row[0]),
+                        (Jsonb(change(key, dict(row[1]))), now, tenant_id, row[0]),
                     )
                 ).fetchone()
                 out.append(_record(updated))

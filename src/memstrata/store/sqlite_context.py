@@ -82,9 +82,10 @@ class SQLiteContextItems:
         now = datetime.now(UTC).isoformat(timespec="microseconds")
         lexicon = encode_terms(analyze(item.content))
         with self._db.write() as conn:
+            # The newest version is the latest (the unique key index serves this lookup).
             latest = conn.execute(
-                "SELECT pk, version, created_at FROM context_items WHERE tenant_id = ? "
-                "AND kind = ? AND key = ? AND is_latest = 1",
+                "SELECT pk, version FROM context_items WHERE tenant_id = ? "
+                "AND kind = ? AND key = ? ORDER BY version DESC LIMIT 1",
                 (item.tenant_id, item.kind.value, item.key),
             ).fetchone()
             values = (
@@ -160,12 +161,12 @@ class SQLiteContextItems:
             for key in keys:
                 row = conn.execute(
                     f"SELECT {_COLUMNS} FROM context_items WHERE tenant_id = ? "  # noqa: S608
-                    "AND kind = ? AND key = ? AND is_latest = 1",
+                    "AND kind = ? AND key = ? ORDER BY version DESC LIMIT 1",
                     (tenant_id, kind.value, key),
                 ).fetchone()
                 if row is None:
                     continue
-                data = change(json.loads(row[9]))
+                data = change(key, json.loads(row[9]))
                 conn.execute(
                     "UPDATE context_items SET data = ?, updated_at = ? WHERE pk = ?",
                     (_dumps(data), now, row[0]),
@@ -178,12 +179,15 @@ class SQLiteContextItems:
     @staticmethod
     def _resolve(conn: sqlite3.Connection, tenant_id: str, kind: ItemKind, key: str) -> str | None:
         """The key of an item given its key or the id of one of its versions."""
-        row = conn.execute(
-            "SELECT key FROM context_items WHERE tenant_id = ? AND kind = ? "
-            "AND (key = ? OR id = ?) ORDER BY key = ? DESC LIMIT 1",
-            (tenant_id, kind.value, key, key, key),
-        ).fetchone()
-        return None if row is None else str(row[0])
+        for column in ("key", "id"):  # two lookups, each on its own unique index
+            row = conn.execute(
+                f"SELECT key FROM context_items WHERE tenant_id = ? AND kind = ? "  # noqa: S608
+                f"AND {column} = ? LIMIT 1",
+                (tenant_id, kind.value, key),
+            ).fetchone()
+            if row is not None:
+                return str(row[0])
+        return None
 
     async def get_item(
         self, tenant_id: str, kind: ItemKind, key: str, *, all_versions: bool = False
@@ -284,6 +288,8 @@ class SQLiteContextItems:
             ranked = rank_fused(
                 cosines, keyword, weight=q.semantic_weight, threshold=None, limit=max(pool, 50)
             )
+        # Without filters the first ``limit`` are the answer: read only their rows.
+        ranked = ranked[: max(pool, 50) if filtered else q.limit]
         if not ranked:
             return []
         pks = [pk for _, pk in ranked]

@@ -1,0 +1,116 @@
+"""Context retrieval plus prompt assembly with 50,000 knowledge items and 500 tools. Prints JSON.
+
+The knowledge items are the benchmark corpus's sentences (vectors from the corpus cache,
+written through the store's context-item API); the tools are 500 generated descriptors.
+Measured through the library (``AsyncMemstrata.context``), no LLM call:
+
+- ``default_layers``: retrieve over the default layers (user knowledge, skills, external
+  references, learnings) + assemble_prompt, for queries never seen before (the query is
+  embedded each time) and for repeated queries (query vector cached in-process);
+- ``model_layers``: the six layers the context-aware model asks for (adds tools and runtime
+  context), repeated queries.
+
+    uv run python -m benchmarks.context_retrieval [--items 50000] [--tools 500] [--queries 200]
+        [--database-url postgresql://...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from typing import Any
+
+from benchmarks.corpus import OBJECTS, VERBS, queries, sentences
+from benchmarks.memory_ops import corpus_vectors, ms_stats
+from memstrata import AsyncMemstrata
+from memstrata.context.models import MODEL_LAYERS
+from memstrata.context.providers import RuntimeContextAdapter, ToolDescriptor, ToolRegistryAdapter
+from memstrata.store.context_base import ItemKind, NewContextRecord
+
+
+async def fill(ms: AsyncMemstrata, count: int) -> float:
+    texts = sentences(count if count > 100_000 else 100_000, numbered=True)[:count]
+    vectors = corpus_vectors(sentences(100_000, numbered=True))[:count]
+    store = ms.store.context_items
+    start = time.perf_counter()
+    for i, (text, vector) in enumerate(zip(texts, vectors, strict=True)):
+        await store.put_item(
+            NewContextRecord(
+                "default",
+                ItemKind.KNOWLEDGE,
+                f"k{i}",
+                "fact",
+                text,
+                {"source": "bench", "use_count": 0, "relevance_score": 1.0},
+                [],
+                vector,
+            ),
+            versioned=True,
+        )
+    return count / (time.perf_counter() - start)
+
+
+def tools(count: int) -> list[ToolDescriptor]:
+    return [
+        ToolDescriptor(
+            f"tool_{i}_{VERBS[i % len(VERBS)].split()[0]}",
+            f"{VERBS[i % len(VERBS)]} {OBJECTS[(i * 7) % len(OBJECTS)]}",
+        )
+        for i in range(count)
+    ]
+
+
+async def measure(ms: AsyncMemstrata, qs: list[str], layers: Any) -> dict[str, float]:
+    times = []
+    for q in qs:
+        start = time.perf_counter()
+        result = await ms.context.retrieve(q, layers)
+        ms.context.assemble_prompt("You are a helpful assistant.", result)
+        times.append(time.perf_counter() - start)
+    return ms_stats(times)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        ms = AsyncMemstrata(data_dir=tmp, database_url=args.database_url)
+        await ms.start()
+        try:
+            out: dict[str, Any] = {
+                "benchmark": "context_retrieval",
+                "items": args.items,
+                "tools": args.tools,
+                "store": ms.store.__class__.__name__,
+            }
+            out["fill_items_per_s"] = round(await fill(ms, args.items))
+            ms.context.tool_registry = ToolRegistryAdapter(tools(args.tools))
+            ms.context.runtime_context = RuntimeContextAdapter(active_tool_count=args.tools)
+            fresh = queries(args.queries, seed=5)
+            fresh = [f"{q} (variant {i})" for i, q in enumerate(fresh)]  # all distinct
+            repeated = queries(args.queries, seed=99)
+            await measure(ms, repeated[:20], None)  # warm: index load, caches
+            await measure(ms, repeated, None)  # query vectors now cached
+            out["default_layers_new_query"] = await measure(ms, fresh, None)
+            out["default_layers_repeated_query"] = await measure(ms, repeated, None)
+            out["model_layers_repeated_query"] = await measure(ms, repeated, MODEL_LAYERS)
+            result = await ms.context.retrieve(repeated[0], MODEL_LAYERS)
+            out["items_per_layer_example"] = {k.value: len(v) for k, v in result.items.items()}
+            await ms.context.flush()
+            return out
+        finally:
+            await ms.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(allow_abbrev=False)
+    parser.add_argument("--items", type=int, default=50_000)
+    parser.add_argument("--tools", type=int, default=500)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--database-url", default=None)
+    print(json.dumps(asyncio.run(run(parser.parse_args())), indent=2))
+
+
+if __name__ == "__main__":
+    main()
