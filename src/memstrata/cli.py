@@ -461,6 +461,32 @@ def demo(state: _Context) -> None:
     resolved = ms.memory.resolve_identifiers(user_id="alice", project_id="atlas", tenant_id=tenant)
     click.echo("  " + ", ".join(resolved["layers"]))
 
+    ctx = ms.context
+    ctx.knowledge.save(
+        "deploy-window",
+        "Deploys happen on Fridays only after 10:00",
+        category="rule",
+        tenant_id=tenant,
+    )
+    ctx.learnings.save(
+        "deploy fails with a migration lock timeout",
+        "wait for the nightly vacuum to finish, then retry the deploy",
+        category="timeout",
+        tenant_id=tenant,
+    )
+    ctx.skills.save(
+        "rollback", "Roll back the last deploy of a service", type="script", tenant_id=tenant
+    )
+    question = "can I deploy today? last time the deploy hit a migration lock timeout"
+    prompt = ctx.build_prompt(
+        "You are the release assistant.",
+        question,
+        identifiers={"user_id": "alice", "project_id": "atlas"},
+        tenant_id=tenant,
+    )
+    click.echo(f"\nsystem prompt assembled for {question!r}:\n")
+    click.echo(prompt)
+
 
 def _fail(error: MemstrataError, as_json: bool) -> None:
     if as_json:
