@@ -47,12 +47,14 @@ def reset(url: str) -> None:
         conn.execute(f'CREATE DATABASE "{dbname}"')
 
 
-def make_store(kind: str, target: str) -> Any:
+def make_store(kind: str, target: str, ef_search: int | None = None) -> Any:
     from memstrata.embeddings.local import LocalEmbedder
     from memstrata.store.postgres import PostgresStore
     from memstrata.store.sqlite import SQLiteStore
 
     if kind == "postgresql":
+        if ef_search is not None:
+            return PostgresStore(target, LocalEmbedder(), pool_max=4, ef_search=ef_search)
         return PostgresStore(target, LocalEmbedder(), pool_max=4)
     return SQLiteStore(Path(target) / "memstrata.db", LocalEmbedder())
 
@@ -123,8 +125,14 @@ async def incremental_add(kind: str, target: str, count: int = 2000) -> float:
     return rate
 
 
-async def measure(kind: str, target: str, vectors: np.ndarray, qvecs: np.ndarray) -> dict[str, Any]:
-    store = make_store(kind, target)
+async def measure(
+    kind: str,
+    target: str,
+    vectors: np.ndarray,
+    qvecs: np.ndarray,
+    ef_search: int | None = None,
+) -> dict[str, Any]:
+    store = make_store(kind, target, ef_search)
     await store.initialize()
     await store.search(layer_search(qvecs[0]))  # connections, caches, the in-process index
     times, recalls, tie_recalls = [], [], []

@@ -69,8 +69,9 @@ class PostgresContextItems:
             )
             latest = await (
                 await conn.execute(
+                    # The newest version is the latest; the unique key index finds it.
                     "SELECT seq, version FROM context_items WHERE tenant_id = %s AND kind = %s "
-                    "AND key = %s AND is_latest FOR UPDATE",
+                    "AND key = %s ORDER BY version DESC LIMIT 1 FOR UPDATE",
                     (item.tenant_id, item.kind.value, item.key),
                 )
             ).fetchone()
@@ -196,7 +197,7 @@ class PostgresContextItems:
                 row = await (
                     await conn.execute(
                         "SELECT seq, data FROM context_items WHERE tenant_id = %s "
-                        "AND kind = %s AND key = %s AND is_latest FOR UPDATE",
+                        "AND kind = %s AND key = %s ORDER BY version DESC LIMIT 1 FOR UPDATE",
                         (tenant_id, kind.value, key),
                     )
                 ).fetchone()

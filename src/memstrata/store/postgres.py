@@ -60,6 +60,7 @@ _COLUMNS = (
     "seq, id, tenant_id, layer, identifiers, content, metadata, embedding_model, "
     "created_at, updated_at, embedding"
 )
+_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
 _MIGRATION_LOCK = 72_616_201  # pg_advisory_xact_lock key for schema migrations
 _TRANSIENT = (
     pg_errors.SerializationFailure,
@@ -562,12 +563,16 @@ class PostgresStore:
         # fetched at ef_search 40, 0.94 with 40 rows at 100, about 0.96 at 400.
         fetch = min(1000, max(40, want * 2))
         await conn.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, fetch)}")
+        # The index scan yields ``fetch`` candidates (ids and distances only); whole rows are
+        # read for the ``want`` nearest of them.
         rows = await (
             await conn.execute(
-                f"SELECT {_COLUMNS}, 1 - (embedding <=> %s) AS score FROM memories "  # noqa: S608
+                "WITH c AS MATERIALIZED (SELECT id, embedding <=> %s AS d FROM memories "  # noqa: S608
                 "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
                 f"AND embedding IS NOT NULL AND {where}{threshold} "
-                "ORDER BY embedding <=> %s LIMIT %s",
+                "ORDER BY embedding <=> %s LIMIT %s) "
+                f"SELECT {_M_COLUMNS}, 1 - c.d AS score FROM c JOIN memories m "
+                "ON m.tenant_id = %s AND m.id = c.id ORDER BY c.d, m.seq LIMIT %s",
                 (
                     query,
                     req.tenant_id,
@@ -577,12 +582,12 @@ class PostgresStore:
                     *extra,
                     query,
                     fetch,
+                    req.tenant_id,
+                    want,
                 ),
             )
         ).fetchall()
-        found = [(tuple(r[:-1]), float(r[-1])) for r in rows]
-        found.sort(key=lambda item: -item[1])
-        return found[:want]
+        return [(tuple(r[:-1]), float(r[-1])) for r in rows]
 
     async def _keyword(
         self, conn: Any, req: LayerSearch, want: int
