@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry
 from memstrata.config import Settings, load_settings
 from memstrata.context.service import ContextService
 from memstrata.embeddings import Embedder, build_embedder
+from memstrata.embeddings.query_cache import QueryVectors
 from memstrata.memory.service import MemoryService
 from memstrata.metrics import MemoryMetrics
 from memstrata.store.base import MemoryStore
@@ -63,6 +64,10 @@ class AsyncMemstrata:
         self.store: MemoryStore = build_store(self.settings, self.embedder)
         self.registry = CollectorRegistry(auto_describe=True)
         self.metrics = MemoryMetrics(self.registry)
+        queries = QueryVectors(
+            lambda tenant, texts: self.store.generate_embedding(tenant, texts, cache=False),
+            self.settings.retry.policy(),
+        )
         self.memory = MemoryService(
             self.store,
             self.settings.memory,
@@ -70,6 +75,7 @@ class AsyncMemstrata:
             metrics=self.metrics,
             retry=self.settings.retry.policy(),
             ready=self.start,
+            queries=queries,
         )
         self.context = ContextService(
             self.store,
@@ -79,6 +85,7 @@ class AsyncMemstrata:
             default_tenant=self.settings.tenant_id,
             retry=self.settings.retry.policy(),
             ready=self.start,
+            queries=queries,
         )
         self._started = False
         self._closed = False

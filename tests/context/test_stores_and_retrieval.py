@@ -280,3 +280,16 @@ def test_layer_retrieval_survives_an_embedding_failure(
             result = ms.context.retrieve("production database")
     assert result.items[ContextLayer.USER_KNOWLEDGE][0].key == "db"
     assert "keyword search only" in caplog.text
+
+
+def test_a_prompt_embeds_its_query_once(data_dir: Path, fake_openai: FakeOpenAI) -> None:
+    with Memstrata(openai_settings(data_dir, fake_openai)) as ms:
+        ms.context.knowledge.save("db", "The production database is PostgreSQL 16")
+        ms.memory.add("User manages the database cluster", layer="user", user_id="u1")
+        before = len(fake_openai.embedded)
+        query = "which database do we run in production"
+        ms.context.build_prompt("Base.", query, session_key="s1", identifiers={"user_id": "u1"})
+        # Retrieval and the memory search ran concurrently and shared one embedding.
+        assert fake_openai.embedded[before:] == [query]
+        ms.context.build_prompt("Base.", query, session_key="s1", identifiers={"user_id": "u1"})
+        assert len(fake_openai.embedded) == before + 1

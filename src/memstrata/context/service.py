@@ -57,13 +57,15 @@ class ContextService:
         retry: RetryPolicy,
         ready: Callable[[], Awaitable[None]],
         counter: TokenCounter | None = None,
+        queries: QueryVectors | None = None,
     ) -> None:
         self.settings = settings
         self._memory = memory
         self._default_tenant = default_tenant
         self._ready = ready
         self.counter: TokenCounter = counter or HeuristicTokenCounter()
-        queries = QueryVectors(
+        # Shared with the memory service: a prompt's query is embedded once for both.
+        queries = queries or QueryVectors(
             lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
         )
         ctx = ItemContext(

@@ -6,6 +6,7 @@ repeated queries in one process are served from memory.
 
 from __future__ import annotations
 
+import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 
@@ -22,12 +23,29 @@ class QueryVectors:
         self._retry = retry
         self._size = size
         self._cache: OrderedDict[str, Vector] = OrderedDict()
+        self._inflight: dict[str, asyncio.Future[Vector]] = {}
 
     async def get(self, tenant_id: str, query: str) -> Vector:
+        """The query's vector; concurrent callers asking for the same query share one
+        embedding call."""
         cached = self._cache.get(query)
         if cached is not None:
             self._cache.move_to_end(query)
             return cached
+        pending = self._inflight.get(query)
+        if pending is not None:
+            return await asyncio.shield(pending)
+        task = asyncio.ensure_future(self._compute(tenant_id, query))
+        self._inflight[query] = task
+        try:
+            return await asyncio.shield(task)
+        finally:
+            if task.done():
+                self._inflight.pop(query, None)
+            else:
+                task.add_done_callback(lambda _t: self._inflight.pop(query, None))
+
+    async def _compute(self, tenant_id: str, query: str) -> Vector:
         vectors = await self._retry.run("embed query", lambda: self._embed(tenant_id, [query]))
         vector: Vector = vectors[0]
         self._cache[query] = vector

@@ -89,6 +89,7 @@ class MemoryService:
         metrics: MemoryMetrics,
         retry: RetryPolicy,
         ready: Callable[[], Awaitable[None]],
+        queries: QueryVectors | None = None,
     ) -> None:
         self._store = store
         self._settings = settings
@@ -96,7 +97,7 @@ class MemoryService:
         self._metrics = metrics
         self._retry = retry
         self._ready = ready
-        self._queries = QueryVectors(
+        self._queries = queries or QueryVectors(
             lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
         )
         self._gauge_refreshed = -float("inf")
