@@ -1,8 +1,9 @@
 """Token counting behind one small protocol.
 
-The default here is a documented heuristic: Latin text at 4 characters per token, CJK at 2,
-plus 4 tokens of overhead per chat message. It never under-counts ordinary English by much
-and needs no files. An exact tokenizer can be plugged in through ``TokenCounter``.
+The default is exact: OpenAI's cl100k_base BPE (``ExactTokenCounter``, through toktok-rs,
+whose vocabularies are compiled in: it works offline and downloads nothing). The documented
+fallback is a heuristic (``HeuristicTokenCounter``): Latin characters / 4 + CJK characters
+/ 2. Both add 4 tokens of overhead per chat message.
 """
 
 from __future__ import annotations
@@ -16,6 +17,40 @@ class TokenCounter(Protocol):
     def count(self, text: str) -> int: ...
 
     def count_messages(self, messages: Iterable[str]) -> int: ...
+
+
+MESSAGE_OVERHEAD = 4
+
+
+class ExactTokenCounter:
+    """Exact BPE token counts (cl100k_base by default; o200k_base for newer models)."""
+
+    per_message = MESSAGE_OVERHEAD
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        import toktok
+
+        self._toktok = toktok
+        self.encoding = encoding
+        toktok.batch_count([""], encoding, threads=1)  # unknown encodings fail here
+
+    def count(self, text: str) -> int:
+        return int(self._toktok.batch_count([text], self.encoding, threads=1)[0])
+
+    def count_many(self, texts: Iterable[str]) -> list[int]:
+        return [int(n) for n in self._toktok.batch_count(list(texts), self.encoding)]
+
+    def count_messages(self, messages: Iterable[str]) -> int:
+        texts = list(messages)
+        return sum(self.count_many(texts)) + self.per_message * len(texts)
+
+
+def default_counter() -> TokenCounter:
+    """The exact counter; the heuristic only if the tokenizer cannot load."""
+    try:
+        return ExactTokenCounter()
+    except (ImportError, KeyError, OSError):  # pragma: no cover - toktok ships with memstrata
+        return HeuristicTokenCounter()
 
 
 def _is_cjk(ch: str) -> bool:
@@ -33,7 +68,7 @@ def _is_cjk(ch: str) -> bool:
 class HeuristicTokenCounter:
     """ceil(Latin characters / 4 + CJK characters / 2); +4 per message."""
 
-    per_message = 4
+    per_message = MESSAGE_OVERHEAD
 
     def count(self, text: str) -> int:
         cjk = sum(1 for ch in text if ord(ch) >= 0x3040 and _is_cjk(ch))

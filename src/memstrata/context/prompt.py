@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 
 from memstrata.context.models import ContextItem, ContextLayer, RetrievalResult
-from memstrata.tokens import HeuristicTokenCounter, TokenCounter
+from memstrata.tokens import TokenCounter, default_counter
 
 _TITLES = (
     (ContextLayer.RUNTIME_CONTEXT, "Runtime Context"),
@@ -146,9 +146,7 @@ def assemble_prompt(
     rag = [m for m in (_one_line(x) for x in memories) if m]
     if rag:
         sections.append("## Relevant Memories\n" + "\n".join(f"- {m}" for m in rag))
-    memory = memory_section(
-        reflections, observations, token_budget, counter or HeuristicTokenCounter()
-    )
+    memory = memory_section(reflections, observations, token_budget, counter or default_counter())
     if memory:
         sections.append(memory)
     if not sections:

@@ -30,7 +30,7 @@ from memstrata.memory.models import SearchMode
 from memstrata.memory.service import MemoryService
 from memstrata.retry import RetryPolicy
 from memstrata.store.base import MemoryStore
-from memstrata.tokens import HeuristicTokenCounter, TokenCounter
+from memstrata.tokens import TokenCounter, default_counter
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class ContextService:
         self._memory = memory
         self._default_tenant = default_tenant
         self._ready = ready
-        self.counter: TokenCounter = counter or HeuristicTokenCounter()
+        self.counter: TokenCounter = counter or default_counter()
         # Shared with the memory service: a prompt's query is embedded once for both.
         queries = queries or QueryVectors(
             lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
