@@ -69,8 +69,6 @@ class ContextSettings(BaseModel):
     semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     #: Items scoring below this are not retrieved (hybrid and semantic scores lie in [0, 1]).
     min_score: float = Field(default=0.2, ge=0.0, le=1.0)
-    #: Tokens the Conversation Memory section (reflections, observations) may use.
-    memory_token_budget: int = Field(default=4000, gt=0)
     #: Memories added to the prompt's "Relevant Memories" section (0: none).
     rag_limit: int = Field(default=5, ge=0, le=100)
     #: Minimum cosine similarity of a memory to the query for that section.
@@ -93,6 +91,39 @@ class LLMSettings(BaseModel):
     max_retries: int = Field(default=2, ge=0, le=10)
     max_tokens: int = Field(default=1024, gt=0)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+
+
+class ObservationalMemorySettings(BaseModel):
+    """Observational memory: an Observer compresses session messages into observations, a
+    Reflector condenses observations into reflections. Off by default (then nothing changes)."""
+
+    enabled: bool = False
+    #: The Observer's and Reflector's chat model; unset: the primary ``llm`` settings.
+    provider: Literal["openai", "anthropic"] | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    #: Un-observed message tokens in a session that trigger an observation.
+    message_token_threshold: int = Field(default=1000, gt=0)
+    #: Observation tokens in a session that trigger a reflection.
+    observation_token_threshold: int = Field(default=2000, gt=0)
+    #: Most tokens of recent (un-observed) messages handed to the model.
+    max_message_token_budget: int = Field(default=8000, gt=0)
+    #: Reflections and observations injected into a prompt (0: unlimited).
+    max_reflections_in_context: int = Field(default=5, ge=0)
+    max_observations_in_context: int = Field(default=20, ge=0)
+    #: Tokens the Conversation Memory section may use.
+    memory_token_budget: int = Field(default=4000, gt=0)
+    #: Reflections in a session that trigger a meta-reflection.
+    reflection_consolidation_threshold: int = Field(default=5, ge=2)
+    #: Replace observed messages by the observation (a compacted summary).
+    compact: bool = False
+    #: Sessions waiting for the background observer; a full queue drops triggers.
+    queue_size: int = Field(default=256, gt=0)
+    #: Background workers (sessions observed at once, never two on one session).
+    workers: int = Field(default=2, gt=0, le=64)
+    #: Seconds a worker holds a session's lease (longer than one LLM call with retries).
+    lease_seconds: float = Field(default=300.0, gt=0)
 
 
 class PostgresSettings(BaseModel):
@@ -144,6 +175,9 @@ class Settings(BaseSettings):
     postgres: PostgresSettings = Field(default_factory=PostgresSettings)
     context: ContextSettings = Field(default_factory=ContextSettings)
     llm: LLMSettings = Field(default_factory=LLMSettings)
+    observational_memory: ObservationalMemorySettings = Field(
+        default_factory=ObservationalMemorySettings
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -17,10 +17,13 @@ from memstrata.config import Settings, load_settings
 from memstrata.context.service import ContextService
 from memstrata.embeddings import Embedder, build_embedder
 from memstrata.embeddings.query_cache import QueryVectors
+from memstrata.llm.base import ChatModel
 from memstrata.memory.service import MemoryService
 from memstrata.metrics import MemoryMetrics
+from memstrata.observational.service import SessionService, observer_llm_settings
 from memstrata.store.base import MemoryStore
 from memstrata.store.sqlite import SQLiteStore
+from memstrata.tokens import TokenCounter, default_counter
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -61,6 +64,7 @@ class AsyncMemstrata:
             config_file, data_dir=data_dir, database_url=database_url, tenant_id=tenant_id
         )
         self.embedder = embedder or build_embedder(self.settings.embedding)
+        self.counter: TokenCounter = default_counter()
         self.store: MemoryStore = build_store(self.settings, self.embedder)
         self.registry = CollectorRegistry(auto_describe=True)
         self.metrics = MemoryMetrics(self.registry)
@@ -86,7 +90,21 @@ class AsyncMemstrata:
             retry=self.settings.retry.policy(),
             ready=self.start,
             queries=queries,
+            counter=self.counter,
+            memory_token_budget=self.settings.observational_memory.memory_token_budget,
         )
+        om = self.settings.observational_memory
+        self.sessions = SessionService(
+            self.store,
+            om,
+            default_tenant=self.settings.tenant_id,
+            counter=self.counter,
+            retry=self.settings.retry.policy(),
+            ready=self.start,
+            max_content_length=self.settings.memory.max_content_length,
+            model_factory=self._observer_model if (om.model or self.settings.llm.model) else None,
+        )
+        self.context.conversation_memory = self.sessions
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
@@ -106,14 +124,27 @@ class AsyncMemstrata:
                 raise MemstrataError(ErrorCode.CONFIGURATION_ERROR, "this memstrata is closed")
             await self.settings.retry.policy().run("initialize", self.store.initialize)
             self._started = True
+            try:
+                await self.sessions.start()
+            except BaseException:
+                self._started = False
+                await self.store.shutdown()
+                raise
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        await self.sessions.close()
         await self.context.close()
         await self.store.shutdown()
         await self.embedder.aclose()
+
+    def _observer_model(self) -> ChatModel:
+        from memstrata.llm import build_chat_model
+
+        om, llm = self.settings.observational_memory, self.settings.llm
+        return build_chat_model(observer_llm_settings(om, llm))
 
     async def health(self) -> dict[str, Any]:
         await self.start()
@@ -242,6 +273,8 @@ class Memstrata:
         self.memory = SyncMemory(self._async.memory, self._run)
         #: ``ms.context``: the same calls as AsyncMemstrata.context, blocking.
         self.context: Any = SyncProxy(self._async.context, self._run)
+        #: ``ms.sessions``: the same calls as AsyncMemstrata.sessions, blocking.
+        self.sessions: Any = SyncProxy(self._async.sessions, self._run)
         try:
             self._run(self._async.start())
         except BaseException:

@@ -42,9 +42,13 @@ USE_FLUSH_SECONDS = 1.0
 class ConversationMemorySource(Protocol):
     """Observations and reflections of a session (observational memory provides them)."""
 
-    async def recent_observations(self, session_key: str, limit: int) -> list[str]: ...
+    async def recent_observations(
+        self, session_key: str, limit: int, *, tenant_id: str | None = None
+    ) -> list[str]: ...
 
-    async def recent_reflections(self, session_key: str, limit: int) -> list[str]: ...
+    async def recent_reflections(
+        self, session_key: str, limit: int, *, tenant_id: str | None = None
+    ) -> list[str]: ...
 
 
 def parse_layers(layers: Sequence[ContextLayer | str] | str | None) -> tuple[ContextLayer, ...]:
@@ -277,9 +281,11 @@ class ContextRetriever:
         if self.conversation is None or not session_key:
             return []
         if layer is ContextLayer.OBSERVATIONS:
-            texts = await self.conversation.recent_observations(session_key, limit)
+            texts = await self.conversation.recent_observations(
+                session_key, limit, tenant_id=tenant
+            )
         else:
-            texts = await self.conversation.recent_reflections(session_key, limit)
+            texts = await self.conversation.recent_reflections(session_key, limit, tenant_id=tenant)
         return [
             ContextItem(layer=layer, key=f"{layer.value}-{n}", content=t, score=1.0)
             for n, t in enumerate(texts)

@@ -58,8 +58,10 @@ class ContextService:
         ready: Callable[[], Awaitable[None]],
         counter: TokenCounter | None = None,
         queries: QueryVectors | None = None,
+        memory_token_budget: int = 4000,
     ) -> None:
         self.settings = settings
+        self.memory_token_budget = memory_token_budget
         self._memory = memory
         self._default_tenant = default_tenant
         self._ready = ready
@@ -160,7 +162,7 @@ class ContextService:
         """The base prompt with the retrieved context appended (see context/prompt.py)."""
         if not isinstance(base, str):
             raise MemstrataError(ErrorCode.INVALID_ARGUMENT, "base must be a string")
-        budget = self.settings.memory_token_budget if token_budget is None else token_budget
+        budget = self.memory_token_budget if token_budget is None else token_budget
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise MemstrataError(
                 ErrorCode.INVALID_ARGUMENT, "token_budget must be a non-negative integer"
@@ -230,8 +232,8 @@ class ContextService:
             if conversation is None or not session:
                 return []
             if kind == "reflections":
-                return await conversation.recent_reflections(session, 1000)
-            return await conversation.recent_observations(session, 1000)
+                return await conversation.recent_reflections(session, 1000, tenant_id=tenant_id)
+            return await conversation.recent_observations(session, 1000, tenant_id=tenant_id)
 
         results = await asyncio.gather(
             self.retrieve(query, layers, session_key=session, tenant_id=tenant_id),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from memstrata.store.context_base import ContextItemStore
+    from memstrata.store.session_base import SessionStore
 
 import numpy as np
 import numpy.typing as npt
@@ -156,6 +157,11 @@ class MemoryStore(Protocol):
     @property
     def context_items(self) -> ContextItemStore:
         """The searchable context layers' items, in the same database (context_base.py)."""
+        ...
+
+    @property
+    def sessions(self) -> SessionStore:
+        """Session messages and observational memory (session_base.py)."""
         ...
 
     async def initialize(self) -> None: ...

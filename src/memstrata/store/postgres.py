@@ -52,6 +52,7 @@ from memstrata.store.pg_context import PostgresContextItems
 from memstrata.store.pg_filters import filter_sql
 from memstrata.store.pg_filters import from_pg_vector as _vector
 from memstrata.store.pg_filters import to_pg_vector as _pg_vector
+from memstrata.store.pg_sessions import PostgresSessions
 from memstrata.text import keyword_terms
 
 log = logging.getLogger(__name__)
@@ -128,7 +129,16 @@ def _entry(row: tuple[Any, ...]) -> MemoryEntry:
 
 
 #: Every table holding tenant rows (what ``db copy`` moves and verifies).
-_TENANT_TABLES = ("memories", "memory_history", "embedding_cache", "hierarchy", "context_items")
+_TENANT_TABLES = (
+    "memories",
+    "memory_history",
+    "embedding_cache",
+    "hierarchy",
+    "context_items",
+    "session_messages",
+    "observations",
+    "reflections",
+)
 
 
 class PostgresStore:
@@ -156,6 +166,7 @@ class PostgresStore:
         self._pool = self._new_pool()
         self.schema_version = 0
         self.context_items = PostgresContextItems(self._tx, self._ef_search)
+        self.sessions = PostgresSessions(self._tx)
 
     def _new_pool(self) -> AsyncConnectionPool[Any]:
         return AsyncConnectionPool(

@@ -52,6 +52,7 @@ from memstrata.store.sqlite_indexes import (
     IndexedTable,
     SyncedIndexes,
 )
+from memstrata.store.sqlite_sessions import SQLiteSessions
 from memstrata.text import analyze, encode_terms
 
 log = logging.getLogger(__name__)
@@ -147,6 +148,7 @@ class SQLiteStore:
         self.context_items = SQLiteContextItems(
             self._db, SyncedIndexes(self._db, embedder.dimensions, CONTEXT_ITEMS), self._run
         )
+        self.sessions = SQLiteSessions(self._db, self._run)
         self.schema_version = 0
 
     # -- plumbing ---------------------------------------------------------------------------
