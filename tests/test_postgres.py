@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from importlib import resources
 from pathlib import Path
 
 import psycopg
@@ -16,6 +17,14 @@ from memstrata.cli import main
 from tests.conftest import fast_settings
 from tests.pg import require_postgres, reset_database, server_without_pgvector
 from tests.test_multiprocess import WORKER
+
+PG_LATEST = len(
+    [
+        f
+        for f in resources.files("memstrata.store.migrations.postgres").iterdir()
+        if f.name.endswith(".sql")
+    ]
+)
 
 
 @pytest.fixture
@@ -396,7 +405,7 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
 
     ids = asyncio.run(write_old())
     with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
-        assert ms.health()["store"]["schema_version"] == 3
+        assert ms.health()["store"]["schema_version"] == PG_LATEST
         # The tables added since schema 1 work on the upgraded database.
         ms.context.knowledge.save("after", "saved after the upgrade")
         assert ms.context.knowledge.search("saved after upgrade")[0].item.key == "after"
@@ -410,7 +419,7 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
     with psycopg.connect(pg_url) as conn:
         assert conn.execute(
             "SELECT array_agg(version ORDER BY version) FROM schema_migrations"
-        ).fetchone() == ([1, 2, 3],)
+        ).fetchone() == (list(range(1, PG_LATEST + 1)),)
         assert conn.execute(
             "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_tags'"
         ).fetchone() == (1,)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+from importlib import resources
 from pathlib import Path
 
 from memstrata import Memstrata
@@ -12,6 +13,14 @@ from memstrata.memory.layers import MemoryLayer
 from memstrata.store.base import NewMemory, Scope
 from memstrata.store.sqlite import SQLiteStore
 from tests.conftest import fast_settings
+
+LATEST = len(
+    [
+        f
+        for f in resources.files("memstrata.store.migrations.sqlite").iterdir()
+        if f.name.endswith(".sql")
+    ]
+)
 
 
 def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
@@ -43,7 +52,7 @@ def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
     assert "memories" in tables and "context_items" not in tables
 
     with Memstrata(fast_settings(data_dir)) as ms:
-        assert ms.health()["store"]["schema_version"] == 2
+        assert ms.health()["store"]["schema_version"] == LATEST
         page = ms.memory.list(user_id="u", limit=100)
         assert page.total_count == 19 and {m.id for m in page.items} == set(ids) - {ids[1]}
         assert ms.memory.list(user_id="u", tags=["t0"]).total_count == 7
@@ -56,4 +65,4 @@ def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
         assert ms.context.knowledge.search("saved after upgrade")[0].item.key == "after"
     with sqlite3.connect(path) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
-    assert versions == [1, 2]
+    assert versions == list(range(1, LATEST + 1))

@@ -521,5 +521,5 @@ def main(argv: list[str] | None = None) -> None:
         _fail(MemstrataError(ErrorCode.INTERNAL_ERROR, f"unexpected failure: {exc}"), as_json)
 
 
-# The context commands live in their own module and register on ``cli`` when imported.
-from memstrata import cli_context  # noqa: E402, F401
+# The context and session commands live in their own modules; they register on ``cli``.
+from memstrata import cli_context, cli_sessions  # noqa: E402, F401
