@@ -60,27 +60,37 @@ def om_settings(data_dir: Path, server: FakeOpenAI, **om: Any) -> Settings:
 
 
 def add(ms: Memstrata, n: int, start: int = 0, session: str = S) -> None:
-    for i in range(start, start + n):
-        ms.sessions.append(session, "user" if i % 2 == 0 else "assistant", LINE.format(i=i))
+    """n messages in one append (one transaction, at most one trigger)."""
+    ms.sessions.append_many(
+        session,
+        [
+            {"role": "user" if i % 2 == 0 else "assistant", "content": LINE.format(i=i)}
+            for i in range(start, start + n)
+        ],
+    )
 
 
 def test_the_observer_fires_when_unobserved_tokens_reach_the_threshold(
     data_dir: Path, llm: FakeOpenAI
 ) -> None:
     with Memstrata(om_settings(data_dir, llm)) as ms:
-        tokens = ms.sessions.append(S, "user", LINE.format(i=0)).token_count
-        per = tokens
-        needed = -(-60 // per)  # messages whose tokens reach 60
-        add(ms, needed - 2, start=1)
-        ms.sessions.flush()
-        assert llm.chat_requests == []  # below the threshold: no LLM call
-        ms.sessions.append(
+        total = ms.sessions.append(S, "user", LINE.format(i=0)).token_count
+        total += ms.sessions.append(
             S,
             "assistant",
             "ok",
             tool_calls=[{"name": "pg_stat", "input": "lag", "output": "30s behind"}],
-        )
-        add(ms, 1, start=needed)
+        ).token_count
+        per, i = total // 2, 1
+        while True:
+            per = ms.sessions.messages(S)[0].token_count
+            if total + per >= 60:
+                break
+            total += ms.sessions.append(S, "user", LINE.format(i=i)).token_count
+            i += 1
+        ms.sessions.flush()
+        assert llm.chat_requests == []  # below the threshold: no LLM call
+        ms.sessions.append(S, "user", LINE.format(i=i))  # reaches it
         ms.sessions.flush()
         assert len(llm.chat_requests) == 1
         body = llm.chat_requests[0]
@@ -90,11 +100,11 @@ def test_the_observer_fires_when_unobserved_tokens_reach_the_threshold(
         assert user.splitlines()[0] == f"[user]: {LINE.format(i=0)}"
         assert "  [tool:pg_stat] lag" in user and "  [result] 30s behind" in user
         view = ms.sessions.show(S)
+        assert len(view.messages) == i + 2  # without a compactor every message stays
         [obs] = view.observations
         assert obs.content.startswith("OBSERVATION") and obs.token_count > 0
         assert (obs.source_start, obs.source_end) == (0, len(view.messages) - 1)
         assert view.observed_through == len(view.messages) - 1 and view.unobserved_tokens == 0
-        assert len(view.messages) == needed + 1  # without a compactor every message stays
 
 
 def test_reflections_replace_observations_and_consolidate(data_dir: Path, llm: FakeOpenAI) -> None:

@@ -257,6 +257,9 @@ def test_db_copy_moves_everything_and_verifies(
         ms.context.knowledge.save("tz", "The user works in CET")
         ms.context.knowledge.save("tz", "The user works in CEST in summer")
         ms.context.skills.save("triage", "Triage an incident", tenant_id="T2")
+        ms.sessions.append("s1", "user", "hello", tool_calls=[{"name": "t", "input": 1}])
+        ms.sessions.append("s1", "assistant", "hi")
+        ms.sessions.compact("s1", 0, "greeting")
     source = f"sqlite:///{data_dir / 'memstrata.db'}"
     try:
         main(["db", "copy", "--from", source, "--to", pg_url, "--json"])
@@ -269,6 +272,9 @@ def test_db_copy_moves_everything_and_verifies(
         "embedding_cache": 5,
         "hierarchy": 1,
         "context_items": 2,
+        "session_messages": 2,
+        "observations": 0,
+        "reflections": 0,
     }
     assert report["tenants"]["T2"]["memories"] == 1
     assert report["tenants"]["T2"]["context_items"] == 1
@@ -281,6 +287,8 @@ def test_db_copy_moves_everything_and_verifies(
         assert [h.memory.id for h in hits] == [kept.id]
         assert pg.memory.resolve_identifiers(project_id="p")["identifiers"]["team_id"] == "t"
         assert pg.memory.get(other.id, tenant_id="T2") is not None
+        copied_session = pg.sessions.messages("s1")
+        assert [m.content for m in copied_session] == ["[Compacted Summary]\ngreeting", "hi"]
         assert [v.content for v in pg.context.knowledge.versions("tz")] == [
             "The user works in CEST in summer",
             "The user works in CET",

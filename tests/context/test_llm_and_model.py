@@ -161,11 +161,15 @@ class Conversation:
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    async def recent_observations(self, session_key: str, limit: int) -> list[str]:
+    async def recent_observations(
+        self, session_key: str, limit: int, *, tenant_id: str | None = None
+    ) -> list[str]:
         self.asked.append(session_key)
         return [f"{session_key}: the user asked about replication lag"]
 
-    async def recent_reflections(self, session_key: str, limit: int) -> list[str]:
+    async def recent_reflections(
+        self, session_key: str, limit: int, *, tenant_id: str | None = None
+    ) -> list[str]:
         return [f"{session_key}: long-running PostgreSQL migration project"]
 
 
@@ -276,10 +280,14 @@ def test_retrieval_trouble_never_fails_the_call(
     server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch, data_dir: Path
 ) -> None:
     class Broken:
-        async def recent_observations(self, session_key: str, limit: int) -> list[str]:
+        async def recent_observations(
+            self, session_key: str, limit: int, *, tenant_id: str | None = None
+        ) -> list[str]:
             raise RuntimeError("observation store down")
 
-        async def recent_reflections(self, session_key: str, limit: int) -> list[str]:
+        async def recent_reflections(
+            self, session_key: str, limit: int, *, tenant_id: str | None = None
+        ) -> list[str]:
             raise MemstrataError(ErrorCode.PROVIDER_ERROR, "reflections unavailable")
 
     async def scenario() -> None:

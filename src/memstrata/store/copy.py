@@ -19,7 +19,16 @@ from memstrata.embeddings.base import Vectors
 from memstrata.errors import ErrorCode, MemstrataError
 from memstrata.store.postgres import PostgresStore
 
-TABLES = ("memories", "memory_history", "embedding_cache", "hierarchy", "context_items")
+TABLES = (
+    "memories",
+    "memory_history",
+    "embedding_cache",
+    "hierarchy",
+    "context_items",
+    "session_messages",
+    "observations",
+    "reflections",
+)
 
 
 class StoredModel:
@@ -129,7 +138,34 @@ def _read_tenant(src: sqlite3.Connection, tenant: str) -> dict[str, list[tuple[A
             (tenant,),
         )
     ]
+    messages = [
+        (r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], _ts(r[6]))
+        for r in src.execute(
+            "SELECT session_key, idx, role, content, tool_calls, token_count, created_at "
+            "FROM session_messages WHERE tenant_id = ? ORDER BY pk",
+            (tenant,),
+        )
+    ]
+    observations = [
+        (r[0], r[1], r[2], r[3], r[4], r[5], _ts(r[6]))
+        for r in src.execute(
+            "SELECT id, session_key, content, token_count, source_start, source_end, "
+            "created_at FROM observations WHERE tenant_id = ? ORDER BY pk",
+            (tenant,),
+        )
+    ]
+    reflections = [
+        (r[0], r[1], r[2], r[3], r[4], r[5], r[6], _ts(r[7]))
+        for r in src.execute(
+            "SELECT id, session_key, content, token_count, generation, source_start, "
+            "source_end, created_at FROM reflections WHERE tenant_id = ? ORDER BY pk",
+            (tenant,),
+        )
+    ]
     return {
+        "session_messages": messages,
+        "observations": observations,
+        "reflections": reflections,
         "memories": memories,
         "memory_history": history,
         "embedding_cache": cache,

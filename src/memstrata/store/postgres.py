@@ -748,6 +748,25 @@ class PostgresStore:
                     for r in rows.get("context_items", [])
                 ],
             )
+            await cur.executemany(
+                "INSERT INTO session_messages (tenant_id, session_key, idx, role, content, "
+                "tool_calls, token_count, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (tenant_id, *r[:4], Jsonb(r[4]), r[5], r[6])
+                    for r in rows.get("session_messages", [])
+                ],
+            )
+            await cur.executemany(
+                "INSERT INTO observations (tenant_id, id, session_key, content, token_count, "
+                "source_start, source_end, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [(tenant_id, *r) for r in rows.get("observations", [])],
+            )
+            await cur.executemany(
+                "INSERT INTO reflections (tenant_id, id, session_key, content, token_count, "
+                "generation, source_start, source_end, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(tenant_id, *r) for r in rows.get("reflections", [])],
+            )
 
     # -- history, hierarchy, stats ----------------------------------------------------------
 
