@@ -48,7 +48,10 @@ def build_store(settings: Settings, embedder: Embedder) -> MemoryStore:
 
 
 class AsyncMemstrata:
-    """memstrata for asyncio code: ``async with AsyncMemstrata(data_dir=...) as ms: ...``."""
+    """memstrata for asyncio code: ``async with AsyncMemstrata(data_dir=...) as ms: ...``.
+
+    ``embedder`` and ``chat_model`` replace the ones the settings would build (the chat
+    model serves the observer and reflector of observational memory)."""
 
     def __init__(
         self,
@@ -59,6 +62,7 @@ class AsyncMemstrata:
         tenant_id: str | None = None,
         config_file: str | Path | None = None,
         embedder: Embedder | None = None,
+        chat_model: ChatModel | None = None,
     ) -> None:
         self.settings = settings or load_settings(
             config_file, data_dir=data_dir, database_url=database_url, tenant_id=tenant_id
@@ -102,7 +106,7 @@ class AsyncMemstrata:
             retry=self.settings.retry.policy(),
             ready=self.start,
             max_content_length=self.settings.memory.max_content_length,
-            model_factory=self._observer_model if (om.model or self.settings.llm.model) else None,
+            model_factory=self._model_factory(chat_model),
         )
         self.context.conversation_memory = self.sessions
         self._started = False
@@ -139,6 +143,12 @@ class AsyncMemstrata:
         await self.context.close()
         await self.store.shutdown()
         await self.embedder.aclose()
+
+    def _model_factory(self, given: ChatModel | None) -> Callable[[], ChatModel] | None:
+        if given is not None:
+            return lambda: given
+        om, llm = self.settings.observational_memory, self.settings.llm
+        return self._observer_model if (om.model or llm.model) else None
 
     def _observer_model(self) -> ChatModel:
         from memstrata.llm import build_chat_model
@@ -256,6 +266,7 @@ class Memstrata:
         tenant_id: str | None = None,
         config_file: str | Path | None = None,
         embedder: Embedder | None = None,
+        chat_model: ChatModel | None = None,
     ) -> None:
         self._async = AsyncMemstrata(
             settings,
@@ -264,6 +275,7 @@ class Memstrata:
             tenant_id=tenant_id,
             config_file=config_file,
             embedder=embedder,
+            chat_model=chat_model,
         )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
