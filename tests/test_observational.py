@@ -407,3 +407,62 @@ def test_async_api(data_dir: Path, llm: FakeOpenAI) -> None:
             assert len(await ms.sessions.observations(S)) == 1
 
     asyncio.run(scenario())
+
+
+def graph_reply(body: dict[str, Any]) -> str:
+    system = body["messages"][0]["content"]
+    if system.startswith("You extract a small knowledge graph"):
+        assert body.get("response_format") == {"type": "json_object"}
+        return json.dumps(
+            {
+                "entities": [
+                    {"name": "Alice", "type": "person"},
+                    {"name": "staging cluster", "type": "system"},
+                    {"name": "PostgreSQL 16", "type": "system"},
+                ],
+                "relations": [
+                    {"source": "Alice", "relation": "operates", "target": "staging cluster"},
+                    {"source": "staging cluster", "relation": "runs", "target": "PostgreSQL 16"},
+                    {"source": "Alice", "relation": "is", "target": "alice"},
+                ],
+            }
+        )
+    return reply(body)
+
+
+def test_graph_memory_extracts_and_expands(data_dir: Path, llm: FakeOpenAI) -> None:
+    llm.reply = graph_reply
+    with Memstrata(om_settings(data_dir, llm, graph=True)) as ms:
+        add(ms, 5)
+        ms.sessions.flush()
+        assert ms.sessions.graph_dropped_count() == 0
+        lines = ms.sessions.graph_context("What does Alice operate?", S)
+        assert lines[0] == "Alice operates staging cluster"
+        assert "staging cluster runs PostgreSQL 16" in lines  # two hops away from Alice
+        assert ms.sessions.graph_context("What does Alice operate?", "other-session") == []
+        assert ms.sessions.graph_context("no entity named here", S) == []
+        prompt = ms.context.build_prompt("Base.", "What does Alice operate?", session_key=S)
+        assert "## Knowledge Graph\n- Alice operates staging cluster" in prompt
+        assert prompt.index("## Knowledge Graph") < prompt.index("## Conversation Memory")
+        # Invalid output: a clear error on demand, nothing stored; in the background a warning.
+        llm.reply = lambda body: '{"entities": "not a list"}'
+        with pytest.raises(MemstrataError) as err:
+            ms.sessions.extract_graph(S, "Bob maintains the billing service")
+        assert err.value.code is ErrorCode.PROVIDER_ERROR
+        assert ms.sessions.graph_context("Bob billing", S) == []
+        llm.reply = lambda body: (
+            "```json\n"
+            + json.dumps(
+                {
+                    "entities": [],
+                    "relations": [
+                        {"source": "Bob", "relation": "maintains", "target": "billing service"}
+                    ],
+                }
+            )
+            + "\n```"
+        )
+        assert ms.sessions.extract_graph(S, "Bob maintains the billing service") == (2, 1)
+        assert ms.sessions.graph_context("who maintains the billing service?", S) == [
+            "Bob maintains billing service"
+        ]

@@ -118,6 +118,12 @@ class ObservationalMemorySettings(BaseModel):
     reflection_consolidation_threshold: int = Field(default=5, ge=2)
     #: Replace observed messages by the observation (a compacted summary).
     compact: bool = False
+    #: Extract entities and relations from every observation (one more LLM call each) and
+    #: add a Knowledge Graph section to prompts.
+    graph: bool = False
+    #: Hops from the entities a query names, and relations shown, in that section.
+    graph_depth: int = Field(default=2, ge=1, le=5)
+    graph_limit: int = Field(default=20, ge=1, le=200)
     #: Sessions waiting for the background observer; a full queue drops triggers.
     queue_size: int = Field(default=256, gt=0)
     #: Background workers (sessions observed at once, never two on one session).

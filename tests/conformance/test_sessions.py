@@ -126,3 +126,45 @@ def test_concurrent_appends_never_collide(harness: Harness) -> None:
     assert sorted(m.content for m in listed) == sorted(
         [f"x{i}" for i in range(15)] + [f"y{i}" for i in range(15)]
     )
+
+
+def test_graph_upserts_and_walks_within_depth_and_session(harness: Harness) -> None:
+    h, s = harness, harness.store.sessions
+    new = h.run(
+        s.add_graph(
+            "t1",
+            "a",
+            [("Alice", "person"), ("ALICE", "person")],
+            [
+                ("Alice", "operates", "Staging  Cluster"),
+                ("staging cluster", "runs", "PostgreSQL 16"),
+                ("PostgreSQL 16", "stores", "Billing"),
+            ],
+        )
+    )
+    assert new == (4, 3)  # Alice once, whatever the case
+    assert h.run(s.add_graph("t1", "a", [], [("Alice", "operates", "staging cluster")])) == (0, 0)
+    h.run(s.add_graph("t1", "b", [], [("Alice", "likes", "Coffee")]))
+    h.run(s.add_graph("t2", "a", [], [("Alice", "secret", "Tenant Two")]))
+
+    def walk(text: str, session: str | None, depth: int, limit: int = 10) -> list[str]:
+        rows = h.run(
+            s.graph_neighbourhood("t1", text, session_key=session, depth=depth, limit=limit)
+        )
+        return [" ".join(r) for r in rows]
+
+    assert walk("What does alice run?", "a", 1) == ["Alice operates Staging  Cluster"]
+    two = walk("What does alice run?", "a", 2)
+    assert (
+        two[0] == "Alice operates Staging  Cluster"
+        and "staging cluster runs PostgreSQL 16" not in two
+        and any(line.endswith("runs PostgreSQL 16") for line in two)
+    )
+    assert not any("Billing" in line for line in two)  # three hops away
+    assert any("Billing" in line for line in walk("alice", "a", 3))
+    every = walk("alice", None, 1)
+    assert any("Coffee" in line for line in every) and not any(
+        "Tenant Two" in line for line in every
+    )
+    assert walk("nobody mentioned", None, 3) == []
+    assert len(walk("alice", None, 3, limit=2)) == 2

@@ -1,10 +1,11 @@
 """The augmented system prompt: the base prompt, then one markdown section per kind of context.
 
 Order: Runtime Context, Available Tools, User Knowledge, Known Solutions, Available Skills,
-External References, Relevant Memories (semantic search of the memory store), then
-Conversation Memory (reflections before observations) under a token budget. Sections are
-separated by a blank line; a section without items is left out, and with nothing at all the
-base prompt comes back unchanged.
+External References, Relevant Memories (semantic search of the memory store), Knowledge
+Graph (relations near the entities the query names), then Conversation Memory
+(reflections before observations) under a token budget. Sections are separated by a blank
+line; a section without items is left out, and with nothing at all the base prompt comes
+back unchanged.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ def assemble_prompt(
     observations: Sequence[str] = (),
     *,
     memories: Sequence[str] = (),
+    graph: Sequence[str] = (),
     token_budget: int = 4000,
     counter: TokenCounter | None = None,
 ) -> str:
@@ -146,6 +148,9 @@ def assemble_prompt(
     rag = [m for m in (_one_line(x) for x in memories) if m]
     if rag:
         sections.append("## Relevant Memories\n" + "\n".join(f"- {m}" for m in rag))
+    facts = [g for g in (_one_line(x) for x in graph) if g]
+    if facts:
+        sections.append("## Knowledge Graph\n" + "\n".join(f"- {g}" for g in facts))
     memory = memory_section(reflections, observations, token_budget, counter or default_counter())
     if memory:
         sections.append(memory)

@@ -157,6 +157,7 @@ class ContextService:
         observations: Sequence[str] = (),
         *,
         memories: Sequence[str] = (),
+        graph: Sequence[str] = (),
         token_budget: int | None = None,
     ) -> str:
         """The base prompt with the retrieved context appended (see context/prompt.py)."""
@@ -173,6 +174,7 @@ class ContextService:
             reflections,
             observations,
             memories=memories,
+            graph=graph,
             token_budget=budget,
             counter=self.counter,
         )
@@ -235,17 +237,25 @@ class ContextService:
                 return await conversation.recent_reflections(session, 1000, tenant_id=tenant_id)
             return await conversation.recent_observations(session, 1000, tenant_id=tenant_id)
 
+        async def graph() -> list[str]:
+            lines = getattr(conversation, "graph_context", None)
+            if lines is None or not getattr(conversation, "graph_enabled", False):
+                return []
+            found: list[str] = await lines(query, session or None, tenant_id=tenant_id)
+            return found
+
         results = await asyncio.gather(
             self.retrieve(query, layers, session_key=session, tenant_id=tenant_id),
             memories(),
             recent("reflections"),
             recent("observations"),
+            graph(),
             return_exceptions=True,
         )
         parts: list[Any] = []
         result: Any
         for name, result in zip(
-            ("context", "memories", "reflections", "observations"), results, strict=True
+            ("context", "memories", "reflections", "observations", "graph"), results, strict=True
         ):
             if isinstance(result, BaseException):
                 if not isinstance(result, Exception):
@@ -263,13 +273,14 @@ class ContextService:
                 log.warning("building the prompt: %s failed: %s", name, result)
                 result = None
             parts.append(result)
-        retrieved, rag, reflections, observations = parts
+        retrieved, rag, reflections, observations, facts = parts
         return self.assemble_prompt(
             base,
             retrieved or (),
             reflections or (),
             observations or (),
             memories=rag or (),
+            graph=facts or (),
         )
 
     async def flush(self) -> None:

@@ -54,3 +54,14 @@ def render_notes(notes: Sequence[StoredNote]) -> str:
         )
         blocks.append(f"{head}\n{note.content}")
     return "\n\n".join(blocks)
+
+
+GRAPH_SYSTEM = """You extract a small knowledge graph from a note about a conversation.
+
+Reply with one JSON object only, of this shape:
+{"entities": [{"name": "...", "type": "person|project|system|place|organisation|concept|other"}],
+ "relations": [{"source": "...", "relation": "...", "target": "..."}]}
+
+Entities are the specific people, projects, systems, places, organisations and concepts the
+note names. Relations connect two of those entities with a short verb phrase (e.g. "works on",
+"depends on", "prefers"). At most 20 entities and 30 relations. No other text."""

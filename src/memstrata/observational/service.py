@@ -22,8 +22,10 @@ from memstrata.llm.base import ChatModel, request
 from memstrata.memory.layers import check_tenant
 from memstrata.memory.validation import check_content
 from memstrata.observational.buffer import BackgroundBuffer
+from memstrata.observational.graph import parse_extraction
 from memstrata.observational.models import Note, SessionMessage, SessionView
 from memstrata.observational.prompts import (
+    GRAPH_SYSTEM,
     OBSERVER_SYSTEM,
     REFLECTOR_SYSTEM,
     render_messages,
@@ -114,6 +116,10 @@ class SessionService:
             queue_size=settings.queue_size,
             workers=settings.workers,
         )
+        #: Feeds graph extraction: (tenant, session, observation id, observation text).
+        self.graph_buffer: BackgroundBuffer[tuple[str, str, str, str]] = BackgroundBuffer(
+            "graph buffer", self._extract_graph, queue_size=settings.queue_size, workers=1
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -121,9 +127,12 @@ class SessionService:
         if self.settings.enabled:
             self._chat_model()  # a configuration problem shows at start, not at the 1st trigger
             self.buffer.start()
+            if self.settings.graph:
+                self.graph_buffer.start()
 
     async def close(self) -> None:
         await self.buffer.stop()
+        await self.graph_buffer.stop()
         if self._model is not None:
             await self._model.aclose()
             self._model = None
@@ -142,9 +151,17 @@ class SessionService:
     def dropped_count(self) -> int:
         return self.buffer.dropped_count()
 
+    def graph_dropped_count(self) -> int:
+        return self.graph_buffer.dropped_count()
+
+    @property
+    def graph_enabled(self) -> bool:
+        return self.settings.enabled and self.settings.graph
+
     async def flush(self) -> None:
-        """Wait until every queued session has been processed."""
+        """Wait until every queued session (and graph extraction) has been processed."""
         await self.buffer.drain()
+        await self.graph_buffer.drain()
 
     def _tenant(self, tenant_id: str | None) -> str:
         return check_tenant(self._default_tenant if tenant_id is None else tenant_id)
@@ -466,6 +483,8 @@ class SessionService:
         note = await self._sessions.add_note(
             *key, text, self._counter.count(text), 0, (pending[0].index, pending[-1].index)
         )
+        if self.settings.graph and self.graph_buffer.running:
+            self.graph_buffer.trigger((*key, note.id, text))
         if self.settings.compact:
             await self._sessions.compact_messages(
                 *key, pending[-1].index, text, self._counter.count(text)
@@ -516,3 +535,68 @@ class SessionService:
             replaces=[n.id for n in reflections],
         )
         return Note.of(note)
+
+    # -- graph memory -----------------------------------------------------------------------
+
+    async def _extract_graph(self, item: tuple[str, str, str, str]) -> None:
+        tenant, key, _note_id, text = item
+        try:
+            reply = await self._chat_model().generate(
+                request(("user", text), system=GRAPH_SYSTEM, json_output=True)
+            )
+            graph = parse_extraction(reply.content)
+        except MemstrataError as exc:
+            log.warning("graph extraction for session %r failed: %s", key, exc)
+            return
+        await self._retry.run(
+            "save graph",
+            lambda: self._sessions.add_graph(
+                tenant,
+                key,
+                [(e.name, e.type) for e in graph.entities],
+                [(r.source, r.relation, r.target) for r in graph.relations],
+            ),
+        )
+
+    async def extract_graph(
+        self, session_key: str, text: str, *, tenant_id: str | None = None
+    ) -> tuple[int, int]:
+        """Extract entities and relations from ``text`` now (errors raised); returns the new
+        (entities, relations)."""
+        tenant, key = self._tenant(tenant_id), check_session_key(session_key)
+        body = check_content(text, self._max_content)
+        await self._ready()
+        reply = await self._chat_model().generate(
+            request(("user", body), system=GRAPH_SYSTEM, json_output=True)
+        )
+        graph = parse_extraction(reply.content)
+        result: tuple[int, int] = await self._retry.run(
+            "save graph",
+            lambda: self._sessions.add_graph(
+                tenant,
+                key,
+                [(e.name, e.type) for e in graph.entities],
+                [(r.source, r.relation, r.target) for r in graph.relations],
+            ),
+        )
+        return result
+
+    async def graph_context(
+        self, query: str, session_key: str | None = None, *, tenant_id: str | None = None
+    ) -> list[str]:
+        """Relations near the entities ``query`` names (graph_depth hops, graph_limit lines),
+        as "source relation target"; only the session's when a session key is given."""
+        tenant = self._tenant(tenant_id)
+        if not isinstance(query, str) or not query.strip():
+            return []
+        rows = await self._call(
+            "graph",
+            lambda: self._sessions.graph_neighbourhood(
+                tenant,
+                query,
+                session_key=session_key or None,
+                depth=self.settings.graph_depth,
+                limit=self.settings.graph_limit,
+            ),
+        )
+        return [f"{a} {b} {c}" for a, b, c in rows]

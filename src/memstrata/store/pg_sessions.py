@@ -13,7 +13,12 @@ from psycopg.types.json import Jsonb
 
 from memstrata.errors import ErrorCode, MemstrataError
 from memstrata.store.pg_context import Transaction
-from memstrata.store.session_base import NewMessage, StoredMessage, StoredNote
+from memstrata.store.session_base import (
+    NewMessage,
+    StoredMessage,
+    StoredNote,
+    normalise_entity,
+)
 
 SUMMARY_PREFIX = "[Compacted Summary]\n"
 _MSG = "session_key, idx, role, content, tool_calls, token_count, created_at"
@@ -277,3 +282,87 @@ class PostgresSessions:
                 )
             ).fetchall()
         return [(str(k), int(n)) for k, n in rows]
+
+    async def add_graph(
+        self,
+        tenant_id: str,
+        session_key: str,
+        entities: Sequence[tuple[str, str]],
+        relations: Sequence[tuple[str, str, str]],
+    ) -> tuple[int, int]:
+        now = datetime.now(UTC)
+        new_entities = new_relations = 0
+        async with self._tx(tenant_id, "save graph") as conn:
+
+            async def entity(name: str, kind: str) -> int:
+                nonlocal new_entities
+                cur = await conn.execute(
+                    "INSERT INTO graph_entities (tenant_id, name, norm, type, created_at) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, norm) DO NOTHING",
+                    (tenant_id, name, normalise_entity(name), kind, now),
+                )
+                new_entities += cur.rowcount
+                row = await (
+                    await conn.execute(
+                        "SELECT id FROM graph_entities WHERE tenant_id = %s AND norm = %s",
+                        (tenant_id, normalise_entity(name)),
+                    )
+                ).fetchone()
+                return int(row[0])
+
+            for name, kind in entities:
+                await entity(name, kind)
+            for source, relation, target in relations:
+                cur = await conn.execute(
+                    "INSERT INTO graph_relations (tenant_id, session_key, source_id, relation, "
+                    "target_id, created_at) VALUES (%s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    (
+                        tenant_id,
+                        session_key,
+                        await entity(source, ""),
+                        relation,
+                        await entity(target, ""),
+                        now,
+                    ),
+                )
+                new_relations += cur.rowcount
+        return new_entities, new_relations
+
+    async def graph_neighbourhood(
+        self,
+        tenant_id: str,
+        text: str,
+        *,
+        session_key: str | None,
+        depth: int,
+        limit: int,
+    ) -> list[tuple[str, str, str]]:
+        session = "" if session_key is None else " AND r.session_key = %(session)s"
+        sql = (
+            "WITH RECURSIVE walk(id, depth) AS ("  # noqa: S608
+            "SELECT id, 0 FROM graph_entities WHERE tenant_id = %(tenant)s "
+            "AND length(norm) >= 2 AND strpos(%(query)s, ' ' || norm || ' ') > 0 "
+            "UNION SELECT CASE WHEN r.source_id = w.id THEN r.target_id ELSE r.source_id END, "
+            "w.depth + 1 FROM walk w JOIN graph_relations r ON r.tenant_id = %(tenant)s "
+            f"AND (r.source_id = w.id OR r.target_id = w.id){session} "
+            "WHERE w.depth < %(depth)s), "
+            "near AS (SELECT id, min(depth) AS depth FROM walk GROUP BY id) "
+            "SELECT s.name, r.relation, t.name, min(n.depth) AS d FROM near n "
+            "JOIN graph_relations r ON r.tenant_id = %(tenant)s AND (r.source_id = n.id "
+            f"OR r.target_id = n.id){session} "
+            "JOIN graph_entities s ON s.tenant_id = r.tenant_id AND s.id = r.source_id "
+            "JOIN graph_entities t ON t.tenant_id = r.tenant_id AND t.id = r.target_id "
+            "WHERE n.depth < %(depth)s GROUP BY r.id, s.name, r.relation, t.name "
+            "ORDER BY d, r.id LIMIT %(limit)s"
+        )
+        params = {
+            "tenant": tenant_id,
+            "query": f" {normalise_entity(text)} ",
+            "session": session_key,
+            "depth": depth,
+            "limit": limit,
+        }
+        async with self._tx(tenant_id, "graph") as conn:
+            rows = await (await conn.execute(sql, params)).fetchall()
+        return [(str(a), str(b), str(c)) for a, b, c, _ in rows]

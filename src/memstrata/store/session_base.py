@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from memstrata.text import words
+
 
 @dataclass(frozen=True)
 class NewMessage:
@@ -110,3 +112,34 @@ class SessionStore(Protocol):
     async def list_sessions(self, tenant_id: str) -> list[tuple[str, int]]:
         """(session key, message count) of every session of the tenant."""
         ...
+
+    async def add_graph(
+        self,
+        tenant_id: str,
+        session_key: str,
+        entities: Sequence[tuple[str, str]],
+        relations: Sequence[tuple[str, str, str]],
+    ) -> tuple[int, int]:
+        """Upsert entities (name, type) and relations (source, relation, target) — names are
+        matched case- and space-insensitively, endpoints created when unknown; returns the
+        new (entities, relations)."""
+        ...
+
+    async def graph_neighbourhood(
+        self,
+        tenant_id: str,
+        text: str,
+        *,
+        session_key: str | None,
+        depth: int,
+        limit: int,
+    ) -> list[tuple[str, str, str]]:
+        """Relations (source, relation, target) within ``depth`` hops of the entities whose
+        name occurs in ``text`` (as whole words, any case), nearest first; only the
+        session's relations when ``session_key`` is set."""
+        ...
+
+
+def normalise_entity(name: str) -> str:
+    """Lower-case words, punctuation dropped: how entity names and queries are matched."""
+    return " ".join(words(name))

@@ -10,7 +10,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from memstrata.errors import ErrorCode, MemstrataError
-from memstrata.store.session_base import NewMessage, StoredMessage, StoredNote
+from memstrata.store.session_base import (
+    NewMessage,
+    StoredMessage,
+    StoredNote,
+    normalise_entity,
+)
 from memstrata.store.sqlite_db import Database
 
 Runner = Callable[..., Awaitable[Any]]
@@ -322,4 +327,88 @@ class SQLiteSessions:
             return [(str(k), int(n)) for k, n in rows]
 
         out: list[tuple[str, int]] = await self._run("list sessions", read)
+        return out
+
+    async def add_graph(
+        self,
+        tenant_id: str,
+        session_key: str,
+        entities: Sequence[tuple[str, str]],
+        relations: Sequence[tuple[str, str, str]],
+    ) -> tuple[int, int]:
+        def write() -> tuple[int, int]:
+            now = _ts(datetime.now(UTC))
+            new_entities = new_relations = 0
+            with self._db.write() as conn:
+
+                def entity(name: str, kind: str) -> int:
+                    nonlocal new_entities
+                    cur = conn.execute(
+                        "INSERT INTO graph_entities (tenant_id, name, norm, type, created_at) "
+                        "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant_id, norm) DO NOTHING",
+                        (tenant_id, name, normalise_entity(name), kind, now),
+                    )
+                    new_entities += cur.rowcount
+                    row = conn.execute(
+                        "SELECT pk FROM graph_entities WHERE tenant_id = ? AND norm = ?",
+                        (tenant_id, normalise_entity(name)),
+                    ).fetchone()
+                    return int(row[0])
+
+                for name, kind in entities:
+                    entity(name, kind)
+                for source, relation, target in relations:
+                    cur = conn.execute(
+                        "INSERT INTO graph_relations (tenant_id, session_key, source_pk, "
+                        "relation, target_pk, created_at) VALUES (?, ?, ?, ?, ?, ?) "
+                        "ON CONFLICT DO NOTHING",
+                        (
+                            tenant_id,
+                            session_key,
+                            entity(source, ""),
+                            relation,
+                            entity(target, ""),
+                            now,
+                        ),
+                    )
+                    new_relations += cur.rowcount
+            return new_entities, new_relations
+
+        out: tuple[int, int] = await self._run("save graph", write)
+        return out
+
+    async def graph_neighbourhood(
+        self,
+        tenant_id: str,
+        text: str,
+        *,
+        session_key: str | None,
+        depth: int,
+        limit: int,
+    ) -> list[tuple[str, str, str]]:
+        query = f" {normalise_entity(text)} "
+        session = "" if session_key is None else " AND r.session_key = ?"
+        extra: tuple[Any, ...] = () if session_key is None else (session_key,)
+        sql = (
+            "WITH RECURSIVE walk(pk, depth) AS ("  # noqa: S608
+            "SELECT pk, 0 FROM graph_entities WHERE tenant_id = ? AND length(norm) >= 2 "
+            "AND instr(?, ' ' || norm || ' ') > 0 "
+            "UNION SELECT CASE WHEN r.source_pk = w.pk THEN r.target_pk ELSE r.source_pk END, "
+            "w.depth + 1 FROM walk w JOIN graph_relations r ON r.tenant_id = ? "
+            f"AND (r.source_pk = w.pk OR r.target_pk = w.pk){session} WHERE w.depth < ?), "
+            "near(pk, depth) AS (SELECT pk, min(depth) FROM walk GROUP BY pk) "
+            "SELECT s.name, r.relation, t.name, min(n.depth) AS d FROM near n "
+            "JOIN graph_relations r ON r.tenant_id = ? AND (r.source_pk = n.pk "
+            f"OR r.target_pk = n.pk){session} "
+            "JOIN graph_entities s ON s.pk = r.source_pk "
+            "JOIN graph_entities t ON t.pk = r.target_pk "
+            "WHERE n.depth < ? GROUP BY r.pk ORDER BY d, r.pk LIMIT ?"
+        )
+        params = (tenant_id, query, tenant_id, *extra, depth, tenant_id, *extra, depth, limit)
+
+        def read() -> list[tuple[str, str, str]]:
+            rows = self._db.connection().execute(sql, params).fetchall()
+            return [(str(a), str(b), str(c)) for a, b, c, _ in rows]
+
+        out: list[tuple[str, str, str]] = await self._run("graph", read)
         return out

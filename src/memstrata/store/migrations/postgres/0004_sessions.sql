@@ -71,3 +71,39 @@ CREATE POLICY tenant_isolation ON reflections
 CREATE POLICY tenant_isolation ON session_leases
     USING (tenant_id = current_setting('memstrata.tenant_id', true))
     WITH CHECK (tenant_id = current_setting('memstrata.tenant_id', true));
+
+-- Graph memory: entities and relations extracted from observations.
+CREATE TABLE graph_entities (
+    tenant_id text NOT NULL,
+    id bigint GENERATED ALWAYS AS IDENTITY,
+    name text NOT NULL,
+    norm text NOT NULL,
+    type text NOT NULL DEFAULT '',
+    created_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, id),
+    UNIQUE (tenant_id, norm)
+);
+CREATE TABLE graph_relations (
+    tenant_id text NOT NULL,
+    id bigint GENERATED ALWAYS AS IDENTITY,
+    session_key text NOT NULL,
+    source_id bigint NOT NULL,
+    relation text NOT NULL,
+    target_id bigint NOT NULL,
+    created_at timestamptz NOT NULL,
+    PRIMARY KEY (tenant_id, id),
+    UNIQUE (tenant_id, session_key, source_id, relation, target_id)
+);
+CREATE INDEX graph_relations_source ON graph_relations (tenant_id, source_id);
+CREATE INDEX graph_relations_target ON graph_relations (tenant_id, target_id);
+GRANT SELECT, INSERT, UPDATE, DELETE ON graph_entities, graph_relations TO memstrata_app;
+ALTER TABLE graph_entities ENABLE ROW LEVEL SECURITY;
+ALTER TABLE graph_entities FORCE ROW LEVEL SECURITY;
+ALTER TABLE graph_relations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE graph_relations FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON graph_entities
+    USING (tenant_id = current_setting('memstrata.tenant_id', true))
+    WITH CHECK (tenant_id = current_setting('memstrata.tenant_id', true));
+CREATE POLICY tenant_isolation ON graph_relations
+    USING (tenant_id = current_setting('memstrata.tenant_id', true))
+    WITH CHECK (tenant_id = current_setting('memstrata.tenant_id', true));

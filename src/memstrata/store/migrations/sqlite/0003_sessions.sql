@@ -49,3 +49,26 @@ CREATE TABLE session_leases (
     expires_at REAL NOT NULL,
     PRIMARY KEY (tenant_id, session_key)
 );
+
+-- Graph memory: entities and relations extracted from observations.
+CREATE TABLE graph_entities (
+    pk INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    norm TEXT NOT NULL,
+    type TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    UNIQUE (tenant_id, norm)
+);
+CREATE TABLE graph_relations (
+    pk INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant_id TEXT NOT NULL,
+    session_key TEXT NOT NULL,
+    source_pk INTEGER NOT NULL,
+    relation TEXT NOT NULL,
+    target_pk INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    UNIQUE (tenant_id, session_key, source_pk, relation, target_pk)
+);
+CREATE INDEX graph_relations_source ON graph_relations (tenant_id, source_pk);
+CREATE INDEX graph_relations_target ON graph_relations (tenant_id, target_pk);
