@@ -492,47 +492,36 @@ class SessionService:
         return Note.of(note)
 
     async def _reflect(self, key: Key, *, force: bool, quiet: bool) -> Note | None:
+        """Observations → one reflection of generation 1, when their tokens reach the
+        threshold (or ``force``)."""
         observations = await self._sessions.list_notes(*key, reflections=False)
         tokens = sum(n.token_count for n in observations)
         if not observations or (not force and tokens < self.settings.observation_token_threshold):
             return None
-        text = await self._generate(
-            REFLECTOR_SYSTEM, render_notes(observations), "reflector", quiet
-        )
-        if text is None:
-            return None
-        source = (
-            min(n.source_start for n in observations),
-            max(n.source_end for n in observations),
-        )
-        note = await self._sessions.add_note(
-            *key,
-            text,
-            self._counter.count(text),
-            1,
-            source,
-            replaces=[n.id for n in observations],
-        )
-        return Note.of(note)
+        return await self._condense(key, observations, 1, "reflector", quiet)
 
     async def _meta_reflect(self, key: Key, *, quiet: bool) -> Note | None:
+        """Reflections → one of generation max + 1, when there are enough of them."""
         reflections = await self._sessions.list_notes(*key, reflections=True)
         if len(reflections) < self.settings.reflection_consolidation_threshold:
             return None
-        text = await self._generate(
-            REFLECTOR_SYSTEM, render_notes(reflections), "meta-reflection", quiet
-        )
+        generation = max(n.generation for n in reflections) + 1
+        return await self._condense(key, reflections, generation, "meta-reflection", quiet)
+
+    async def _condense(
+        self, key: Key, notes: list[StoredNote], generation: int, what: str, quiet: bool
+    ) -> Note | None:
+        text = await self._generate(REFLECTOR_SYSTEM, render_notes(notes), what, quiet)
         if text is None:
             return None
-        source = (min(n.source_start for n in reflections), max(n.source_end for n in reflections))
-        generation = max(n.generation for n in reflections) + 1
+        source = (min(n.source_start for n in notes), max(n.source_end for n in notes))
         note = await self._sessions.add_note(
             *key,
             text,
             self._counter.count(text),
             generation,
             source,
-            replaces=[n.id for n in reflections],
+            replaces=[n.id for n in notes],
         )
         return Note.of(note)
 

@@ -17,18 +17,9 @@ import numpy as np
 
 from memstrata.embeddings.base import Vectors
 from memstrata.errors import ErrorCode, MemstrataError
-from memstrata.store.postgres import PostgresStore
+from memstrata.store.postgres import TENANT_TABLES, PostgresStore
 
-TABLES = (
-    "memories",
-    "memory_history",
-    "embedding_cache",
-    "hierarchy",
-    "context_items",
-    "session_messages",
-    "observations",
-    "reflections",
-)
+TABLES = TENANT_TABLES
 
 
 class StoredModel:

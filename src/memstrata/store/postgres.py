@@ -129,7 +129,7 @@ def _entry(row: tuple[Any, ...]) -> MemoryEntry:
 
 
 #: Every table holding tenant rows (what ``db copy`` moves and verifies).
-_TENANT_TABLES = (
+TENANT_TABLES = (
     "memories",
     "memory_history",
     "embedding_cache",
@@ -669,7 +669,7 @@ class PostgresStore:
     async def table_counts(self, tenant_id: str) -> dict[str, int]:
         counts: dict[str, int] = {}
         async with self._tx(tenant_id, "count") as conn:
-            for table in _TENANT_TABLES:
+            for table in TENANT_TABLES:
                 row = await (
                     await conn.execute(
                         f"SELECT count(*) FROM {table} WHERE tenant_id = %s",  # noqa: S608
