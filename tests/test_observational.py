@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from memstrata import AsyncMemstrata, ErrorCode, Memstrata, MemstrataError
+from memstrata.buffer import BackgroundBuffer
 from memstrata.config import Settings
-from memstrata.observational.buffer import BackgroundBuffer
 from tests.conftest import fast_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
 from tests.test_cli import run, run_json
@@ -466,3 +466,48 @@ def test_graph_memory_extracts_and_expands(data_dir: Path, llm: FakeOpenAI) -> N
         assert ms.sessions.graph_context("who maintains the billing service?", S) == [
             "Bob maintains billing service"
         ]
+
+
+def test_the_embedding_buffer_embeds_memories_in_the_background(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Memstrata(fast_settings(data_dir)) as ms:
+        entry = ms.memory.add(
+            "Prefers tea over coffee in the morning",
+            layer="user",
+            user_id="u1",
+            background_embedding=True,
+        )
+        assert entry.embedding_generated is False
+        many = ms.memory.bulk_add(
+            [
+                {"content": f"note {i} about the release train", "layer": "user", "user_id": "u1"}
+                for i in range(30)
+            ],
+            background_embedding=True,
+        )
+        assert not any(m.embedding_generated for m in many)
+        ms.memory.flush_embeddings()
+        assert ms.memory.get(entry.id).embedding_generated
+        hits = ms.memory.search("morning drink preference", user_id="u1", threshold=0.3)
+        assert hits and hits[0].memory.id == entry.id
+        assert ms.memory.embed_pending() == 0
+        assert ms.aio.memory.embedding_buffer.dropped_count() == 0
+        with pytest.raises(MemstrataError) as err:
+            ms.memory.add("x", layer="user", user_id="u1", background_embedding="yes")
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    # Pending after a crash: stored without embedding, picked up on demand.
+    from memstrata.embeddings.local import LocalEmbedder
+    from memstrata.memory.layers import MemoryLayer
+    from memstrata.store.base import NewMemory, Scope
+    from memstrata.store.sqlite import SQLiteStore
+
+    async def crash() -> None:
+        store = SQLiteStore(data_dir / "memstrata.db", LocalEmbedder())
+        await store.initialize()
+        scope = Scope(MemoryLayer.USER, {"user_id": "u1"}, "u1")
+        await store.add(NewMemory("crashed", "default", scope, "left behind", {}, None))
+        await store.shutdown()
+
+    asyncio.run(crash())
+    assert run_json(capsys, data_dir, "memory", "embed-pending") == {"embedded": 1}

@@ -162,6 +162,15 @@ def memory_add(state: _Context, /, content: str, layer: str, **kw: Any) -> None:
     _emit(as_json, entry, lambda: _show_entry(entry))
 
 
+@memory.command("embed-pending")
+@json_option
+@click.pass_obj
+def memory_embed_pending(state: _Context, /, as_json: bool) -> None:
+    """Embed the memories still waiting for an embedding (added with background embedding)."""
+    count = state.ms().memory.embed_pending()
+    _emit(as_json, {"embedded": count}, lambda: click.echo(f"embedded {count} memories"))
+
+
 @memory.command("search")
 @click.argument("query")
 @identifier_options

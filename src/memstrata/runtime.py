@@ -129,6 +129,7 @@ class AsyncMemstrata:
             await self.settings.retry.policy().run("initialize", self.store.initialize)
             self._started = True
             try:
+                self.memory.embedding_buffer.start()
                 await self.sessions.start()
             except BaseException:
                 self._started = False
@@ -140,6 +141,7 @@ class AsyncMemstrata:
             return
         self._closed = True
         await self.sessions.close()
+        await self.memory.embedding_buffer.stop()
         await self.context.close()
         await self.store.shutdown()
         await self.embedder.aclose()
@@ -211,6 +213,8 @@ class SyncMemory:
     bulk_delete = _bridge(MemoryService.bulk_delete)
     list = _bridge(MemoryService.list)
     history = _bridge(MemoryService.history)
+    embed_pending = _bridge(MemoryService.embed_pending)
+    flush_embeddings = _bridge(MemoryService.flush_embeddings)
     register_hierarchy = _bridge(MemoryService.register_hierarchy)
     set_hierarchy_defaults = _bridge(MemoryService.set_hierarchy_defaults)
     resolve_identifiers = _bridge(MemoryService.resolve_identifiers)

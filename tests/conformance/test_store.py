@@ -322,3 +322,38 @@ def test_timestamps_are_aware_and_ordered(harness: Harness) -> None:
     updates = [h.run(h.store.update(T1, entry.id, metadata_patch={"i": i})) for i in range(5)]
     stamps = [u.updated_at for u in updates]
     assert stamps == sorted(stamps) and len(set(stamps)) == 5
+
+
+def test_memories_can_wait_for_their_embedding(harness: Harness) -> None:
+    from memstrata.memory.filters import MetadataFilter
+    from memstrata.memory.layers import MemoryLayer
+    from memstrata.memory.models import SearchMode
+    from memstrata.store.base import LayerSearch, NewMemory, Scope
+
+    h = harness
+    scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+    entry = h.run(
+        h.store.add(NewMemory("late", "t1", scope, "the deploy waits for tests", {}, None))
+    )
+    assert entry.embedding_generated is False and entry.embedding_model is None
+    assert h.run(h.store.unembedded("t1", 10)) == [("late", "the deploy waits for tests")]
+    assert h.run(h.store.unembedded("t2", 10)) == []
+    vector = h.embedder.embed_sync(["the deploy waits for tests"])[0]
+
+    def search(mode: SearchMode) -> list[str]:
+        req = LayerSearch(
+            "t1", scope, mode, "deploy tests", vector, ("deploy", "test"), None, 5, MetadataFilter()
+        )
+        return [s.entry.id for s in h.run(h.store.search(req))]
+
+    assert search(SearchMode.KEYWORD) == ["late"] and search(SearchMode.SEMANTIC) == []
+    # A stale write (the content changed meanwhile) stores nothing.
+    assert h.run(h.store.set_embeddings("t1", [("late", "other text", vector)])) == 0
+    assert (
+        h.run(h.store.set_embeddings("t1", [("late", "the deploy waits for tests", vector)])) == 1
+    )
+    assert h.run(h.store.unembedded("t1", 10)) == []
+    assert search(SearchMode.SEMANTIC) == ["late"]
+    got = h.run(h.store.get("t1", "late"))
+    assert got is not None and got.embedding_generated
+    assert [e.operation.value for e in h.run(h.store.history("t1", "late"))] == ["add"]

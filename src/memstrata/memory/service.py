@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from memstrata.buffer import BackgroundBuffer
 from memstrata.config import MemorySettings
 from memstrata.embeddings.query_cache import QueryVectors
 from memstrata.errors import ErrorCode, MemstrataError
@@ -77,6 +78,12 @@ class MemoryInput(BaseModel):
     metadata: dict[str, Any] | None = None
 
 
+def _check_flag(name: str, value: object) -> bool:
+    if not isinstance(value, bool):
+        raise MemstrataError(ErrorCode.INVALID_ARGUMENT, f"{name} must be true or false")
+    return value
+
+
 class MemoryService:
     """``ms.memory``: add, search, get, update, delete, list, history and hierarchy."""
 
@@ -97,6 +104,10 @@ class MemoryService:
         self._metrics = metrics
         self._retry = retry
         self._ready = ready
+        #: Embeds memories added with background_embedding=True, per tenant.
+        self.embedding_buffer: BackgroundBuffer[str] = BackgroundBuffer(
+            "embedding buffer", self._embed_in_background, queue_size=1024, workers=1
+        )
         self._queries = queries or QueryVectors(
             lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
         )
@@ -223,8 +234,13 @@ class MemoryService:
         metadata: Mapping[str, Any] | None = None,
         actor: str | None = None,
         tenant_id: str | None = None,
+        background_embedding: bool = False,
     ) -> MemoryEntry:
-        """Store one memory in ``layer``; returns the full entry."""
+        """Store one memory in ``layer``; returns the full entry.
+
+        ``background_embedding``: return without waiting for the embedding; the embedding
+        buffer adds it shortly (keyword search finds the memory at once, semantic search
+        once it is embedded)."""
         ids = dict(
             agent_id=agent_id,
             user_id=user_id,
@@ -237,9 +253,13 @@ class MemoryService:
 
         async def run() -> MemoryEntry:
             tenant = self._tenant(tenant_id)
-            new = (await self._prepare(tenant, [(content, layer, ids, metadata)]))[0]
+            defer = _check_flag("background_embedding", background_embedding)
+            new = (await self._prepare(tenant, [(content, layer, ids, metadata)], defer))[0]
             who = check_actor(actor)
-            return await self._retry.run("add", lambda: self._store.add(new, actor=who))
+            entry = await self._retry.run("add", lambda: self._store.add(new, actor=who))
+            if defer:
+                self.embedding_buffer.trigger(tenant)
+            return entry
 
         return await self._observe("add", run)
 
@@ -247,6 +267,7 @@ class MemoryService:
         self,
         tenant: str,
         items: Sequence[tuple[object, str | MemoryLayer, dict[str, str | None], object]],
+        defer: bool = False,
     ) -> list[NewMemory]:
         checked = []
         for content, layer, ids, metadata in items:
@@ -257,6 +278,11 @@ class MemoryService:
             scope = scope_for(mem_layer, resolved)
             checked.append((text, Scope(mem_layer, scope, scope_key(mem_layer, scope)), meta))
         texts = [text for text, _, _ in checked]
+        if defer:
+            return [
+                NewMemory(str(uuid.uuid4()), tenant, scope, text, meta, None)
+                for text, scope, meta in checked
+            ]
         vectors = await self._retry.run(
             "embed", lambda: self._store.generate_embedding(tenant, texts)
         )
@@ -265,14 +291,51 @@ class MemoryService:
             for i, (text, scope, meta) in enumerate(checked)
         ]
 
+    async def embed_pending(self, *, tenant_id: str | None = None, batch: int = 256) -> int:
+        """Embed every memory of the tenant still waiting for its embedding (the embedding
+        buffer does this in the background); returns how many were embedded."""
+        tenant = self._tenant(tenant_id)
+        await self._ready()
+        done = 0
+        while True:
+            rows = await self._retry.run(
+                "unembedded", lambda: self._store.unembedded(tenant, batch)
+            )
+            if not rows:
+                return done
+            stored = await self._embed_batch(tenant, rows)
+            done += stored
+            if stored == 0:  # changed under us since the read: leave them for the next run
+                return done
+
+    async def _embed_batch(self, tenant: str, rows: list[tuple[str, str]]) -> int:
+        texts = [content for _, content in rows]
+        vectors = await self._retry.run(
+            "embed", lambda: self._store.generate_embedding(tenant, texts)
+        )
+        items = [(mid, content, vectors[i]) for i, (mid, content) in enumerate(rows)]
+        stored: int = await self._retry.run(
+            "set embeddings", lambda: self._store.set_embeddings(tenant, items)
+        )
+        return stored
+
+    async def _embed_in_background(self, tenant: str) -> None:
+        await self.embed_pending(tenant_id=tenant)
+
+    async def flush_embeddings(self) -> None:
+        """Wait until the embedding buffer has embedded what was queued."""
+        await self.embedding_buffer.drain()
+
     async def bulk_add(
         self,
         items: Sequence[MemoryInput | Mapping[str, Any]],
         *,
         actor: str | None = None,
         tenant_id: str | None = None,
+        background_embedding: bool = False,
     ) -> list[MemoryEntry]:
-        """Store many memories in one transaction: all are stored or none."""
+        """Store many memories in one transaction: all are stored or none
+        (``background_embedding`` as for ``add``)."""
 
         async def run() -> list[MemoryEntry]:
             tenant = self._tenant(tenant_id)
@@ -289,19 +352,24 @@ class MemoryService:
                         f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])}",
                         details={"index": i},
                     ) from None
+            defer = _check_flag("background_embedding", background_embedding)
             prepared = await self._prepare(
                 tenant,
                 [
                     (p.content, p.layer, {n: getattr(p, n) for n in IDENTIFIER_NAMES}, p.metadata)
                     for p in parsed
                 ],
+                defer,
             )
             who = check_actor(actor)
             if not prepared:
                 return []
-            return await self._retry.run(
+            entries = await self._retry.run(
                 "bulk_add", lambda: self._store.bulk_add(prepared, actor=who)
             )
+            if defer:
+                self.embedding_buffer.trigger(tenant)
+            return entries
 
         return await self._observe("bulk_add", run)
 

@@ -16,12 +16,12 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from memstrata.buffer import BackgroundBuffer
 from memstrata.config import LLMSettings, ObservationalMemorySettings
 from memstrata.errors import ErrorCode, MemstrataError
 from memstrata.llm.base import ChatModel, request
 from memstrata.memory.layers import check_tenant
 from memstrata.memory.validation import check_content
-from memstrata.observational.buffer import BackgroundBuffer
 from memstrata.observational.graph import parse_extraction
 from memstrata.observational.models import Note, SessionMessage, SessionView
 from memstrata.observational.prompts import (

@@ -70,7 +70,9 @@ class NewMemory:
     scope: Scope
     content: str
     metadata: dict[str, Any]
-    embedding: Vector
+    #: None: embedded later in the background (EmbeddingBuffer); until then keyword search
+    #: finds the memory and semantic search does not.
+    embedding: Vector | None
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,15 @@ class MemoryStore(Protocol):
     ) -> list[MemoryEntry]: ...
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None: ...
+
+    async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        """(id, content) of memories still waiting for their embedding, oldest first."""
+        ...
+
+    async def set_embeddings(self, tenant_id: str, items: Sequence[tuple[str, str, Vector]]) -> int:
+        """Store (id, content, vector) embeddings of memories that still have none and whose
+        content is still ``content`` (no history event: content does not change)."""
+        ...
 
     async def update(
         self,

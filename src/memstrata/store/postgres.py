@@ -390,8 +390,8 @@ class PostgresStore:
                         Jsonb(m.scope.identifiers),
                         m.content,
                         Jsonb(m.metadata),
-                        _pg_vector(m.embedding),
-                        model,
+                        None if m.embedding is None else _pg_vector(m.embedding),
+                        None if m.embedding is None else model,
                         now,
                         now,
                     )
@@ -424,11 +424,35 @@ class PostgresStore:
                 metadata=m.metadata,
                 created_at=now,
                 updated_at=now,
-                embedding_generated=True,
-                embedding_model=model,
+                embedding_generated=m.embedding is not None,
+                embedding_model=None if m.embedding is None else model,
             )
             for m in memories
         ]
+
+    async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        async with self._tx(tenant_id, "unembedded") as conn:
+            rows = await (
+                await conn.execute(
+                    "SELECT id, content FROM memories WHERE tenant_id = %s "
+                    "AND embedding IS NULL ORDER BY seq LIMIT %s",
+                    (tenant_id, limit),
+                )
+            ).fetchall()
+        return [(str(i), str(c)) for i, c in rows]
+
+    async def set_embeddings(self, tenant_id: str, items: Sequence[tuple[str, str, Vector]]) -> int:
+        model = self.embedder.model_id
+        done = 0
+        async with self._tx(tenant_id, "set embeddings") as conn:
+            for memory_id, content, vector in items:
+                cur = await conn.execute(
+                    "UPDATE memories SET embedding = %s, embedding_model = %s WHERE "
+                    "tenant_id = %s AND id = %s AND content = %s AND embedding IS NULL",
+                    (_pg_vector(vector), model, tenant_id, memory_id, content),
+                )
+                done += cur.rowcount
+        return done
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
         async with self._tx(tenant_id, "get") as conn:

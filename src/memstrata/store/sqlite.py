@@ -312,9 +312,9 @@ class SQLiteStore:
                     _dumps(m.scope.identifiers),
                     m.content,
                     meta,
-                    m.embedding.astype(np.float32).tobytes(),
+                    None if m.embedding is None else m.embedding.astype(np.float32).tobytes(),
                     encode_terms(analyze(m.content)),
-                    model,
+                    None if m.embedding is None else model,
                     now,
                     now,
                 )
@@ -361,11 +361,44 @@ class SQLiteStore:
                 metadata=m.metadata,
                 created_at=datetime.fromisoformat(now),
                 updated_at=datetime.fromisoformat(now),
-                embedding_generated=True,
-                embedding_model=model,
+                embedding_generated=m.embedding is not None,
+                embedding_model=None if m.embedding is None else model,
             )
             for m in memories
         ]
+
+    async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        def read() -> list[tuple[str, str]]:
+            rows = (
+                self._db.connection()
+                .execute(
+                    "SELECT id, content FROM memories WHERE tenant_id = ? AND embedding IS NULL "
+                    "ORDER BY pk LIMIT ?",
+                    (tenant_id, limit),
+                )
+                .fetchall()
+            )
+            return [(str(i), str(c)) for i, c in rows]
+
+        result: list[tuple[str, str]] = await self._run("unembedded", read)
+        return result
+
+    async def set_embeddings(self, tenant_id: str, items: Sequence[tuple[str, str, Vector]]) -> int:
+        model = self.embedder.model_id
+
+        def write() -> int:
+            with self._db.write() as conn:
+                return sum(
+                    conn.execute(
+                        "UPDATE memories SET embedding = ?, embedding_model = ? WHERE "
+                        "tenant_id = ? AND id = ? AND content = ? AND embedding IS NULL",
+                        (np.asarray(v, dtype=np.float32).tobytes(), model, tenant_id, i, c),
+                    ).rowcount
+                    for i, c, v in items
+                )
+
+        result: int = await self._run("set embeddings", write)
+        return result
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
         return await self._run("get", self._get, tenant_id, memory_id)
