@@ -129,10 +129,12 @@ class AsyncMemstrata:
             await self.settings.retry.policy().run("initialize", self.store.initialize)
             self._started = True
             try:
+                await self.sessions.start()  # checks its configuration before it starts
                 self.memory.embedding_buffer.start()
-                await self.sessions.start()
             except BaseException:
                 self._started = False
+                await self.sessions.close()
+                await self.memory.embedding_buffer.stop()
                 await self.store.shutdown()
                 raise
 
