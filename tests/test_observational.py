@@ -19,6 +19,7 @@ from memstrata.buffer import BackgroundBuffer
 from memstrata.config import Settings
 from tests.conftest import fast_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
+from tests.pg import require_postgres, reset_database
 from tests.test_cli import run, run_json
 
 S = "telegram:42:7"
@@ -511,3 +512,25 @@ def test_the_embedding_buffer_embeds_memories_in_the_background(
 
     asyncio.run(crash())
     assert run_json(capsys, data_dir, "memory", "embed-pending") == {"embedded": 1}
+
+
+def test_one_observer_per_session_across_runtimes_on_postgres(
+    tmp_path: Path, llm: FakeOpenAI
+) -> None:
+    url = require_postgres()
+    reset_database(url)
+
+    def slow_reply(body: dict[str, Any]) -> str:
+        time.sleep(0.3)
+        return reply(body)
+
+    llm.reply = slow_reply
+    settings = om_settings(tmp_path, llm, workers=4).model_copy(update={"database_url": url})
+    with Memstrata(settings) as one, Memstrata(settings) as two:
+        add(one, 5)
+        for ms in (one, two):
+            for _ in range(3):
+                ms.aio.sessions.buffer.trigger(("default", S))
+        one.sessions.flush()
+        two.sessions.flush()
+        assert len(one.sessions.observations(S)) == 1 and len(llm.chat_requests) == 1
