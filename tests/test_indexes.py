@@ -75,3 +75,16 @@ def test_term_encoding_round_trips() -> None:
     counts = analyze("The editors' editor edits: C'est la vie! 東京 2024 rock'n'roll")
     assert decode_terms(encode_terms(counts)) == dict(counts)
     assert "the" not in counts and counts["editor"] == 2
+
+
+def test_postgres_keyword_levels_go_from_all_words_to_any() -> None:
+    from memstrata.store.pg_filters import MAX_KEYWORD_TERMS, keyword_levels
+
+    assert keyword_levels(["a", "b", "c"]) == [
+        "(a & b & c)",
+        "(a & b) | (a & c) | (b & c)",
+        "(a) | (b) | (c)",
+    ]
+    assert keyword_levels(["a", "a"]) == ["(a)"]
+    many = keyword_levels([f"w{i}" for i in range(10)])
+    assert len(many) == MAX_KEYWORD_TERMS and many[-1].count("|") == MAX_KEYWORD_TERMS - 1

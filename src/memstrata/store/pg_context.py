@@ -21,7 +21,12 @@ from memstrata.store.context_base import (
     ItemQuery,
     NewContextRecord,
 )
-from memstrata.store.pg_filters import from_pg_vector, to_pg_vector
+from memstrata.store.pg_filters import (
+    ANY_WORD_CAP,
+    choose_keyword_level,
+    from_pg_vector,
+    to_pg_vector,
+)
 from memstrata.text import keyword_terms
 
 Transaction = Callable[[str | None, str], AbstractAsyncContextManager[Any]]
@@ -231,12 +236,23 @@ class PostgresContextItems:
         async with self._tx(q.tenant_id, "search") as conn:
             words = keyword_terms(q.text)
             if q.mode is not SearchMode.SEMANTIC and words:
+                level, any_word = await choose_keyword_level(
+                    conn,
+                    f"SELECT count(*) FROM (SELECT 1 FROM context_items WHERE {where} "  # noqa: S608
+                    "AND tsv @@ to_tsquery('english', %s) LIMIT %s) s",
+                    tuple(params),
+                    (),
+                    words,
+                    pool,
+                )
+                cap = f" LIMIT {ANY_WORD_CAP}" if any_word else ""
                 for r in await (
                     await conn.execute(
-                        f"SELECT {_COLUMNS}, ts_rank(tsv, tq, 1) FROM context_items, "  # noqa: S608
-                        f"to_tsquery('english', %s) tq WHERE {where} AND tsv @@ tq "
+                        f"SELECT {_COLUMNS}, ts_rank(tsv, to_tsquery('english', %s), 1) "  # noqa: S608
+                        f"FROM (SELECT * FROM context_items WHERE {where} "
+                        f"AND tsv @@ to_tsquery('english', %s){cap}) c "
                         "ORDER BY 15 DESC, seq LIMIT %s",
-                        (" | ".join(words), *params, pool),
+                        (" | ".join(words), *params, level, pool),
                     )
                 ).fetchall():
                     rows[r[0]] = r

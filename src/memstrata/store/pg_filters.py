@@ -8,6 +8,7 @@ also matches a missing field. Every value travels as a bound parameter.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -90,3 +91,41 @@ def from_pg_vector(value: Any) -> Vector | None:
     if hasattr(value, "to_numpy"):  # pgvector.Vector
         value = value.to_numpy()
     return np.asarray(value, dtype=np.float32)
+
+
+#: Query words used for keyword search on PostgreSQL (the first ones given).
+MAX_KEYWORD_TERMS = 6
+#: Rows ranked at most when a search falls back to "any one word" (see keyword_levels).
+ANY_WORD_CAP = 2000
+
+
+def keyword_levels(words: list[str]) -> list[str]:
+    """tsquery texts for "at least k of the words", k = n down to 1.
+
+    ts_rank has to read every row it ranks, and "any of the words" can match a large part
+    of a table. Rows holding more of the query's words rank higher anyway, so a search
+    ranks the rows of the strictest level that still yields enough of them (the last
+    level, any one word, ranks at most ANY_WORD_CAP rows)."""
+    terms = list(dict.fromkeys(words))[:MAX_KEYWORD_TERMS]
+    return [
+        " | ".join("(" + " & ".join(combo) + ")" for combo in itertools.combinations(terms, k))
+        for k in range(len(terms), 0, -1)
+    ]
+
+
+async def choose_keyword_level(
+    conn: Any,
+    probe_sql: str,
+    before: tuple[Any, ...],
+    after: tuple[Any, ...],
+    words: list[str],
+    want: int,
+) -> tuple[str, bool]:
+    """(tsquery text, is the any-word level) of the strictest level with ``want`` rows.
+    ``probe_sql`` takes ``before``, the tsquery text, ``after`` and a row limit."""
+    levels = keyword_levels(words)
+    for level in levels[:-1]:
+        row = await (await conn.execute(probe_sql, (*before, level, *after, want))).fetchone()
+        if row and int(row[0]) >= want:
+            return level, False
+    return levels[-1], True

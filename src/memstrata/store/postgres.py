@@ -49,7 +49,7 @@ from memstrata.store.base import (
     updated_entry,
 )
 from memstrata.store.pg_context import PostgresContextItems
-from memstrata.store.pg_filters import filter_sql
+from memstrata.store.pg_filters import ANY_WORD_CAP, choose_keyword_level, filter_sql
 from memstrata.store.pg_filters import from_pg_vector as _vector
 from memstrata.store.pg_filters import to_pg_vector as _pg_vector
 from memstrata.store.pg_sessions import PostgresSessions
@@ -631,20 +631,24 @@ class PostgresStore:
         if not words:
             return []
         where, params = filter_sql(req.filter)
+        scope = (req.tenant_id, req.scope.layer.value, req.scope.key)
+        base = "FROM memories WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
+        level, any_word = await choose_keyword_level(
+            conn,
+            f"SELECT count(*) FROM (SELECT 1 {base}AND tsv @@ to_tsquery('english', %s) "  # noqa: S608
+            f"AND {where} LIMIT %s) s",
+            scope,
+            tuple(params),
+            words,
+            want,
+        )
+        cap = f" LIMIT {ANY_WORD_CAP}" if any_word else ""
         rows = await (
             await conn.execute(
-                f"SELECT {_COLUMNS}, ts_rank(tsv, q, 1) AS score "  # noqa: S608
-                "FROM memories, to_tsquery('english', %s) q "
-                "WHERE tenant_id = %s AND layer = %s AND scope_key = %s AND tsv @@ q "
-                f"AND {where} ORDER BY score DESC, seq LIMIT %s",
-                (
-                    " | ".join(words),
-                    req.tenant_id,
-                    req.scope.layer.value,
-                    req.scope.key,
-                    *params,
-                    want,
-                ),
+                f"SELECT {_COLUMNS}, ts_rank(tsv, to_tsquery('english', %s), 1) AS score "  # noqa: S608
+                f"FROM (SELECT * {base}AND tsv @@ to_tsquery('english', %s) AND {where}{cap}) m "
+                "ORDER BY score DESC, seq LIMIT %s",
+                (" | ".join(words), *scope, level, *params, want),
             )
         ).fetchall()
         return [(tuple(r[:-1]), float(r[-1])) for r in rows]
