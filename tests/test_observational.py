@@ -534,3 +534,28 @@ def test_one_observer_per_session_across_runtimes_on_postgres(
         one.sessions.flush()
         two.sessions.flush()
         assert len(one.sessions.observations(S)) == 1 and len(llm.chat_requests) == 1
+
+
+def test_a_key_triggered_while_it_runs_runs_again_after() -> None:
+    async def scenario() -> None:
+        gate = asyncio.Event()
+        runs: list[str] = []
+
+        async def process(key: str) -> None:
+            runs.append(key)
+            if len(runs) == 1:
+                await gate.wait()
+
+        buffer: BackgroundBuffer[str] = BackgroundBuffer("test", process, workers=2)
+        buffer.start()
+        buffer.trigger("s")
+        await asyncio.sleep(0.01)  # a worker is inside process("s")
+        buffer.trigger("s")  # queued; the other worker must not run it concurrently
+        await asyncio.sleep(0.01)
+        assert runs == ["s"]
+        gate.set()
+        await buffer.drain()
+        assert runs == ["s", "s"] and buffer.dropped_count() == 0
+        await buffer.stop()
+
+    asyncio.run(scenario())

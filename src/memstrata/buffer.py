@@ -35,6 +35,7 @@ class BackgroundBuffer(Generic[K]):
         self._queue: asyncio.Queue[K] | None = None
         self._queued: set[K] = set()
         self._running: set[K] = set()
+        self._again: set[K] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._accepting = False
         self._dropped = 0
@@ -88,11 +89,9 @@ class BackgroundBuffer(Generic[K]):
         while True:
             key = await queue.get()
             self._queued.discard(key)
-            if key in self._running:  # another worker has it: come back after
-                self._queued.add(key)
-                queue.put_nowait(key)
+            if key in self._running:  # another worker has it: run again when it is done
+                self._again.add(key)
                 queue.task_done()
-                await asyncio.sleep(0.01)
                 continue
             self._running.add(key)
             try:
@@ -104,7 +103,20 @@ class BackgroundBuffer(Generic[K]):
             finally:
                 self._running.discard(key)
                 self._processed += 1
+                if key in self._again:
+                    self._again.discard(key)
+                    self._requeue(queue, key)
                 queue.task_done()
+
+    def _requeue(self, queue: asyncio.Queue[K], key: K) -> None:
+        if key in self._queued:
+            return
+        try:
+            queue.put_nowait(key)
+        except asyncio.QueueFull:
+            self._drop(key, f"the queue is full ({self._queue_size})")
+            return
+        self._queued.add(key)
 
     async def drain(self) -> None:
         """Wait until everything queued so far has been processed."""
@@ -125,3 +137,4 @@ class BackgroundBuffer(Generic[K]):
         self._tasks = []
         self._queue = None
         self._queued.clear()
+        self._again.clear()

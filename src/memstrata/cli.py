@@ -423,7 +423,8 @@ def health(state: _Context, as_json: bool) -> None:
 @cli.command("demo")
 @click.pass_obj
 def demo(state: _Context) -> None:
-    """Store a few memories in the 'demo' tenant and search them in every mode."""
+    """Store a few memories and context items in the 'demo' tenant, search them in every
+    mode and print the system prompt assembled for a question."""
     ms = state.ms()
     tenant = "demo"
     old = ms.memory.list(user_id="alice", project_id="atlas", limit=1000, tenant_id=tenant)
