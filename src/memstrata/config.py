@@ -140,7 +140,7 @@ class PostgresSettings(BaseModel):
     statement_timeout_ms: int = Field(default=30_000, gt=0)
     connect_timeout: float = Field(default=10.0, gt=0)
     #: HNSW candidate list size per search: recall against latency (pgvector's default is 40).
-    hnsw_ef_search: int = Field(default=400, ge=1, le=1000)
+    hnsw_ef_search: int = Field(default=200, ge=1, le=1000)
 
 
 class RetrySettings(BaseModel):
