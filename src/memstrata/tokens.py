@@ -14,6 +14,9 @@ from typing import Protocol
 
 
 class TokenCounter(Protocol):
+    #: Tokens of overhead each chat message adds.
+    per_message: int
+
     def count(self, text: str) -> int: ...
 
     def count_messages(self, messages: Iterable[str]) -> int: ...

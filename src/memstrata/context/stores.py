@@ -5,6 +5,7 @@ store's context items (keyword and semantic search, like memories)."""
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -137,7 +138,7 @@ def check_json_object(name: str, value: object) -> dict[str, Any]:
         raise _invalid(exc.message.replace("metadata", name), field=name) from None
 
 
-class _LayerStore(Generic[M]):
+class _LayerStore(ABC, Generic[M]):
     """Shared plumbing of one kind of item; subclasses say how records map to models."""
 
     kind: ItemKind
@@ -147,8 +148,9 @@ class _LayerStore(Generic[M]):
     def __init__(self, ctx: ItemContext) -> None:
         self._ctx = ctx
 
+    @abstractmethod
     def _model(self, record: ContextRecord) -> M:
-        raise NotImplementedError
+        """The public model of a stored record."""
 
     async def _call(self, operation: str, fn: Callable[[], Awaitable[E]]) -> E:
         await self._ctx.ready()
@@ -549,21 +551,12 @@ class LearningStore(_LayerStore[AgentLearning]):
         return self._model(changed[0])
 
     async def get(self, key: str, *, tenant_id: str | None = None) -> AgentLearning:
-        """The learning for this trigger (any case and spacing) or id."""
-        try:
-            return await super().get(key, tenant_id=tenant_id)
-        except MemstrataError as exc:
-            if exc.code is not ErrorCode.ITEM_NOT_FOUND or learning_key(key) == key:
-                raise
-            return await super().get(learning_key(key), tenant_id=tenant_id)
+        """The learning for this trigger (any case and spacing) or id (ids are lower-case,
+        so normalising them changes nothing)."""
+        return await super().get(learning_key(check_key("key", key)), tenant_id=tenant_id)
 
     async def delete(self, key: str, *, tenant_id: str | None = None) -> int:
-        try:
-            return await super().delete(key, tenant_id=tenant_id)
-        except MemstrataError as exc:
-            if exc.code is not ErrorCode.ITEM_NOT_FOUND or learning_key(key) == key:
-                raise
-            return await super().delete(learning_key(key), tenant_id=tenant_id)
+        return await super().delete(learning_key(check_key("key", key)), tenant_id=tenant_id)
 
     async def search(
         self,

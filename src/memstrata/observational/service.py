@@ -275,15 +275,12 @@ class SessionService:
         )
         budget, kept = self.settings.max_message_token_budget, []
         for m in reversed(rows):
-            cost = m.token_count + self._counter_overhead()
+            cost = m.token_count + self._counter.per_message
             if cost > budget:
                 break
             kept.append(m)
             budget -= cost
         return [SessionMessage.of(m) for m in reversed(kept)]
-
-    def _counter_overhead(self) -> int:
-        return int(getattr(self._counter, "per_message", 4))
 
     async def compact(
         self, session_key: str, up_to_index: int, summary: str, *, tenant_id: str | None = None
