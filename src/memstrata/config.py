@@ -155,6 +155,24 @@ class RetrySettings(BaseModel):
         return RetryPolicy(self.max_retries, self.initial_delay, self.multiplier, self.max_delay)
 
 
+class KnowledgeSettings(BaseModel):
+    """The git-backed knowledge repository."""
+
+    #: Where the per-tenant git repositories live (default: ``<data_dir>/knowledge``).
+    path: Path | None = None
+    #: Seconds a write waits for another writer's lock before CONFLICT.
+    lock_timeout: float = Field(default=30.0, gt=0)
+
+
+class GovernanceSettings(BaseModel):
+    """Checks of content entering shared layers (project, team, org, company)."""
+
+    #: The built-in rule set that blocks secrets (API keys, private keys, passwords, tokens).
+    secret_scan: bool = True
+    #: Evaluate the layer's merged policies on memory and knowledge writes.
+    check_writes: bool = True
+
+
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("memstrata", appauthor=False))
 
@@ -184,6 +202,8 @@ class Settings(BaseSettings):
     observational_memory: ObservationalMemorySettings = Field(
         default_factory=ObservationalMemorySettings
     )
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
 
     @classmethod
     def settings_customise_sources(
@@ -202,6 +222,10 @@ class Settings(BaseSettings):
             return "postgresql"
         self.sqlite_path()
         return "sqlite"
+
+    def knowledge_path(self) -> Path:
+        """Where the knowledge repositories live."""
+        return self.knowledge.path or self.data_dir / "knowledge"
 
     def sqlite_path(self) -> Path:
         """The SQLite file this configuration points at."""

@@ -6,7 +6,7 @@ import asyncio
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -17,7 +17,13 @@ from memstrata.config import Settings, load_settings
 from memstrata.context.service import ContextService
 from memstrata.embeddings import Embedder, build_embedder
 from memstrata.embeddings.query_cache import QueryVectors
+from memstrata.governance.service import GovernanceService
+from memstrata.knowledge.gitstore import GitStore
+from memstrata.knowledge.index import KnowledgeIndex
+from memstrata.knowledge.promotion import Promotions
+from memstrata.knowledge.service import KnowledgeService
 from memstrata.llm.base import ChatModel
+from memstrata.memory.models import SearchMode
 from memstrata.memory.service import MemoryService
 from memstrata.metrics import MemoryMetrics
 from memstrata.observational.service import SessionService, observer_llm_settings
@@ -109,9 +115,45 @@ class AsyncMemstrata:
             model_factory=self._model_factory(chat_model),
         )
         self.context.conversation_memory = self.sessions
+        self.knowledge = self._build_knowledge(queries)
+        self.knowledge.promotions = Promotions(self.knowledge)
+        self.governance = GovernanceService(
+            self.knowledge,
+            self.memory.resolve_identifiers,
+            self.settings.governance,
+            max_content_length=self.settings.memory.max_content_length,
+        )
+        self.knowledge.guard = self.governance.check_knowledge_write
+        self.memory.write_guard = self._memory_guard
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
+
+    def _build_knowledge(self, queries: QueryVectors) -> KnowledgeService:
+        ks = self.settings.knowledge
+        index = KnowledgeIndex(
+            self.store.context_items,
+            lambda tenant, texts: self.store.generate_embedding(tenant, texts),
+            queries,
+            self.settings.retry.policy(),
+            self.settings.context.semantic_weight,
+        )
+        return KnowledgeService(
+            GitStore(self.settings.knowledge_path(), lock_timeout=ks.lock_timeout),
+            index,
+            default_tenant=self.settings.tenant_id,
+            ready=self.start,
+            max_content_length=self.settings.memory.max_content_length,
+            max_query_length=self.settings.memory.max_query_length,
+            max_limit=self.settings.memory.max_limit,
+            search_mode=SearchMode(self.settings.context.search_mode),
+        )
+
+    async def _memory_guard(
+        self, tenant: str, layer: str, identifiers: Mapping[str, str], content: str
+    ) -> list[dict[str, Any]]:
+        found = await self.governance.check_memory_write(tenant, layer, identifiers, content)
+        return [v.model_dump(mode="json") for v in found]
 
     async def start(self) -> None:
         """Open the store and apply migrations; calls made before ``start`` start it."""
@@ -147,6 +189,7 @@ class AsyncMemstrata:
         await self.context.close()
         await self.store.shutdown()
         await self.embedder.aclose()
+        self.knowledge.git.close()
 
     def _model_factory(self, given: ChatModel | None) -> Callable[[], ChatModel] | None:
         if given is not None:
@@ -163,9 +206,11 @@ class AsyncMemstrata:
     async def health(self) -> dict[str, Any]:
         await self.start()
         status = await self.store.health_check()
+        knowledge = await self.knowledge.check()
         return {
-            "healthy": status.healthy,
+            "healthy": status.healthy and bool(knowledge["healthy"]),
             "store": status.details,
+            "knowledge": knowledge,
             "capabilities": self.store.capabilities().to_dict(),
             "embedding_model": self.embedder.model_id,
         }
@@ -240,7 +285,7 @@ class SyncProxy:
 
             return call
         if (
-            type(value).__module__.startswith("memstrata.context")
+            type(value).__module__.startswith(("memstrata.context", "memstrata.knowledge"))
             and not callable(value)
             and not isinstance(value, type)
         ):
@@ -293,6 +338,9 @@ class Memstrata:
         self.context: Any = SyncProxy(self._async.context, self._run)
         #: ``ms.sessions``: the same calls as AsyncMemstrata.sessions, blocking.
         self.sessions: Any = SyncProxy(self._async.sessions, self._run)
+        #: ``ms.knowledge`` (with ``ms.knowledge.promotions``) and ``ms.governance``, blocking.
+        self.knowledge: Any = SyncProxy(self._async.knowledge, self._run)
+        self.governance: Any = SyncProxy(self._async.governance, self._run)
         try:
             self._run(self._async.start())
         except BaseException:

@@ -35,6 +35,8 @@ class MemoryEntry(BaseModel):
     updated_at: datetime
     embedding_generated: bool
     embedding_model: str | None = None
+    #: Policy violations that did not block this write (warn, info); set by add and update.
+    violations: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def tags(self) -> list[str]:

@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -84,6 +84,17 @@ def _check_flag(name: str, value: object) -> bool:
     return value
 
 
+class WriteGuard(Protocol):
+    async def __call__(
+        self, tenant: str, layer: str, identifiers: Mapping[str, str], content: str
+    ) -> list[dict[str, Any]]: ...
+
+
+def _flag(entry: MemoryEntry, flagged: Mapping[str, list[dict[str, Any]]]) -> MemoryEntry:
+    found = flagged.get(entry.id)
+    return entry.model_copy(update={"violations": found}) if found else entry
+
+
 class MemoryService:
     """``ms.memory``: add, search, get, update, delete, list, history and hierarchy."""
 
@@ -112,6 +123,9 @@ class MemoryService:
             lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
         )
         self._gauge_refreshed = -float("inf")
+        #: Set by the runtime: checks content entering a shared layer (governance). It raises
+        #: POLICY_VIOLATION on a block and returns the violations that do not block.
+        self.write_guard: WriteGuard | None = None
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -254,12 +268,15 @@ class MemoryService:
         async def run() -> MemoryEntry:
             tenant = self._tenant(tenant_id)
             defer = _check_flag("background_embedding", background_embedding)
-            new = (await self._prepare(tenant, [(content, layer, ids, metadata)], defer))[0]
+            prepared, flagged = await self._prepare(
+                tenant, [(content, layer, ids, metadata)], defer
+            )
+            new = prepared[0]
             who = check_actor(actor)
             entry = await self._retry.run("add", lambda: self._store.add(new, actor=who))
             if defer:
                 self.embedding_buffer.trigger(tenant)
-            return entry
+            return _flag(entry, flagged)
 
         return await self._observe("add", run)
 
@@ -268,28 +285,36 @@ class MemoryService:
         tenant: str,
         items: Sequence[tuple[object, str | MemoryLayer, dict[str, str | None], object]],
         defer: bool = False,
-    ) -> list[NewMemory]:
+    ) -> tuple[list[NewMemory], dict[str, list[dict[str, Any]]]]:
+        """Checked, scoped and embedded memories, and the non-blocking policy violations
+        found in them (by memory id)."""
         checked = []
+        flagged: dict[str, list[dict[str, Any]]] = {}
         for content, layer, ids, metadata in items:
             mem_layer = parse_layer(layer)
             text = check_content(content, self._settings.max_content_length)
             meta = check_metadata(metadata)
             resolved = await self._resolve(tenant, Identifiers(**ids))
             scope = scope_for(mem_layer, resolved)
-            checked.append((text, Scope(mem_layer, scope, scope_key(mem_layer, scope)), meta))
-        texts = [text for text, _, _ in checked]
+            mid = str(uuid.uuid4())
+            if self.write_guard is not None:
+                found = await self.write_guard(tenant, mem_layer.value, scope, text)
+                if found:
+                    flagged[mid] = found
+            checked.append((mid, text, Scope(mem_layer, scope, scope_key(mem_layer, scope)), meta))
+        texts = [text for _, text, _, _ in checked]
         if defer:
             return [
-                NewMemory(str(uuid.uuid4()), tenant, scope, text, meta, None)
-                for text, scope, meta in checked
-            ]
+                NewMemory(mid, tenant, scope, text, meta, None)
+                for mid, text, scope, meta in checked
+            ], flagged
         vectors = await self._retry.run(
             "embed", lambda: self._store.generate_embedding(tenant, texts)
         )
         return [
-            NewMemory(str(uuid.uuid4()), tenant, scope, text, meta, vectors[i])
-            for i, (text, scope, meta) in enumerate(checked)
-        ]
+            NewMemory(mid, tenant, scope, text, meta, vectors[i])
+            for i, (mid, text, scope, meta) in enumerate(checked)
+        ], flagged
 
     async def embed_pending(self, *, tenant_id: str | None = None, batch: int = 256) -> int:
         """Embed every memory of the tenant still waiting for its embedding (the embedding
@@ -353,7 +378,7 @@ class MemoryService:
                         details={"index": i},
                     ) from None
             defer = _check_flag("background_embedding", background_embedding)
-            prepared = await self._prepare(
+            prepared, flagged = await self._prepare(
                 tenant,
                 [
                     (p.content, p.layer, {n: getattr(p, n) for n in IDENTIFIER_NAMES}, p.metadata)
@@ -369,7 +394,7 @@ class MemoryService:
             )
             if defer:
                 self.embedding_buffer.trigger(tenant)
-            return entries
+            return [_flag(e, flagged) for e in entries]
 
         return await self._observe("bulk_add", run)
 
@@ -509,22 +534,29 @@ class MemoryService:
             patch = None if metadata is None else check_metadata(metadata, partial=True)
             who = check_actor(actor)
             vector = None
+            flagged: list[dict[str, Any]] = []
             if text is not None:
-                if await self._store.get(tenant, mid) is None:
+                current = await self._store.get(tenant, mid)
+                if current is None:
                     raise MemstrataError(
                         ErrorCode.MEMORY_NOT_FOUND, f"memory {mid!r} not found", details={"id": mid}
+                    )
+                if self.write_guard is not None:
+                    flagged = await self.write_guard(
+                        tenant, current.layer.value, current.identifiers, text
                     )
                 vector = (
                     await self._retry.run(
                         "embed", lambda: self._store.generate_embedding(tenant, [text])
                     )
                 )[0]
-            return await self._retry.run(
+            entry = await self._retry.run(
                 "update",
                 lambda: self._store.update(
                     tenant, mid, content=text, embedding=vector, metadata_patch=patch, actor=who
                 ),
             )
+            return _flag(entry, {entry.id: flagged})
 
         return await self._observe("update", run)
 

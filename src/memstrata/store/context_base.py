@@ -23,6 +23,9 @@ class ItemKind(StrEnum):
     LEARNING = "learning"
     SKILL = "skill"
     REFERENCE = "reference"
+    #: The knowledge repository's search index: one row per item, and its state row.
+    DOCUMENT = "document"
+    DOCUMENT_INDEX = "document_index"
 
 
 @dataclass(frozen=True)
