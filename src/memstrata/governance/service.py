@@ -43,7 +43,7 @@ Resolver = Callable[..., Awaitable[dict[str, Any]]]
 
 def policy_of(item: KnowledgeItem) -> Policy:
     return Policy(
-        id=item.id,
+        id=item.policy_id or item.id,
         name=item.title,
         description=item.summary or item.body[:500],
         layer=item.layer.value,

@@ -52,6 +52,7 @@ FIELDS = (
     "superseded_by",
     "created",
     "updated",
+    "policy_id",
     "mode",
     "merge_strategy",
     "rules",
@@ -140,11 +141,12 @@ def render(item: KnowledgeItem) -> bytes:
     raw["created"] = _iso(item.created)
     raw["updated"] = _iso(item.updated)
     if item.type.value != "policy":
-        for name in ("mode", "merge_strategy", "rules"):
+        for name in ("policy_id", "mode", "merge_strategy", "rules"):
             raw.pop(name, None)
     front = {name: raw[name] for name in FIELDS if name in raw}
-    if front.get("layer_id") is None:
-        front.pop("layer_id", None)
+    for name in ("layer_id", "policy_id", "superseded_by"):
+        if front.get(name) is None:
+            front.pop(name, None)
     head = yaml.dump(front, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
     body = item.body if item.body.endswith("\n") or not item.body else item.body + "\n"
     return f"---\n{head}---\n{body}".encode()
@@ -187,7 +189,11 @@ def parse(path: str, data: bytes, commit: str | None = None) -> KnowledgeItem:
         first = exc.errors()[0]
         field = ".".join(str(p) for p in first["loc"]) or None
         raise FrontMatterError(path, field, first["msg"]) from None
-    for name, value in (("id", item.id), ("layer_id", item.layer_id)):
+    for name, value in (
+        ("id", item.id),
+        ("layer_id", item.layer_id),
+        ("policy_id", item.policy_id),
+    ):
         if value is not None and (not _ID.match(value) or ".." in value):
             raise FrontMatterError(path, name, "not a valid id")
     if (item.layer is KnowledgeLayer.COMPANY) != (item.layer_id is None):

@@ -79,7 +79,10 @@ class KnowledgeItem(BaseModel):
     created: datetime
     updated: datetime
     body: str = ""
-    #: Policies only: how the policy applies and its rules.
+    #: Policies only: the policy this item defines (default: the item's id; a lower layer
+    #: names a higher layer's policy to change it by its merge strategy), how it applies,
+    #: and its rules.
+    policy_id: str | None = None
     mode: PolicyMode | None = None
     merge_strategy: MergeStrategy | None = None
     rules: list[Rule] = Field(default_factory=list)

@@ -394,6 +394,7 @@ class KnowledgeService:
         authors: Sequence[str] | None = None,
         related: Sequence[str] | None = None,
         supersedes: Sequence[str] | None = None,
+        policy_id: str | None = None,
         mode: str | PolicyMode | None = None,
         merge_strategy: str | MergeStrategy | None = None,
         rules: Sequence[Any] | None = None,
@@ -425,7 +426,7 @@ class KnowledgeService:
             "authors": _strings("authors", authors) or [who],
             "related": [check_id("related", r) for r in _strings("related", related)],
             "supersedes": [check_id("supersedes", r) for r in _strings("supersedes", supersedes)],
-            **self._policy_fields(kind, mode, merge_strategy, rules),
+            **self._policy_fields(kind, policy_id, mode, merge_strategy, rules),
         }
         wanted = None if id is None else check_id("id", id)
         note = _text("message", message, 2_000) if message is not None else None
@@ -462,13 +463,20 @@ class KnowledgeService:
 
     @staticmethod
     def _policy_fields(
-        kind: KnowledgeType, mode: object, merge_strategy: object, rules: object
+        kind: KnowledgeType,
+        policy_id: object,
+        mode: object,
+        merge_strategy: object,
+        rules: object,
     ) -> dict[str, Any]:
         if kind is not KnowledgeType.POLICY:
-            if mode is not None or merge_strategy is not None or rules:
-                raise _invalid("mode, merge_strategy and rules belong to policies only", "type")
+            if policy_id is not None or mode is not None or merge_strategy is not None or rules:
+                raise _invalid(
+                    "policy_id, mode, merge_strategy and rules belong to policies only", "type"
+                )
             return {}
         return {
+            "policy_id": None if policy_id is None else check_id("policy_id", policy_id),
             "mode": _choice("mode", mode or PolicyMode.OPTIONAL, PolicyMode),
             "merge_strategy": _choice(
                 "merge_strategy", merge_strategy or MergeStrategy.MERGE, MergeStrategy
@@ -497,6 +505,7 @@ class KnowledgeService:
         constraints: Sequence[str] | None = None,
         authors: Sequence[str] | None = None,
         related: Sequence[str] | None = None,
+        policy_id: str | None = None,
         mode: str | PolicyMode | None = None,
         merge_strategy: str | MergeStrategy | None = None,
         rules: Sequence[Any] | None = None,
@@ -525,7 +534,12 @@ class KnowledgeService:
             patch["related"] = [check_id("related", r) for r in _strings("related", related)]
         policy_patch = {
             k: v
-            for k, v in (("mode", mode), ("merge_strategy", merge_strategy), ("rules", rules))
+            for k, v in (
+                ("policy_id", policy_id),
+                ("mode", mode),
+                ("merge_strategy", merge_strategy),
+                ("rules", rules),
+            )
             if v is not None
         }
         if not patch and not policy_patch:
@@ -541,6 +555,7 @@ class KnowledgeService:
                 changes.update(
                     self._policy_fields(
                         current.type,
+                        policy_patch.get("policy_id", current.policy_id),
                         policy_patch.get("mode", current.mode),
                         policy_patch.get("merge_strategy", current.merge_strategy),
                         policy_patch.get("rules", current.rules),
