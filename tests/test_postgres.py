@@ -473,3 +473,30 @@ def test_a_server_without_pgvector_is_named_with_the_fix(
         assert code == 1
         error = json.loads(out)["error"]
         assert error["code"] == "CONFIGURATION_ERROR" and "pgvector" in error["message"], err
+
+
+def test_knowledge_and_governance_on_postgres(pg: Memstrata) -> None:
+    ms = pg
+    ms.memory.register_hierarchy(project_id="api", team_id="platform")
+    ms.knowledge.create(
+        "adr", "Use PostgreSQL for storage", layer="team", layer_id="platform", status="accepted"
+    )
+    ms.knowledge.create(
+        "policy",
+        "No requests",
+        layer="company",
+        status="accepted",
+        rules=[
+            {"id": "r", "target": "dependency", "operator": "must_not_use", "value": "requests",
+             "severity": "block"}
+        ],
+    )
+    assert ms.knowledge.search("which database")[0].item.id == "adr-0001"
+    assert ms.knowledge.list(layer="team", layer_id="platform").total_count == 1
+    assert ms.knowledge.list(type="adr", tenant_id="someone-else").total_count == 0
+    result = ms.governance.validate("project", {"dependencies": ["requests"]}, "api")
+    assert not result.is_valid and result.violations[0].policy_id == "policy-0001"
+    assert ms.knowledge.rebuild()["indexed"] == 2
+    with pytest.raises(MemstrataError) as err:
+        ms.memory.add("AKIAIOSFODNN7EXAMPLE", layer="project", project_id="api")
+    assert err.value.code is ErrorCode.POLICY_VIOLATION

@@ -19,9 +19,12 @@ target report nothing.
 from __future__ import annotations
 
 import fnmatch
+import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
+import re2
 
 from memstrata.governance.models import (
     MergeNote,
@@ -35,6 +38,8 @@ from memstrata.governance.models import (
     ValidationContext,
     Violation,
 )
+
+log = logging.getLogger("memstrata.governance")
 
 _FIELD = {
     RuleTarget.FILE: "path",
@@ -59,6 +64,64 @@ def pattern(value: str, word: bool = False) -> re.Pattern[str]:
     return found
 
 
+class CodeScanner:
+    """Every code rule of a policy set in one pass over the content: the rules' patterns go
+    into one RE2 set (linear time, whatever the number of patterns); the few RE2 cannot run
+    (look-arounds, back-references) are searched one by one with ``re``."""
+
+    def __init__(self, policies: Sequence[Policy]) -> None:
+        self._set: Any = re2.Set.SearchSet(re2.Options())
+        self._index: dict[tuple[str, str], int] = {}
+        self._fallback: dict[tuple[str, str], re.Pattern[str]] = {}
+        for policy in policies:
+            for rule in policy.rules:
+                if rule.target is not RuleTarget.CODE:
+                    continue
+                key = _code_key(rule)
+                if key in self._index or key in self._fallback:
+                    continue
+                source = _code_source(rule)
+                index = -1 if _NOT_RE2.search(source) else self._set.Add(source)
+                if index >= 0:
+                    self._index[key] = index
+                elif key[0] == "l":  # a construct RE2 does not have: search it with re
+                    self._fallback[key] = re.compile(re.escape(rule.value))
+                else:
+                    self._fallback[key] = pattern(rule.value, word=key[0] == "w")
+        self._set.Compile()
+
+    def scan(self, content: str) -> set[tuple[str, str]]:
+        """The keys of the code patterns found in ``content``."""
+        found: set[tuple[str, str]] = set()
+        if self._index:
+            hits = set(self._set.Match(content) or ())
+            found.update(k for k, i in self._index.items() if i in hits)
+        found.update(k for k, rx in self._fallback.items() if rx.search(content))
+        return found
+
+
+#: Look-arounds, back-references, atomic groups, possessive quantifiers, \Z, comments.
+_NOT_RE2 = re.compile(r"\(\?[=!]|\(\?<[=!]|\\[1-9]|\(\?P=|\(\?>|\\Z|\(\?#|[*+?}]\+")
+
+
+def _code_key(rule: Rule) -> tuple[str, str]:
+    op = rule.operator
+    if op in (RuleOperator.MUST_MATCH, RuleOperator.MUST_NOT_MATCH):
+        return ("r", rule.value)
+    if op in (RuleOperator.MUST_USE, RuleOperator.MUST_NOT_USE):
+        return ("w", rule.value)
+    return ("l", rule.value)
+
+
+def _code_source(rule: Rule) -> str:
+    kind, value = _code_key(rule)
+    if kind == "r":
+        return value
+    if kind == "w":
+        return rf"(?:^|[^\w.]){re2.escape(value)}(?:$|[^\w])"
+    return re2.escape(value) if value else r"(?s)."
+
+
 def _package(dep: str) -> str:
     return _NAME_END.split(dep.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
@@ -76,12 +139,21 @@ def _flatten(config: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 class Subject:
     """A context prepared once for many rules (flattened config, package names)."""
 
-    def __init__(self, ctx: ValidationContext) -> None:
+    def __init__(self, ctx: ValidationContext, scanner: CodeScanner | None = None) -> None:
         self.ctx = ctx
         given = ctx.model_fields_set
         self.targets = {t for t, name in _FIELD.items() if name in given}
         self.packages = {_package(d) for d in ctx.dependencies}
         self.modules = set(ctx.imports)
+        self.module_prefixes = {
+            ".".join(parts[:n])
+            for m in ctx.imports
+            for parts in [m.split(".")]
+            for n in range(1, len(parts) + 1)
+        }
+        self.code_found: set[tuple[str, str]] | None = None
+        if scanner is not None and ctx.content is not None:
+            self.code_found = scanner.scan(ctx.content)
         self.config = _flatten(ctx.config)
         self.config_lines = [f"{k}={v}" for k, v in self.config.items()]
 
@@ -101,18 +173,28 @@ class Subject:
         if t is RuleTarget.FILE:
             return v in self.scalar(t), self.ctx.path
         if t is RuleTarget.CODE:
+            if self.code_found is not None and ("w", v) not in self.code_found:
+                return False, None
             found = pattern(v, word=True).search(self.scalar(t))
             return found is not None, found.group(0) if found else None
         if t is RuleTarget.DEPENDENCY:
             name = _package(v)
             return name in self.packages, name
         if t is RuleTarget.IMPORT:
+            if v not in self.module_prefixes:
+                return False, None
             hit = next((m for m in self.modules if m == v or m.startswith(v + ".")), None)
             return hit is not None, hit
         return bool(self.config.get(v)), v
 
     def matches(self, rule: Rule) -> tuple[bool, str | None]:
         regex = pattern(rule.value)
+        if (
+            rule.target is RuleTarget.CODE
+            and self.code_found is not None
+            and ("r", rule.value) not in self.code_found
+        ):
+            return False, None
         if rule.target in (RuleTarget.FILE, RuleTarget.CODE):
             found = regex.search(self.scalar(rule.target))
             return found is not None, found.group(0)[:200] if found else None
@@ -125,6 +207,8 @@ class Subject:
             path = self.ctx.path or ""
             return (fnmatch.fnmatch(path, v) if v else bool(path)), path
         if t is RuleTarget.CODE:
+            if self.code_found is not None:
+                return ("l", v) in self.code_found, v or None
             content = self.scalar(t)
             return (v in content if v else bool(content)), v or None
         if t is RuleTarget.CONFIG:
@@ -152,9 +236,12 @@ def _message(rule: Rule) -> str:
     return f"{rule.target.value} {verb} {rule.value!r}".strip()
 
 
-def evaluate(policies: Iterable[Policy], ctx: ValidationContext) -> tuple[list[Violation], int]:
-    """The violations of ``policies`` by ``ctx``, and how many rules applied."""
-    subject = Subject(ctx)
+def evaluate(
+    policies: Iterable[Policy], ctx: ValidationContext, scanner: CodeScanner | None = None
+) -> tuple[list[Violation], int]:
+    """The violations of ``policies`` by ``ctx``, and how many rules applied. ``scanner``
+    (a CodeScanner of the same policies) finds every code pattern in one pass."""
+    subject = Subject(ctx, scanner)
     violations: list[Violation] = []
     applied = 0
     for policy in policies:

@@ -24,7 +24,7 @@ from memstrata.governance.models import (
     ValidationResult,
     Violation,
 )
-from memstrata.governance.rules import evaluate, merge
+from memstrata.governance.rules import CodeScanner, evaluate, merge
 from memstrata.knowledge.document import check_layer
 from memstrata.knowledge.models import KnowledgeItem, KnowledgeLayer, KnowledgeType
 from memstrata.knowledge.service import KnowledgeService
@@ -75,6 +75,22 @@ def _context(value: object) -> ValidationContext:
         ) from None
 
 
+class _Effective:
+    """The merged policies at one chain of scopes, as of a repository head, with the code
+    scanner of their rules (built on first use)."""
+
+    def __init__(self, head: str | None, policies: list[Policy], notes: list[MergeNote]) -> None:
+        self.head = head
+        self.policies = policies
+        self.notes = notes
+        self._scanner: CodeScanner | None = None
+
+    def scanner(self) -> CodeScanner:
+        if self._scanner is None:
+            self._scanner = CodeScanner(self.policies)
+        return self._scanner
+
+
 class GovernanceService:
     def __init__(
         self,
@@ -88,9 +104,8 @@ class GovernanceService:
         self._resolve = resolve
         self._settings = settings
         self._max_content = max_content_length
-        self._cache: dict[
-            tuple[str, tuple[str, ...]], tuple[str | None, list[Policy], list[MergeNote]]
-        ] = {}
+        self._cache: dict[tuple[str, tuple[str, ...]], _Effective] = {}
+        self._secrets = _Effective(None, [secrets_policy()], [])
 
     async def chain(self, tenant: str, layer: KnowledgeLayer, layer_id: str | None) -> list[str]:
         """The scopes whose policies apply at this layer, broadest first."""
@@ -109,13 +124,13 @@ class GovernanceService:
 
     async def _effective(
         self, tenant: str, layer: KnowledgeLayer, layer_id: str | None, *, sync: bool = True
-    ) -> tuple[list[Policy], list[MergeNote]]:
+    ) -> _Effective:
         scopes = await self.chain(tenant, layer, layer_id)
-        head = await self._knowledge.head(tenant)
+        head = await self._knowledge.policy_version(tenant, sync=sync)
         key = (tenant, tuple(scopes))
         cached = self._cache.get(key)
-        if cached is not None and cached[0] == head:
-            return cached[1], cached[2]
+        if cached is not None and cached.head == head:
+            return cached
         items = await self._knowledge.items_at(tenant, scopes, KnowledgeType.POLICY, sync=sync)
         by_scope: dict[str, list[Policy]] = {scope: [] for scope in scopes}
         for item in items:
@@ -126,8 +141,8 @@ class GovernanceService:
         policies, notes = merge(layers)
         if len(self._cache) > 1024:
             self._cache.clear()
-        self._cache[key] = (head, policies, notes)
-        return policies, notes
+        found = self._cache[key] = _Effective(head, policies, notes)
+        return found
 
     async def policies(
         self,
@@ -140,7 +155,7 @@ class GovernanceService:
         to it, merged (and the built-in secrets policy when secret scanning is on)."""
         tenant = self._knowledge.tenant(tenant_id)
         where, where_id = check_layer(layer, layer_id)
-        return (await self._effective(tenant, where, where_id))[0]
+        return (await self._effective(tenant, where, where_id)).policies
 
     async def validate(
         self,
@@ -156,14 +171,14 @@ class GovernanceService:
         where, where_id = check_layer(layer, layer_id)
         ctx = _context(context)
         self._check_size(ctx)
-        policies, notes = await self._effective(tenant, where, where_id)
-        violations, applied = evaluate(policies, ctx)
+        effective = await self._effective(tenant, where, where_id)
+        violations, applied = evaluate(effective.policies, ctx, effective.scanner())
         return ValidationResult(
             is_valid=not any(v.severity is Severity.BLOCK for v in violations),
             violations=violations,
-            policies_applied=[p.id for p in policies],
+            policies_applied=[p.id for p in effective.policies],
             rules_evaluated=applied,
-            notes=notes,
+            notes=effective.notes,
         )
 
     def _check_size(self, ctx: ValidationContext) -> None:
@@ -203,12 +218,13 @@ class GovernanceService:
         parsed = [_context(c) for c in contexts]
         for ctx in parsed:
             self._check_size(ctx)
-        policies, _ = await self._effective(tenant, where, where_id)
+        effective = await self._effective(tenant, where, where_id)
+        policies, scanner = effective.policies, effective.scanner()
         violations: list[Violation] = []
         possible = 0.0
         applied_total = 0
         for ctx in parsed:
-            found, applied = evaluate(policies, ctx)
+            found, applied = evaluate(policies, ctx, scanner)
             violations.extend(found)
             applied_total += applied
             possible += _possible(policies, ctx)
@@ -238,10 +254,12 @@ class GovernanceService:
         if not self._settings.secret_scan and not self._settings.check_writes:
             return []
         if self._settings.check_writes:
-            policies, _ = await self._effective(tenant, layer, layer_id, sync=sync)
+            effective = await self._effective(tenant, layer, layer_id, sync=sync)
         else:
-            policies = [secrets_policy()]
-        violations, _ = await asyncio.to_thread(evaluate, policies, ctx)
+            effective = self._secrets
+        violations, _ = await asyncio.to_thread(
+            evaluate, effective.policies, ctx, effective.scanner()
+        )
         blocking = [v for v in violations if v.severity is Severity.BLOCK]
         if blocking:
             raise MemstrataError(

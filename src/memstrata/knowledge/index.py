@@ -23,7 +23,7 @@ from memstrata.store.context_base import (
 from memstrata.text import analyze
 
 STATE_KEY = "head"
-_EMBED_BODY_CHARS = 2_000
+_EMBED_BODY_CHARS = 400
 
 
 def filter_tag(
@@ -64,7 +64,10 @@ def index_text(item: KnowledgeItem) -> str:
 
 
 def embed_text(item: KnowledgeItem) -> str:
-    return "\n".join(p for p in (item.title, item.summary, item.body[:_EMBED_BODY_CHARS]) if p)
+    """What the item's vector stands for: its title and summary (the start of the body when
+    there is no summary). The whole text is in the keyword index."""
+    extra = item.summary or item.body[:_EMBED_BODY_CHARS]
+    return "\n".join(p for p in (item.title, extra) if p)
 
 
 def item_of(record: ContextRecord) -> KnowledgeItem:
@@ -93,8 +96,10 @@ class KnowledgeIndex:
         )
         return records[0].data if records else None
 
-    async def set_state(self, tenant: str, commit: str, invalid: list[dict[str, Any]]) -> None:
-        data = {"commit": commit, "invalid": invalid}
+    async def set_state(self, tenant: str, data: dict[str, Any]) -> None:
+        """Record the state: ``commit`` (what the index reflects), ``invalid`` (files it
+        skipped), ``policies`` (the last commit that changed a policy), ``counters`` (the
+        last generated id number per type)."""
         record = NewContextRecord(
             tenant, ItemKind.DOCUMENT_INDEX, STATE_KEY, None, "", data, [], None
         )

@@ -163,6 +163,8 @@ class Plan:
     removed: list[str] = field(default_factory=list)
     violations: list[Violation] = field(default_factory=list)
     result: Any = None
+    #: Generated ids: the last number used per type.
+    counters: dict[str, int] = field(default_factory=dict)
 
 
 Mutation = Callable[[str | None], Awaitable[Plan]]
@@ -191,6 +193,7 @@ class KnowledgeService:
         self._search_mode = search_mode
         self._locks: dict[str, asyncio.Lock] = {}
         self._synced: dict[str, str] = {}
+        self._policy_versions: dict[str, tuple[str | None, Any]] = {}
         #: Set by the runtime: governance of writes (secrets, policies).
         self.guard: WriteGuard | None = None
         #: ``ms.knowledge.promotions``: set by the runtime.
@@ -259,7 +262,16 @@ class KnowledgeService:
         for item_id in removed:
             await self.index.remove(tenant, item_id)
         await self.index.put(tenant, items)
-        await self.index.set_state(tenant, head, sorted(invalid.values(), key=lambda e: e["path"]))
+        policies_changed = indexed is None or any("/policies/" in p for p in changed)
+        await self.index.set_state(
+            tenant,
+            {
+                **(state or {}),
+                "commit": head,
+                "invalid": sorted(invalid.values(), key=lambda e: e["path"]),
+                "policies": head if policies_changed else (state or {}).get("policies"),
+            },
+        )
         self._synced[tenant] = head
         logger.info(
             "knowledge index of %s at %s: %d indexed, %d removed%s",
@@ -322,8 +334,13 @@ class KnowledgeService:
                     await self.index.remove(tenant, item_id)
                 stamped = [i.model_copy(update={"commit": commit}) for i in plan.items]
                 await self.index.put(tenant, stamped)
-                state = await self.index.state(tenant)
-                await self.index.set_state(tenant, commit, (state or {}).get("invalid", []))
+                state = dict(await self.index.state(tenant) or {})
+                state["commit"] = commit
+                if any("/policies/" in p for p in files):
+                    state["policies"] = commit
+                if plan.counters:
+                    state["counters"] = {**state.get("counters", {}), **plan.counters}
+                await self.index.set_state(tenant, state)
                 self._synced[tenant] = commit
                 plan.items = stamped
                 return plan, commit
@@ -432,7 +449,13 @@ class KnowledgeService:
         note = _text("message", message, 2_000) if message is not None else None
 
         async def mutate(head: str | None) -> Plan:
-            item_id = wanted or await self._next_id(tenant, kind)
+            counters: dict[str, int] = {}
+            if wanted:
+                item_id = wanted
+            else:
+                number = await self._next_number(tenant, kind)
+                item_id = f"{kind.value}-{number:04d}"
+                counters[kind.value] = number
             if await self.index.lookup(tenant, item_id) is not None:
                 raise MemstrataError(
                     ErrorCode.ITEM_EXISTS,
@@ -456,6 +479,7 @@ class KnowledgeService:
                 note or f"Create {kind.value} {item_id}: {item.title}",
                 items=[item],
                 violations=violations,
+                counters=counters,
             )
 
         plan, commit = await self._write(tenant, who, mutate)
@@ -484,14 +508,29 @@ class KnowledgeService:
             "rules": _rules(rules),
         }
 
-    async def _next_id(self, tenant: str, kind: KnowledgeType) -> str:
-        n = (
-            1
-            + (await self.index.page(tenant, filter_tag(kind.value, None, None, None), 1, None))[2]
-        )
+    async def _next_number(self, tenant: str, kind: KnowledgeType) -> int:
+        """The next free number for a generated ``<type>-<n>`` id (counted once, then kept
+        in the index state)."""
+        state = await self.index.state(tenant) or {}
+        last = state.get("counters", {}).get(kind.value)
+        if last is None:
+            tag = filter_tag(kind.value, None, None, None)
+            last = (await self.index.page(tenant, tag, 1, None))[2]
+        n = int(last) + 1
         while await self.index.lookup(tenant, f"{kind.value}-{n:04d}") is not None:
             n += 1
-        return f"{kind.value}-{n:04d}"
+        return n
+
+    async def policy_version(self, tenant: str, *, sync: bool = True) -> str | None:
+        """The last commit that changed a policy (what the merged policies depend on)."""
+        head = await self._ensure_synced(tenant) if sync else self._synced.get(tenant)
+        cached = self._policy_versions.get(tenant)
+        if cached is not None and cached[0] == head:
+            return str(cached[1]) if cached[1] is not None else None
+        state = await self.index.state(tenant) or {}
+        version = state.get("policies")
+        self._policy_versions[tenant] = (state.get("commit"), version)
+        return version if isinstance(version, str) else None
 
     async def update(
         self,
