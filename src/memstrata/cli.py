@@ -497,6 +497,55 @@ def demo(state: _Context) -> None:
     click.echo(f"\nsystem prompt assembled for {question!r}:\n")
     click.echo(prompt)
 
+    _demo_knowledge(ms, tenant)
+
+
+def _demo_knowledge(ms: Memstrata, tenant: str) -> None:
+    ks = ms.knowledge
+    found = ks.list(type="policy", tenant_id=tenant)
+    if not found.items:
+        ks.create(
+            "adr",
+            "Use PostgreSQL for every service's data",
+            layer="team",
+            layer_id="platform",
+            summary="One database engine to run, back up and tune.",
+            status="accepted",
+            author="alice",
+            tenant_id=tenant,
+        )
+        ks.create(
+            "policy",
+            "Supported HTTP clients",
+            layer="company",
+            status="accepted",
+            mode="mandatory",
+            rules=[
+                {
+                    "id": "no-requests",
+                    "target": "dependency",
+                    "operator": "must_not_use",
+                    "value": "requests",
+                    "severity": "block",
+                    "message": "use httpx (async, HTTP/2)",
+                }
+            ],
+            author="cto",
+            tenant_id=tenant,
+        )
+    click.echo("\nknowledge search 'which database do we use':")
+    for hit in ks.search("which database do we use", limit=2, tenant_id=tenant):
+        click.echo(f"  {hit.score:.3f}  {hit.item.id} [{hit.item.scope}] {hit.item.title}")
+    head = ks.head(tenant_id=tenant)
+    click.echo(f"  (git repository {ks.git.directory(tenant)} at {head[:12] if head else '-'})")
+    result = ms.governance.validate(
+        "team", {"dependencies": ["requests>=2.32", "httpx==0.28.1"]}, "platform", tenant_id=tenant
+    )
+    click.echo("governance validate of dependencies requests, httpx at team platform:")
+    for v in result.violations:
+        click.echo(f"  {v.severity.value}: {v.policy_id}/{v.rule_id}: {v.message}")
+    click.echo(f"  valid: {result.is_valid}")
+
 
 def _fail(error: MemstrataError, as_json: bool) -> None:
     if as_json:
