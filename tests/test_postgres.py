@@ -487,8 +487,13 @@ def test_knowledge_and_governance_on_postgres(pg: Memstrata) -> None:
         layer="company",
         status="accepted",
         rules=[
-            {"id": "r", "target": "dependency", "operator": "must_not_use", "value": "requests",
-             "severity": "block"}
+            {
+                "id": "r",
+                "target": "dependency",
+                "operator": "must_not_use",
+                "value": "requests",
+                "severity": "block",
+            }
         ],
     )
     assert ms.knowledge.search("which database")[0].item.id == "adr-0001"

@@ -320,7 +320,8 @@ def test_secrets_never_enter_shared_layers(ms: Memstrata) -> None:
         "slack xoxb-1234567890-abcdefghij",
         "google AIza" + "B" * 35,
         "stripe sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc",
-        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+        "jwt eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0."
+        + "dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
         "postgresql://app:s3cretpass@db.internal:5432/prod",
         "password = hunter2hunter2!",
         'api_key: "A1b2C3d4E5f6"',
