@@ -107,13 +107,21 @@ class GovernanceService:
         self._cache: dict[tuple[str, tuple[str, ...]], _Effective] = {}
         self._secrets = _Effective(None, [secrets_policy()], [])
 
-    async def chain(self, tenant: str, layer: KnowledgeLayer, layer_id: str | None) -> list[str]:
-        """The scopes whose policies apply at this layer, broadest first."""
+    async def chain(
+        self,
+        tenant: str,
+        layer: KnowledgeLayer,
+        layer_id: str | None,
+        resolved: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """The scopes whose policies apply at this layer, broadest first. ``resolved``:
+        identifiers already resolved through the hierarchy (else they are resolved here)."""
         scopes = ["company"]
         if layer is KnowledgeLayer.COMPANY:
             return scopes
-        key = {"org": "org_id", "team": "team_id", "project": "project_id"}[layer.value]
-        resolved = (await self._resolve(tenant_id=tenant, **{key: layer_id}))["identifiers"]
+        if resolved is None:
+            key = {"org": "org_id", "team": "team_id", "project": "project_id"}[layer.value]
+            resolved = (await self._resolve(tenant_id=tenant, **{key: layer_id}))["identifiers"]
         for name, level in (("org_id", "org"), ("team_id", "team"), ("project_id", "project")):
             value = resolved.get(name)
             if value:
@@ -123,9 +131,15 @@ class GovernanceService:
         return scopes
 
     async def _effective(
-        self, tenant: str, layer: KnowledgeLayer, layer_id: str | None, *, sync: bool = True
+        self,
+        tenant: str,
+        layer: KnowledgeLayer,
+        layer_id: str | None,
+        *,
+        sync: bool = True,
+        resolved: Mapping[str, str] | None = None,
     ) -> _Effective:
-        scopes = await self.chain(tenant, layer, layer_id)
+        scopes = await self.chain(tenant, layer, layer_id, resolved)
         head = await self._knowledge.policy_version(tenant, sync=sync)
         key = (tenant, tuple(scopes))
         cached = self._cache.get(key)
@@ -250,11 +264,12 @@ class GovernanceService:
         ctx: ValidationContext,
         *,
         sync: bool,
+        resolved: Mapping[str, str] | None = None,
     ) -> list[Violation]:
         if not self._settings.secret_scan and not self._settings.check_writes:
             return []
         if self._settings.check_writes:
-            effective = await self._effective(tenant, layer, layer_id, sync=sync)
+            effective = await self._effective(tenant, layer, layer_id, sync=sync, resolved=resolved)
         else:
             effective = self._secrets
         violations, _ = await asyncio.to_thread(
@@ -281,7 +296,8 @@ class GovernanceService:
     async def check_memory_write(
         self, tenant: str, layer: str, identifiers: Mapping[str, str], content: str
     ) -> list[Violation]:
-        """The guard of memory writes: shared layers only (project, team, org, company)."""
+        """The guard of memory writes: shared layers only (project, team, org, company).
+        ``identifiers``: the memory's identifiers after hierarchy resolution."""
         where = SHARED_MEMORY_LAYERS.get(layer)
         if where is None:
             return []
@@ -289,7 +305,12 @@ class GovernanceService:
         if where is not KnowledgeLayer.COMPANY and not layer_id:
             return []
         return await self._guard(
-            tenant, where, layer_id, ValidationContext(content=content), sync=True
+            tenant,
+            where,
+            layer_id,
+            ValidationContext(content=content),
+            sync=True,
+            resolved=identifiers,
         )
 
 

@@ -169,13 +169,6 @@ class GitStore:
                 out[change.new.path.decode()] = change.new.sha.decode()
         return out
 
-    def is_ancestor(self, tenant: str, ancestor: str, commit: str) -> bool:
-        repo = self._must(tenant)
-        if ObjectID(ancestor.encode()) not in repo.object_store:
-            return False
-        walker = Walker(repo.object_store, [ObjectID(commit.encode())], order="topo")
-        return any(entry.commit.id == ancestor.encode() for entry in walker)
-
     def log(self, tenant: str, path: str, *, limit: int) -> list[CommitInfo]:
         """Commits that changed ``path``, newest first."""
         repo = self._must(tenant)

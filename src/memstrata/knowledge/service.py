@@ -434,17 +434,20 @@ class KnowledgeService:
         who = _author(author)
         stamp = now()
         fields = {
-            "title": _text("title", title, MAX_TITLE, required=True),
-            "summary": _text("summary", summary, MAX_SUMMARY),
-            "body": _text("body", body, self._max_content),
-            "severity": _choice("severity", severity, Severity),
-            "tags": _strings("tags", tags),
-            "constraints": _strings("constraints", constraints),
-            "authors": _strings("authors", authors) or [who],
-            "related": [check_id("related", r) for r in _strings("related", related)],
-            "supersedes": [check_id("supersedes", r) for r in _strings("supersedes", supersedes)],
+            **self._content(
+                title="" if title is None else title,
+                summary=summary or "",
+                body=body or "",
+                severity=severity,
+                tags=tags or [],
+                constraints=constraints or [],
+                authors=authors or [],
+                related=related or [],
+                supersedes=supersedes or [],
+            ),
             **self._policy_fields(kind, policy_id, mode, merge_strategy, rules),
         }
+        fields["authors"] = fields["authors"] or [who]
         wanted = None if id is None else check_id("id", id)
         note = _text("message", message, 2_000) if message is not None else None
 
@@ -484,6 +487,21 @@ class KnowledgeService:
 
         plan, commit = await self._write(tenant, who, mutate)
         return KnowledgeChange(item=plan.items[0], commit=commit, violations=plan.violations)
+
+    def _content(self, **given: Any) -> dict[str, Any]:
+        """The content fields given (None: not given), each checked."""
+        checks: dict[str, Callable[[Any], Any]] = {
+            "title": lambda v: _text("title", v, MAX_TITLE, required=True),
+            "summary": lambda v: _text("summary", v, MAX_SUMMARY),
+            "body": lambda v: _text("body", v, self._max_content),
+            "severity": lambda v: _choice("severity", v, Severity),
+            "tags": lambda v: _strings("tags", v),
+            "constraints": lambda v: _strings("constraints", v),
+            "authors": lambda v: _strings("authors", v),
+            "related": lambda v: [check_id("related", r) for r in _strings("related", v)],
+            "supersedes": lambda v: [check_id("supersedes", r) for r in _strings("supersedes", v)],
+        }
+        return {name: checks[name](value) for name, value in given.items() if value is not None}
 
     @staticmethod
     def _policy_fields(
@@ -557,20 +575,16 @@ class KnowledgeService:
         tenant = self.tenant(tenant_id)
         item_id = check_id("id", id)
         who = _author(author)
-        patch: dict[str, Any] = {}
-        if title is not None:
-            patch["title"] = _text("title", title, MAX_TITLE, required=True)
-        if summary is not None:
-            patch["summary"] = _text("summary", summary, MAX_SUMMARY)
-        if body is not None:
-            patch["body"] = _text("body", body, self._max_content)
-        if severity is not None:
-            patch["severity"] = _choice("severity", severity, Severity)
-        for name, value in (("tags", tags), ("constraints", constraints), ("authors", authors)):
-            if value is not None:
-                patch[name] = _strings(name, value)
-        if related is not None:
-            patch["related"] = [check_id("related", r) for r in _strings("related", related)]
+        patch = self._content(
+            title=title,
+            summary=summary,
+            body=body,
+            severity=severity,
+            tags=tags,
+            constraints=constraints,
+            authors=authors,
+            related=related,
+        )
         policy_patch = {
             k: v
             for k, v in (

@@ -85,6 +85,8 @@ def _check_flag(name: str, value: object) -> bool:
 
 
 class WriteGuard(Protocol):
+    """Checks content entering ``layer``; ``identifiers`` are resolved through the hierarchy."""
+
     async def __call__(
         self, tenant: str, layer: str, identifiers: Mapping[str, str], content: str
     ) -> list[dict[str, Any]]: ...
@@ -298,7 +300,7 @@ class MemoryService:
             scope = scope_for(mem_layer, resolved)
             mid = str(uuid.uuid4())
             if self.write_guard is not None:
-                found = await self.write_guard(tenant, mem_layer.value, scope, text)
+                found = await self.write_guard(tenant, mem_layer.value, resolved.given(), text)
                 if found:
                     flagged[mid] = found
             checked.append((mid, text, Scope(mem_layer, scope, scope_key(mem_layer, scope)), meta))
@@ -542,9 +544,8 @@ class MemoryService:
                         ErrorCode.MEMORY_NOT_FOUND, f"memory {mid!r} not found", details={"id": mid}
                     )
                 if self.write_guard is not None:
-                    flagged = await self.write_guard(
-                        tenant, current.layer.value, current.identifiers, text
-                    )
+                    ids = await self._resolve(tenant, Identifiers(**current.identifiers))
+                    flagged = await self.write_guard(tenant, current.layer.value, ids.given(), text)
                 vector = (
                     await self._retry.run(
                         "embed", lambda: self._store.generate_embedding(tenant, [text])

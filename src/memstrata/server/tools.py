@@ -290,7 +290,7 @@ def build_tools(ms: AsyncMemstrata) -> list[ServerTool]:
                 id=a.id,
                 status=a.status,
                 tenant_id=t,
-                **{k: v for k, v in content(a).items() if k != "severity" or v is not None},
+                **{**content(a), "severity": a.severity or "info"},
             )
         )
 
