@@ -581,4 +581,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # The context and session commands live in their own modules; they register on ``cli``.
-from memstrata import cli_context, cli_knowledge, cli_sessions  # noqa: E402, F401
+from memstrata import cli_context, cli_knowledge, cli_server, cli_sessions  # noqa: E402, F401

@@ -173,6 +173,56 @@ class GovernanceSettings(BaseModel):
     check_writes: bool = True
 
 
+class ApiKey(BaseModel):
+    """One API key of the server: only its SHA-256 hash is configured (``memstrata keys new``
+    prints a key and this entry)."""
+
+    key_hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    tenant_id: str = Field(min_length=1, max_length=128)
+    tier: str = "default"
+    #: A label for logs and for people (never the key).
+    name: str = ""
+
+
+class TierLimits(BaseModel):
+    """Requests per minute of one tenant in a tier: all skills together, and per skill
+    (memory, knowledge, governance, search, tasks) where set."""
+
+    requests_per_minute: int = Field(default=100, gt=0)
+    skills: dict[str, int] = Field(default_factory=dict)
+
+
+class ServerSettings(BaseModel):
+    """``memstrata serve``: the A2A server (and ``memstrata mcp --transport http``)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8750, ge=0, le=65535)
+    #: The URL clients reach the server at (the card's interfaces); default http://host:port.
+    public_url: str | None = None
+    api_keys: list[ApiKey] = Field(default_factory=list)
+    tiers: dict[str, TierLimits] = Field(default_factory=lambda: {"default": TierLimits()})
+    #: ``redis://host:port/db``: rate limits shared by every replica; unset: in-process.
+    redis_url: str | None = None
+    #: Largest request body accepted (bytes); larger → 413.
+    max_body_bytes: int = Field(default=1_048_576, gt=0)
+    #: A thread idle this long (seconds) is expired; continuing it is an error.
+    thread_ttl: float = Field(default=86_400.0, gt=0)
+    #: The conversation context of a thread expires this long (seconds) after its last write.
+    state_ttl: float = Field(default=3_600.0, gt=0)
+    #: Largest conversation context per thread (bytes of JSON).
+    max_state_bytes: int = Field(default=1_048_576, gt=0)
+    #: Seconds between cleanup runs; expired threads are deleted this long after expiring.
+    cleanup_interval: float = Field(default=300.0, gt=0)
+    expired_retention: float = Field(default=7 * 86_400.0, ge=0)
+    #: Tool calls remembered per thread (the oldest are dropped).
+    max_turns: int = Field(default=20, gt=0, le=1000)
+    #: Memories and constraints in a new thread's session context (0: none).
+    session_memories: int = Field(default=5, ge=0, le=100)
+    #: Route free text through the LLM (``llm`` settings, ``router_model`` if set).
+    llm_router: bool = True
+    router_model: str | None = None
+
+
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("memstrata", appauthor=False))
 
@@ -204,6 +254,7 @@ class Settings(BaseSettings):
     )
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
 
     @classmethod
     def settings_customise_sources(

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from memstrata.store.context_base import ContextItemStore
     from memstrata.store.session_base import SessionStore
+    from memstrata.store.thread_base import ThreadStore
 
 import numpy as np
 import numpy.typing as npt
@@ -164,6 +165,11 @@ class MemoryStore(Protocol):
     @property
     def sessions(self) -> SessionStore:
         """Session messages and observational memory (session_base.py)."""
+        ...
+
+    @property
+    def threads(self) -> ThreadStore:
+        """A2A threads and tasks (thread_base.py)."""
         ...
 
     async def initialize(self) -> None: ...

@@ -53,6 +53,7 @@ from memstrata.store.pg_filters import ANY_WORD_CAP, choose_keyword_level, filte
 from memstrata.store.pg_filters import from_pg_vector as _vector
 from memstrata.store.pg_filters import to_pg_vector as _pg_vector
 from memstrata.store.pg_sessions import PostgresSessions
+from memstrata.store.pg_threads import PostgresThreads
 from memstrata.text import keyword_terms
 
 log = logging.getLogger(__name__)
@@ -167,6 +168,7 @@ class PostgresStore:
         self.schema_version = 0
         self.context_items = PostgresContextItems(self._tx, self._ef_search)
         self.sessions = PostgresSessions(self._tx)
+        self.threads = PostgresThreads(self._tx)
 
     def _new_pool(self) -> AsyncConnectionPool[Any]:
         return AsyncConnectionPool(

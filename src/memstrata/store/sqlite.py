@@ -53,6 +53,7 @@ from memstrata.store.sqlite_indexes import (
     SyncedIndexes,
 )
 from memstrata.store.sqlite_sessions import SQLiteSessions
+from memstrata.store.sqlite_threads import SQLiteThreads
 from memstrata.text import analyze, encode_terms
 
 log = logging.getLogger(__name__)
@@ -149,6 +150,7 @@ class SQLiteStore:
             self._db, SyncedIndexes(self._db, embedder.dimensions, CONTEXT_ITEMS), self._run
         )
         self.sessions = SQLiteSessions(self._db, self._run)
+        self.threads = SQLiteThreads(self._db, self._run)
         self.schema_version = 0
 
     # -- plumbing ---------------------------------------------------------------------------

@@ -1,0 +1,118 @@
+"""The A2A adapter: the only code that imports the a2a SDK (pinned in pyproject.toml and
+CHANGELOG.md). It maps the skills runtime (server/skills.py) to A2A 1.0 — card, JSON-RPC,
+HTTP+JSON, SSE, 0.3 compatibility — plus the 0.1 legacy routes. Replacing the SDK means
+replacing this package only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.routing import BaseRoute
+
+from a2a.auth.user import User
+from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import (
+    create_agent_card_routes,
+    create_jsonrpc_routes,
+    create_rest_routes,
+)
+from a2a.server.routes.common import ServerCallContextBuilder
+from a2a.types import AgentCard
+from memstrata.runtime import AsyncMemstrata
+from memstrata.server.a2a.card import SPEC_VERSION, CardBuilder
+from memstrata.server.a2a.executor import MemstrataExecutor, ThreadContextBuilder
+from memstrata.server.a2a.legacy import legacy_routes
+from memstrata.server.a2a.store import StoreTaskStore
+from memstrata.server.adapter import ToolSurface
+from memstrata.server.skills import Dispatcher, describe
+from memstrata.server.tools import ServerTool
+
+__all__ = ["SPEC_VERSION", "A2AAdapter"]
+
+
+class _TenantUser(User):
+    def __init__(self, tenant: str) -> None:
+        self._tenant = tenant
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self._tenant
+
+
+class _ContextBuilder(ServerCallContextBuilder):
+    """The call context of a request the HTTP gate let through: its tenant, never one the
+    client names."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        principal = request.scope["memstrata.principal"]
+        return ServerCallContext(
+            user=_TenantUser(principal.tenant),
+            state={
+                "headers": dict(request.headers),
+                "memstrata.tenant": principal.tenant,
+                "memstrata.tier": principal.tier,
+            },
+            requested_extensions=get_requested_extensions(
+                request.headers.getlist(HTTP_EXTENSION_HEADER)
+            ),
+        )
+
+
+class A2AAdapter(ToolSurface):
+    def __init__(
+        self,
+        ms: AsyncMemstrata,
+        dispatcher: Dispatcher,
+        *,
+        url: str,
+        auth: bool,
+        version: str,
+    ) -> None:
+        super().__init__(ms, dispatcher.registry)
+        self.dispatcher = dispatcher
+        self.cards = CardBuilder(dispatcher.registry, url, auth=auth, version=version)
+        self.handler = DefaultRequestHandler(
+            agent_executor=MemstrataExecutor(dispatcher),
+            task_store=StoreTaskStore(ms.store.threads),
+            agent_card=self.cards.card(),
+            request_context_builder=ThreadContextBuilder(dispatcher),
+        )
+        self._contexts = _ContextBuilder()
+
+    def native(self, tool: ServerTool) -> Any:
+        return describe([tool])[0]
+
+    def card(self) -> dict[str, Any]:
+        from google.protobuf.json_format import MessageToDict
+
+        card: dict[str, Any] = MessageToDict(self.cards.card())
+        return card
+
+    def routes(self) -> list[BaseRoute]:
+        async def current_card(_: AgentCard) -> AgentCard:
+            return self.cards.card()
+
+        routes: list[BaseRoute] = []
+        routes.extend(legacy_routes(self.handler, self._contexts.build))
+        routes.extend(create_agent_card_routes(self.cards.card(), card_modifier=current_card))
+        routes.extend(
+            create_jsonrpc_routes(
+                self.handler, "/", context_builder=self._contexts, enable_v0_3_compat=True
+            )
+        )
+        routes.extend(
+            create_rest_routes(
+                self.handler, context_builder=self._contexts, enable_v0_3_compat=True
+            )
+        )
+        return routes
+
+    async def aclose(self) -> None:
+        await self.handler.aclose()

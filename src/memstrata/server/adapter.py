@@ -1,0 +1,56 @@
+"""The ecosystem adapter interface: what every protocol adapter (A2A, MCP) offers, on top of
+the same tools and the same session context."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from memstrata.runtime import AsyncMemstrata
+from memstrata.server.session import session_context
+from memstrata.server.skills import ToolRegistry
+from memstrata.server.tools import ServerTool
+
+
+class EcosystemAdapter(Protocol):
+    def get_memory_tools(self) -> list[Any]:
+        """The memory tools in the ecosystem's own form."""
+        ...
+
+    def get_knowledge_tools(self) -> list[Any]:
+        """The knowledge (and governance) tools in the ecosystem's own form."""
+        ...
+
+    async def get_session_context(
+        self, tenant: str, identifiers: Mapping[str, str], query: str = ""
+    ) -> dict[str, Any]:
+        """Relevant memories and active governance constraints for a new session."""
+        ...
+
+
+class ToolSurface:
+    """The shared half of every adapter; subclasses say how one tool looks natively."""
+
+    def __init__(self, ms: AsyncMemstrata, registry: ToolRegistry) -> None:
+        self.ms = ms
+        self.registry = registry
+
+    def native(self, tool: ServerTool) -> Any:
+        raise NotImplementedError
+
+    def get_memory_tools(self) -> list[Any]:
+        return [self.native(t) for t in self.registry.all() if t.skill == "memory"]
+
+    def get_knowledge_tools(self) -> list[Any]:
+        return [self.native(t) for t in self.registry.all() if t.skill != "memory"]
+
+    async def get_session_context(
+        self, tenant: str, identifiers: Mapping[str, str], query: str = ""
+    ) -> dict[str, Any]:
+        return await session_context(
+            self.ms,
+            tenant,
+            identifiers,
+            query,
+            limit=self.ms.settings.server.session_memories,
+        )
