@@ -1,0 +1,274 @@
+"""API keys → tenants, tenant isolation across every tool and route, the loopback rule,
+rate limits (in-process and Redis) with 429 + Retry-After, and their metric."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from memstrata.config import ServerSettings
+from memstrata.errors import ErrorCode, MemstrataError
+from memstrata.server.app import check_bind
+from memstrata.server.auth import KeyRing, hash_key, new_key
+from memstrata.server.ratelimit import RateLimiter
+from tests.server.harness import (
+    HEADERS,
+    Running,
+    result_of,
+    rpc,
+    running_server,
+    send,
+    server_settings,
+    tool_message,
+)
+
+KEY_A, KEY_B, KEY_C, KEY_ADMIN = new_key(), new_key(), new_key(), new_key()
+A = {"Authorization": f"Bearer {KEY_A}"}
+B = {"X-API-Key": KEY_B}
+
+
+def _keys() -> list[dict[str, str]]:
+    return [
+        {"key_hash": hash_key(KEY_A), "tenant_id": "acme", "tier": "default", "name": "a"},
+        {"key_hash": hash_key(KEY_B), "tenant_id": "globex", "tier": "small"},
+        {"key_hash": hash_key(KEY_C), "tenant_id": "initech", "tier": "small"},
+        {"key_hash": hash_key(KEY_ADMIN), "tenant_id": "ops", "tier": "admin"},
+    ]
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    settings = server_settings(
+        tmp_path_factory.mktemp("auth") / "data",
+        api_keys=_keys(),
+        tiers={
+            "default": {"requests_per_minute": 10_000},
+            "small": {"requests_per_minute": 10_000, "skills": {"governance": 3}},
+            "admin": {"requests_per_minute": 10_000},
+        },
+    )
+    with running_server(settings) as running:
+        yield running
+
+
+@pytest.fixture
+def client(live: Running) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live.url, timeout=30) as c:
+        yield c
+
+
+def _send(
+    client: httpx.Client, headers: dict[str, str], tool: str, args: dict[str, Any], **extra: Any
+) -> dict[str, Any]:
+    return send(client, tool_message(tool, args, **extra), headers=headers)
+
+
+def test_no_or_bad_key_is_401_but_card_and_health_stay_public(client: httpx.Client) -> None:
+    message = tool_message("memory_list", {"user_id": "u"})
+    envelope = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+    for headers in (
+        {},
+        {"Authorization": "Bearer nope"},
+        {"X-API-Key": "ms_wrong"},
+        {"Authorization": f"Basic {KEY_A}"},
+    ):
+        response = client.post("/", json=envelope, headers={**HEADERS, **headers})
+        assert response.status_code == 401, headers
+        assert response.json()["error"]["code"] == "UNAUTHORIZED"
+        assert "bearer" in response.headers["www-authenticate"].lower()
+    for path in ("/tasks", "/tasks/x", "/tasks/x/get"):
+        assert client.get(path, headers=HEADERS).status_code == 401
+    assert client.post("/message:send", json={"message": message}).status_code == 401
+    assert client.post("/tasks/send", json={"message": {"parts": []}}).status_code == 401
+    card = client.get("/.well-known/agent-card.json").json()
+    assert "apiKey" in card["securitySchemes"]
+    assert client.get("/health").status_code == 200
+    assert client.get("/metrics").status_code == 401
+    assert client.get("/metrics", headers=A).status_code == 403
+    assert client.get("/metrics", headers={"X-API-Key": KEY_ADMIN}).status_code == 200
+
+
+def test_a_tenant_never_reaches_another_tenants_data(client: httpx.Client) -> None:
+    added = _send(
+        client,
+        A,
+        "memory_add",
+        {"content": "acme secret plan", "layer": "user", "user_id": "u1"},
+        metadata={"project_id": "p1"},
+    )
+    memory_id = result_of(added)["id"]
+    thread, task_id = added["contextId"], added["id"]
+    created = _send(
+        client,
+        A,
+        "knowledge_create",
+        {
+            "type": "adr",
+            "title": "Use PostgreSQL",
+            "layer": "company",
+            "id": "adr-001",
+            "status": "accepted",
+            "body": "acme decision",
+        },
+    )
+    assert created["status"]["state"] == "TASK_STATE_COMPLETED", created
+    # Every tool, as tenant B, against tenant A's ids.
+    attempts = [
+        ("memory_get", {"memory_id": memory_id}, "MEMORY_NOT_FOUND"),
+        ("memory_update", {"memory_id": memory_id, "content": "pwned"}, "MEMORY_NOT_FOUND"),
+        ("knowledge_get", {"id": "adr-001"}, "ITEM_NOT_FOUND"),
+        ("knowledge_update", {"id": "adr-001", "body": "pwned"}, "ITEM_NOT_FOUND"),
+        ("knowledge_status", {"id": "adr-001", "status": "deprecated"}, "ITEM_NOT_FOUND"),
+        ("knowledge_history", {"id": "adr-001"}, "ITEM_NOT_FOUND"),
+    ]
+    for tool, args, code in attempts:
+        task = _send(client, B, tool, args)
+        assert task["status"]["state"] == "TASK_STATE_REJECTED", (tool, task)
+        error = task["status"]["message"]["parts"][1]["data"]["error"]
+        assert error["code"] == code, tool
+    # Delete is idempotent (as in the library): it reports that nothing existed.
+    gone = result_of(_send(client, B, "memory_delete", {"memory_id": memory_id}))
+    assert gone["existed"] is False
+    reads = [
+        ("memory_search", {"query": "secret plan", "user_id": "u1"}, "results"),
+        ("memory_list", {"user_id": "u1"}, "items"),
+        ("knowledge_query", {"query": "PostgreSQL"}, "results"),
+    ]
+    for tool, args, key in reads:
+        assert result_of(_send(client, B, tool, args))[key] == [], tool
+    policies = result_of(_send(client, B, "governance_policies", {}))["policies"]
+    assert [p["id"] for p in policies] == ["builtin-secrets"]
+    # Tasks and threads.
+    assert rpc(client, "GetTask", {"id": task_id}, headers=B)["error"]["code"] == -32001
+    assert rpc(client, "CancelTask", {"id": task_id}, headers=B)["error"]["code"] == -32001
+    listed = rpc(client, "ListTasks", {}, headers=B)["result"]
+    assert task_id not in [t["id"] for t in listed.get("tasks", [])]
+    assert client.get(f"/tasks/{task_id}", headers={**HEADERS, **B}).status_code == 404
+    assert client.get(f"/tasks/{task_id}/get", headers=B).status_code == 404
+    follow = {
+        "messageId": str(uuid.uuid4()),
+        "role": "ROLE_USER",
+        "taskId": task_id,
+        "parts": [{"text": "hi"}],
+    }
+    assert rpc(client, "SendMessage", {"message": follow}, headers=B)["error"]["code"] == -32001
+    # B continuing A's contextId gets its own thread: none of A's identifiers or memories.
+    mine = _send(client, B, "memory_list", {}, contextId=thread)
+    assert mine["status"]["state"] == "TASK_STATE_REJECTED", mine["status"]
+    error = mine["status"]["message"]["parts"][1]["data"]["error"]
+    assert error["code"] in ("MISSING_IDENTIFIER", "INVALID_ARGUMENT")
+    # And A still has everything, unchanged.
+    again = result_of(_send(client, A, "memory_get", {"memory_id": memory_id}))
+    assert again["content"] == "acme secret plan"
+    item = result_of(_send(client, A, "knowledge_get", {"id": "adr-001"}))
+    assert item["status"] == "accepted" and "acme decision" in item["body"]
+    assert rpc(client, "GetTask", {"id": task_id}, headers=A)["result"]["id"] == task_id
+
+
+def test_rate_limit_per_skill_returns_429_with_retry_after(
+    client: httpx.Client, live: Running, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One window for the whole test (a minute boundary would reset the counts).
+    monkeypatch.setattr(live.server.limiter, "_clock", lambda: 1_000_000.0)
+    C = {"X-API-Key": KEY_C}
+    codes = []
+    for _ in range(5):
+        response = client.post(
+            "/",
+            headers={**HEADERS, **C},
+            json={
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "SendMessage",
+                "params": {"message": tool_message("governance_policies", {})},
+            },
+        )
+        codes.append(response.status_code)
+        if response.status_code == 429:
+            assert response.headers["retry-after"] == "20"
+            assert response.json()["error"]["code"] == "RATE_LIMITED"
+    assert codes[:3] == [200, 200, 200] and codes[3:] == [429, 429]
+    # Other skills of the same tenant, and other tenants, are not limited by it.
+    assert _send(client, C, "memory_list", {"user_id": "x"})["status"]["state"]
+    assert _send(client, A, "governance_policies", {})["status"]["state"] == (
+        "TASK_STATE_COMPLETED"
+    )
+    metrics = client.get("/metrics", headers={"X-API-Key": KEY_ADMIN}).text
+    assert 'a2a_rate_limit_hits_total{skill_name="governance",tenant_id="initech"} 2.0' in metrics
+
+
+def test_tier_limit_counts_every_request() -> None:
+    import asyncio
+
+    limiter = RateLimiter(
+        ServerSettings(tiers={"t": {"requests_per_minute": 2}}), clock=lambda: 120.0
+    )
+    results = asyncio.run(_hits(limiter, "acme", "t", 3))
+    assert results[:2] == [None, None] and results[2] == 60.0
+
+
+async def _hits(limiter: RateLimiter, tenant: str, tier: str, n: int) -> list[float | None]:
+    return [await limiter.check(tenant, tier, "memory") for _ in range(n)]
+
+
+def test_redis_limits_are_shared_between_replicas() -> None:
+    import asyncio
+
+    url = os.environ.get("MEMSTRATA_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+    async def scenario() -> list[float | None]:
+        settings = ServerSettings(redis_url=url, tiers={"default": {"requests_per_minute": 4}})
+        one, two = RateLimiter(settings), RateLimiter(settings)
+        tenant = f"t-{uuid.uuid4().hex}"
+        try:
+            await one.counter.incr("probe", 0)
+        except Exception as exc:
+            if os.environ.get("CI"):
+                raise
+            pytest.skip(f"no Redis at {url}: {exc}")
+        try:
+            return [
+                await (one if i % 2 else two).check(tenant, "default", "memory") for i in range(6)
+            ]
+        finally:
+            await one.aclose()
+            await two.aclose()
+
+    results = asyncio.run(scenario())
+    assert results[:4] == [None] * 4 and all(r is not None for r in results[4:])
+
+
+def test_no_keys_means_loopback_only(tmp_path: Path) -> None:
+    check_bind("127.0.0.1", KeyRing([]))
+    check_bind("::1", KeyRing([]))
+    with pytest.raises(MemstrataError) as caught:
+        check_bind("0.0.0.0", KeyRing([]))
+    assert caught.value.code is ErrorCode.CONFIGURATION_ERROR
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memstrata",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "serve",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(tmp_path)},
+    )
+    assert out.returncode == 1
+    assert "refusing to listen on 0.0.0.0 without API keys" in out.stderr
