@@ -73,10 +73,11 @@ class ThreadService:
         self._task: asyncio.Task[None] | None = None
 
     def _expired_error(self, thread_id: str) -> MemstrataError:
-        hours = self._settings.thread_ttl / 3600
+        ttl = self._settings.thread_ttl
+        idle = f"{ttl / 3600:g} h" if ttl >= 3600 else f"{ttl:g} s"
         return MemstrataError(
             ErrorCode.THREAD_EXPIRED,
-            f"thread {thread_id!r} expired after {hours:g} h without activity: "
+            f"thread {thread_id!r} expired after {idle} without activity: "
             "start a new thread (omit contextId)",
             details={"thread_id": thread_id, "thread_ttl_seconds": self._settings.thread_ttl},
         )

@@ -1,0 +1,151 @@
+"""Threads (contextId): identifiers carried across tool calls, session context, persistence
+across restarts, expiry, conversation-state TTL and cleanup metric, the state size cap."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.server.harness import (
+    HEADERS,
+    result_of,
+    rpc,
+    running_server,
+    send,
+    server_settings,
+    session_of,
+    text_message,
+    tool_message,
+)
+
+
+def test_a_thread_keeps_identifiers_and_starts_with_session_context(tmp_path: Path) -> None:
+    with (
+        running_server(server_settings(tmp_path / "d")) as live,
+        httpx.Client(base_url=live.url, timeout=30) as client,
+    ):
+        send(
+            client,
+            tool_message(
+                "memory_add",
+                {"content": "Bob deploys on Fridays", "layer": "user", "user_id": "bob"},
+            ),
+        )
+        first = send(
+            client,
+            text_message("when does Bob deploy?", metadata={"user_id": "bob", "project_id": "web"}),
+        )
+        context = session_of(first)
+        assert context["identifiers"] == {"user_id": "bob", "project_id": "web"}
+        assert any("Fridays" in m["content"] for m in context["memories"])
+        assert [c["policy_id"] for c in context["constraints"]] == ["builtin-secrets"]
+        assert context["constraints_layer"] == {"layer": "project", "layer_id": "web"}
+        thread = first["contextId"]
+        # Later calls in the thread use its identifiers: no user_id needed, no new context.
+        later = send(client, tool_message("memory_list", {}, contextId=thread))
+        assert later["status"]["state"] == "TASK_STATE_COMPLETED", later["status"]
+        assert [m["content"] for m in result_of(later)["items"]] == ["Bob deploys on Fridays"]
+        assert session_of(later) is None
+        state = live.run(live.server.threads.get("default", thread))
+        assert state.identifiers == {"user_id": "bob", "project_id": "web"}
+        turns = state.conversation_context["turns"]
+        assert [t["tool"] for t in turns] == [None, "memory_list"]
+        assert state.to_dict()["thread_id"] == thread
+    # A new server on the same data recovers the thread and continues it.
+    with (
+        running_server(server_settings(tmp_path / "d")) as live,
+        httpx.Client(base_url=live.url, timeout=30) as client,
+    ):
+        assert live.server.metrics.threads_active._value.get() >= 2
+        again = send(client, tool_message("memory_search", {"query": "deploy"}, contextId=thread))
+        assert again["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert result_of(again)["results"][0]["memory"]["content"] == "Bob deploys on Fridays"
+
+
+def test_expired_threads_and_state_are_cleaned_and_counted(tmp_path: Path) -> None:
+    settings = server_settings(tmp_path / "d", thread_ttl=1.0, state_ttl=0.5, expired_retention=0)
+    with running_server(settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+        old = send(client, tool_message("memory_list", {"user_id": "u"}))
+        kept = send(client, tool_message("memory_list", {"user_id": "u"}))
+        time.sleep(0.7)
+        send(client, tool_message("memory_list", {}, contextId=kept["contextId"]))
+        counts = live.run(live.server.threads.cleanup())
+        assert counts.states_removed >= 1
+        time.sleep(0.5)
+        # The old thread is idle past its TTL: continuing it is a clear protocol error.
+        body = rpc(
+            client,
+            "SendMessage",
+            {"message": tool_message("memory_list", {"user_id": "u"}, contextId=old["contextId"])},
+        )
+        assert body["error"]["code"] == -32602
+        assert body["error"]["data"][0]["metadata"]["code"] == "THREAD_EXPIRED"
+        assert "expired" in body["error"]["message"]
+        counts = live.run(live.server.threads.cleanup())
+        assert counts.threads_purged >= 1 and counts.tasks_purged >= 1
+        metrics = client.get("/metrics").text
+        assert 'a2a_thread_cleanup_total{kind="states_removed"}' in metrics
+        purged = [
+            line
+            for line in metrics.splitlines()
+            if line.startswith('a2a_thread_cleanup_total{kind="threads_purged"}')
+        ]
+        assert float(purged[0].split()[-1]) >= 1
+        # Its tasks went with it.
+        assert rpc(client, "GetTask", {"id": old["id"]})["error"]["code"] == -32001
+
+
+def test_state_over_the_cap_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    settings = server_settings(tmp_path / "d", max_state_bytes=6000, session_memories=0)
+    with running_server(settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+        first = send(
+            client,
+            tool_message("memory_add", {"content": "small", "layer": "user", "user_id": "u"}),
+        )
+        thread = first["contextId"]
+        big = "x" * 8000
+        task = send(
+            client, tool_message("memory_add", {"content": big, "layer": "user"}, contextId=thread)
+        )
+        assert task["status"]["state"] == "TASK_STATE_REJECTED"
+        error = task["status"]["message"]["parts"][1]["data"]["error"]
+        assert error["code"] == "THREAD_STATE_TOO_LARGE"
+        assert error["details"]["max_bytes"] == 6000
+        items = result_of(
+            send(client, tool_message("memory_list", {"user_id": "u"}, contextId=thread))
+        )["items"]
+        assert [m["content"] for m in items] == ["small"]  # the big one was not stored
+        state = live.run(live.server.threads.get("default", thread))
+        assert all(big not in str(t) for t in state.conversation_context["turns"])
+
+
+def test_many_concurrent_requests_on_one_thread_lose_no_turn(tmp_path: Path) -> None:
+    import concurrent.futures
+
+    with running_server(server_settings(tmp_path / "d", session_memories=0)) as live:
+        with httpx.Client(base_url=live.url, timeout=60) as client:
+            thread = send(client, tool_message("memory_list", {"user_id": "u"}))["contextId"]
+
+            def one(i: int) -> str:
+                with httpx.Client(base_url=live.url, timeout=60) as c:
+                    return str(
+                        send(
+                            c,
+                            tool_message(
+                                "memory_add",
+                                {"content": f"parallel {i}", "layer": "user"},
+                                contextId=thread,
+                            ),
+                        )["status"]["state"]
+                    )
+
+            with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                states = list(pool.map(one, range(12)))
+        assert states == ["TASK_STATE_COMPLETED"] * 12
+        state = live.run(live.server.threads.get("default", thread))
+        assert len(state.conversation_context["turns"]) == 13
+        with httpx.Client(base_url=live.url, headers=HEADERS) as client:
+            tasks = rpc(client, "ListTasks", {"contextId": thread})["result"]
+        assert tasks["totalSize"] == 13
