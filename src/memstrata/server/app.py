@@ -75,6 +75,7 @@ class MemstrataServer:
             url=url,
             auth=self.keys.enabled,
             version=package_version("memstrata"),
+            fixed_url=settings.public_url is not None,
         )
         self.app = Starlette(
             routes=[

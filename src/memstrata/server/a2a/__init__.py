@@ -7,20 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from google.protobuf.json_format import MessageToDict
 from starlette.requests import Request
-from starlette.routing import BaseRoute
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
 
 from a2a.auth.user import User
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
-from a2a.server.routes import (
-    create_agent_card_routes,
-    create_jsonrpc_routes,
-    create_rest_routes,
-)
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.routes.common import ServerCallContextBuilder
-from a2a.types import AgentCard
 from memstrata.runtime import AsyncMemstrata
 from memstrata.server.a2a.card import SPEC_VERSION, CardBuilder
 from memstrata.server.a2a.executor import MemstrataExecutor, ThreadContextBuilder
@@ -74,10 +71,13 @@ class A2AAdapter(ToolSurface):
         url: str,
         auth: bool,
         version: str,
+        fixed_url: bool = False,
     ) -> None:
         super().__init__(ms, dispatcher.registry)
         self.dispatcher = dispatcher
-        self.cards = CardBuilder(dispatcher.registry, url, auth=auth, version=version)
+        self.cards = CardBuilder(
+            dispatcher.registry, url, auth=auth, version=version, fixed=fixed_url
+        )
         self.handler = DefaultRequestHandler(
             agent_executor=MemstrataExecutor(dispatcher),
             task_store=StoreTaskStore(ms.store.threads),
@@ -90,18 +90,18 @@ class A2AAdapter(ToolSurface):
         return describe([tool])[0]
 
     def card(self) -> dict[str, Any]:
-        from google.protobuf.json_format import MessageToDict
-
         card: dict[str, Any] = MessageToDict(self.cards.card())
         return card
 
     def routes(self) -> list[BaseRoute]:
-        async def current_card(_: AgentCard) -> AgentCard:
-            return self.cards.card()
+        async def agent_card(request: Request) -> Response:
+            card = self.cards.card(str(request.base_url))
+            return JSONResponse(MessageToDict(card), headers={"Cache-Control": "no-cache"})
 
-        routes: list[BaseRoute] = []
+        routes: list[BaseRoute] = [
+            Route("/.well-known/agent-card.json", agent_card, methods=["GET"])
+        ]
         routes.extend(legacy_routes(self.handler, self._contexts.build))
-        routes.extend(create_agent_card_routes(self.cards.card(), card_modifier=current_card))
         routes.extend(
             create_jsonrpc_routes(
                 self.handler, "/", context_builder=self._contexts, enable_v0_3_compat=True

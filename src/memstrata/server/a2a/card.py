@@ -41,17 +41,29 @@ _SKILLS = {
 
 
 class CardBuilder:
-    def __init__(self, registry: ToolRegistry, url: str, *, auth: bool, version: str) -> None:
+    def __init__(
+        self, registry: ToolRegistry, url: str, *, auth: bool, version: str, fixed: bool
+    ) -> None:
         self._registry = registry
         self._url = url.rstrip("/") + "/"
+        self._fixed = fixed
         self._auth = auth
         self._version = version
         self._built: tuple[int, AgentCard] | None = None
 
-    def card(self) -> AgentCard:
+    def card(self, url: str | None = None) -> AgentCard:
+        """The card; ``url`` (where the request reached us) replaces the interfaces' URL
+        when no public URL is configured."""
         if self._built is None or self._built[0] != self._registry.version:
             self._built = (self._registry.version, self._build())
-        return self._built[1]
+        card = self._built[1]
+        if url is None or self._fixed:
+            return card
+        copy = AgentCard()
+        copy.CopyFrom(card)
+        for interface in copy.supported_interfaces:
+            interface.url = url
+        return copy
 
     def _build(self) -> AgentCard:
         skills = []
