@@ -1,0 +1,163 @@
+"""`memstrata serve` and `memstrata mcp` as real processes: the CLI end to end, two server
+processes on one PostgreSQL database serving the same threads, and MCP over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from tests.pg import require_postgres, reset_database
+from tests.server.harness import HEADERS, result_of, rpc, send, session_of, tool_message
+
+
+@contextmanager
+def serve_process(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memstrata",
+            *args,
+            "serve",
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "MEMSTRATA_RETRY__INITIAL_DELAY": "0.01", **(env or {})},
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        if "http://" not in line:
+            process.kill()
+            raise AssertionError(
+                f"no banner: {line!r} {process.stderr.read() if process.stderr else ''}"
+            )
+        yield line.strip().split()[-1].rstrip("/")
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            _, errors = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, errors = process.communicate(timeout=10)
+        # uvicorn shuts down gracefully, then re-raises the signal it caught.
+        assert process.returncode in (0, -signal.SIGTERM), errors
+        assert "Traceback" not in errors, errors
+
+
+def test_memstrata_serve_end_to_end(tmp_path: Path) -> None:
+    with (
+        serve_process("--data-dir", str(tmp_path / "d")) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        card = client.get("/.well-known/agent-card.json").json()
+        assert card["supportedInterfaces"][0]["url"] == url + "/"
+        task = send(
+            client,
+            tool_message(
+                "memory_add", {"content": "from a process", "layer": "user", "user_id": "p"}
+            ),
+        )
+        assert result_of(task)["content"] == "from a process"
+        assert client.get("/health").status_code == 200
+    with (
+        serve_process("--data-dir", str(tmp_path / "d")) as url,
+        httpx.Client(base_url=url, timeout=30) as client,
+    ):
+        got = rpc(client, "GetTask", {"id": task["id"]})["result"]
+        assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_two_servers_on_one_postgres_serve_the_same_threads(tmp_path: Path) -> None:
+    url = require_postgres()
+    reset_database(url)
+    common = ("--data-dir", str(tmp_path / "shared"), "--database-url", url)
+    with (
+        serve_process(*common) as one,
+        serve_process(*common) as two,
+        httpx.Client(base_url=one, timeout=30) as a,
+        httpx.Client(base_url=two, timeout=30) as b,
+    ):
+        send(
+            a,
+            tool_message(
+                "memory_add",
+                {"content": "Dana ships on Mondays", "layer": "user", "user_id": "dana"},
+            ),
+        )
+        first = send(
+            a, tool_message("memory_search", {"query": "ships"}, metadata={"user_id": "dana"})
+        )
+        thread = first["contextId"]
+        assert session_of(first)["identifiers"] == {"user_id": "dana"}
+        # The other process continues the thread: it knows the thread's identifiers.
+        second = send(b, tool_message("memory_list", {}, contextId=thread))
+        assert second["status"]["state"] == "TASK_STATE_COMPLETED", second["status"]
+        assert [m["content"] for m in result_of(second)["items"]] == ["Dana ships on Mondays"]
+        assert session_of(second) is None
+        # Tasks made by one are read and listed by the other.
+        assert rpc(b, "GetTask", {"id": first["id"]})["result"]["id"] == first["id"]
+        listed = rpc(a, "ListTasks", {"contextId": thread})["result"]
+        assert listed["totalSize"] == 2
+        # A task waiting for input on one is answered through the other.
+        waiting = send(a, tool_message("memory_add", {"layer": "user"}, contextId=thread))
+        assert waiting["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        reply = {
+            "messageId": "x-" + waiting["id"],
+            "role": "ROLE_USER",
+            "taskId": waiting["id"],
+            "contextId": thread,
+            "parts": [{"data": {"content": "answered on two"}}],
+        }
+        done = send(b, reply)
+        assert done["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert result_of(done)["identifiers"] == {"user_id": "dana"}
+        assert a.get("/health").json()["checks"]["database"]["backend"] == "postgresql"
+        assert HEADERS
+
+
+def test_mcp_over_stdio(tmp_path: Path) -> None:
+    from mcp import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    async def scenario() -> None:
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "memstrata", "--data-dir", str(tmp_path / "d"), "mcp"],
+            env={**os.environ},
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = (await session.list_tools()).tools
+            names = {t.name for t in tools}
+            assert len(names) == 15 and {"memory_add", "knowledge_query"} <= names
+            add = next(t for t in tools if t.name == "memory_add")
+            assert "content" in add.input_schema["required"]
+            added = await session.call_tool(
+                "memory_add", {"content": "MCP remembers", "layer": "user", "user_id": "m"}
+            )
+            assert not added.is_error
+            found = await session.call_tool(
+                "memory_search", {"query": "remembers", "user_id": "m", "mode": "keyword"}
+            )
+            payload = json.loads(found.content[0].text)
+            assert payload["results"][0]["memory"]["content"] == "MCP remembers"
+            bad = await session.call_tool("memory_add", {"layer": "user"})
+            assert bad.is_error
+            assert json.loads(bad.content[0].text)["error"]["details"]["missing"] == ["content"]
+
+    asyncio.run(scenario())
