@@ -54,7 +54,7 @@ def running_server(
             uv = uvicorn.Server(config)
             box["uv"], box["server"], box["loop"] = uv, server, loop
             task = asyncio.create_task(uv.serve())
-            while not uv.started and not task.done():
+            while not uv.started and not task.done():  # noqa: ASYNC110 (uvicorn has no event)
                 await asyncio.sleep(0.01)
             if uv.started:
                 box["port"] = uv.servers[0].sockets[0].getsockname()[1]

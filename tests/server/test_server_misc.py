@@ -25,7 +25,6 @@ from tests.server.harness import (
     HEADERS,
     Running,
     result_of,
-    rpc,
     running_server,
     send,
     server_settings,
