@@ -161,3 +161,60 @@ def test_mcp_over_stdio(tmp_path: Path) -> None:
             assert json.loads(bad.content[0].text)["error"]["details"]["missing"] == ["content"]
 
     asyncio.run(scenario())
+
+
+def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    from memstrata.server.auth import hash_key, new_key
+
+    key = new_key()
+    config = tmp_path / "memstrata.toml"
+    config.write_text(
+        f'[[server.api_keys]]\nkey_hash = "{hash_key(key)}"\ntenant_id = "acme"\n',
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memstrata",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--config",
+            str(config),
+            "mcp",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip().split()[-1].rstrip("/") + "/mcp"
+        assert httpx.post(url, json={}).status_code == 401
+
+        async def scenario() -> None:
+            import httpx2
+
+            async with (
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, timeout=30) as http2,
+                streamable_http_client(url, http_client=http2) as (read, write, *_),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                assert len((await session.list_tools()).tools) == 15
+                added = await session.call_tool(
+                    "memory_add", {"content": "over http", "layer": "user", "user_id": "h"}
+                )
+                assert json.loads(added.content[0].text)["tenant_id"] == "acme"
+
+        asyncio.run(scenario())
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)
