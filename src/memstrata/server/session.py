@@ -21,6 +21,28 @@ def _layer_of(identifiers: Mapping[str, str]) -> tuple[str, str | None]:
     return "company", None
 
 
+async def relevant_memories(
+    ms: AsyncMemstrata, tenant: str, identifiers: Mapping[str, str], query: str, limit: int
+) -> list[dict[str, Any]]:
+    """A hybrid search across the layers the identifiers reach, as JSON-ready rows."""
+    hits = await ms.memory.search(
+        query[: ms.settings.memory.max_query_length],
+        mode="hybrid",
+        limit=limit,
+        tenant_id=tenant,
+        **identifiers,  # type: ignore[arg-type]
+    )
+    return [
+        {
+            "id": h.memory.id,
+            "layer": h.memory.layer.value,
+            "content": h.memory.content,
+            "score": round(h.score, 4),
+        }
+        for h in hits
+    ]
+
+
 async def session_context(
     ms: AsyncMemstrata,
     tenant: str,
@@ -38,22 +60,7 @@ async def session_context(
     if limit and ids:
         try:
             if query.strip():
-                hits = await ms.memory.search(
-                    query[: ms.settings.memory.max_query_length],
-                    mode="hybrid",
-                    limit=limit,
-                    tenant_id=tenant,
-                    **ids,  # type: ignore[arg-type]
-                )
-                memories = [
-                    {
-                        "id": h.memory.id,
-                        "layer": h.memory.layer.value,
-                        "content": h.memory.content,
-                        "score": round(h.score, 4),
-                    }
-                    for h in hits
-                ]
+                memories = await relevant_memories(ms, tenant, ids, query, limit)
             else:
                 page = await ms.memory.list(limit=limit, tenant_id=tenant, **ids)  # type: ignore[arg-type]
                 memories = [

@@ -19,7 +19,7 @@ from memstrata.errors import ErrorCode, MemstrataError
 from memstrata.runtime import AsyncMemstrata
 from memstrata.server.metrics import ServerMetrics
 from memstrata.server.router import LLMRouter
-from memstrata.server.session import session_context
+from memstrata.server.session import relevant_memories, session_context
 from memstrata.server.threads import IDENTIFIERS, Thread, ThreadService
 from memstrata.server.tools import ServerTool
 
@@ -295,22 +295,7 @@ class Dispatcher:
         memories: list[dict[str, Any]] = []
         note = SEARCH_NOTE
         if identifiers:
-            hits = await self.ms.memory.search(
-                query,
-                mode="hybrid",
-                limit=5,
-                tenant_id=call.tenant,
-                **identifiers,  # type: ignore[arg-type]
-            )
-            memories = [
-                {
-                    "id": h.memory.id,
-                    "layer": h.memory.layer.value,
-                    "content": h.memory.content,
-                    "score": round(h.score, 4),
-                }
-                for h in hits
-            ]
+            memories = await relevant_memories(self.ms, call.tenant, identifiers, query, 5)
         else:
             note += " Memories were not searched: give user_id, project_id, ... in the message "
             note += "metadata."
