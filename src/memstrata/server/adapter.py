@@ -3,6 +3,7 @@ the same tools and the same session context."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -28,15 +29,16 @@ class EcosystemAdapter(Protocol):
         ...
 
 
-class ToolSurface:
+class ToolSurface(ABC):
     """The shared half of every adapter; subclasses say how one tool looks natively."""
 
     def __init__(self, ms: AsyncMemstrata, registry: ToolRegistry) -> None:
         self.ms = ms
         self.registry = registry
 
+    @abstractmethod
     def native(self, tool: ServerTool) -> Any:
-        raise NotImplementedError
+        """One tool in the ecosystem's own form."""
 
     def get_memory_tools(self) -> list[Any]:
         return [self.native(t) for t in self.registry.all() if t.skill == "memory"]

@@ -8,7 +8,6 @@ import ipaddress
 import logging
 from collections.abc import AsyncIterator
 from importlib.metadata import version as package_version
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -147,7 +146,3 @@ class MemstrataServer:
         return PlainTextResponse(
             self.ms.metrics_text(), media_type="text/plain; version=0.0.4; charset=utf-8"
         )
-
-
-def card_json(server: MemstrataServer) -> dict[str, Any]:
-    return server.a2a.card()

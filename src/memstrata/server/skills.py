@@ -219,7 +219,7 @@ class Dispatcher:
             arguments = {**pending.get("arguments", {}), **arguments}
         try:
             if tool_name is None:
-                outcome = await self._text(call, identifiers)
+                outcome = await self._text(call, thread, identifiers)
             else:
                 outcome = await self._tool(call, thread, tool_name, arguments, identifiers)
         except MemstrataError as exc:
@@ -263,7 +263,7 @@ class Dispatcher:
         result = await tool.handler(parsed, call.tenant)
         return Outcome("completed", tool.skill, name, result=result, message=f"{name}: done")
 
-    async def _text(self, call: Call, identifiers: Mapping[str, str]) -> Outcome:
+    async def _text(self, call: Call, thread: Thread, identifiers: Mapping[str, str]) -> Outcome:
         text = call.text.strip()
         if not text:
             raise MemstrataError(
@@ -284,7 +284,6 @@ class Dispatcher:
                         result={"reply": route.reply},
                         message=route.reply or "no tool fits this request",
                     )
-                thread = await self.threads.open(call.tenant, call.thread_id)
                 return await self._tool(
                     call, thread, route.tool, dict(route.arguments), identifiers
                 )

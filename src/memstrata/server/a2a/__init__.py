@@ -89,10 +89,6 @@ class A2AAdapter(ToolSurface):
     def native(self, tool: ServerTool) -> Any:
         return describe([tool])[0]
 
-    def card(self) -> dict[str, Any]:
-        card: dict[str, Any] = MessageToDict(self.cards.card())
-        return card
-
     def routes(self) -> list[BaseRoute]:
         async def agent_card(request: Request) -> Response:
             card = self.cards.card(str(request.base_url))

@@ -11,7 +11,6 @@ import logging
 from typing import Any
 
 from google.protobuf.json_format import MessageToDict, ParseDict
-from google.protobuf.struct_pb2 import Value
 
 from a2a.server.agent_execution import (
     AgentExecutor,
@@ -37,10 +36,6 @@ def data_part(value: Any) -> Part:
     return part
 
 
-def _value(v: Value) -> Any:
-    return MessageToDict(v)
-
-
 def call_from(context: RequestContext, tenant: str) -> Call:
     """The tool call or text, and the identifiers, of the request's message."""
     message = context.message
@@ -58,7 +53,7 @@ def call_from(context: RequestContext, tenant: str) -> Call:
             if kind == "text":
                 texts.append(part.text)
             elif kind == "data":
-                data = _value(part.data)
+                data = MessageToDict(part.data)
                 if not isinstance(data, dict):
                     raise MemstrataError(
                         ErrorCode.INVALID_ARGUMENT,

@@ -25,7 +25,9 @@ def tenant_of(context: ServerCallContext) -> str:
 
 def _stored(task: Task) -> StoredTask:
     ns = task.status.timestamp.ToNanoseconds() if task.status.HasField("timestamp") else 0
-    return StoredTask(task.id, task.context_id, int(task.status.state), ns, MessageToJson(task))
+    return StoredTask(
+        task.id, task.context_id, int(task.status.state), ns, MessageToJson(task, indent=None)
+    )
 
 
 def _task(row: StoredTask) -> Task:
