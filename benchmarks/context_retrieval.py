@@ -2,7 +2,7 @@
 
 The knowledge items are the benchmark corpus's sentences (vectors from the corpus cache,
 written through the store's context-item API); the tools are 500 generated descriptors.
-Measured through the library (``AsyncMemstrata.context``), no LLM call:
+Measured through the library (``AsyncLamina.context``), no LLM call:
 
 - ``default_layers``: retrieve over the default layers (user knowledge, skills, external
   references, learnings) + assemble_prompt, for queries never seen before (the query is
@@ -30,13 +30,13 @@ import psycopg
 
 from benchmarks.corpus import OBJECTS, VERBS, queries, sentences
 from benchmarks.memory_ops import corpus_vectors, ms_stats
-from memstrata import AsyncMemstrata
-from memstrata.context.models import MODEL_LAYERS
-from memstrata.context.providers import RuntimeContextAdapter, ToolDescriptor, ToolRegistryAdapter
-from memstrata.store.context_base import ItemKind, NewContextRecord
+from lamina import AsyncLamina
+from lamina.context.models import MODEL_LAYERS
+from lamina.context.providers import RuntimeContextAdapter, ToolDescriptor, ToolRegistryAdapter
+from lamina.store.context_base import ItemKind, NewContextRecord
 
 
-async def fill(ms: AsyncMemstrata, count: int) -> float:
+async def fill(ms: AsyncLamina, count: int) -> float:
     texts = sentences(count if count > 100_000 else 100_000, numbered=True)[:count]
     vectors = corpus_vectors(sentences(100_000, numbered=True))[:count]
     store = ms.store.context_items
@@ -68,7 +68,7 @@ def tools(count: int) -> list[ToolDescriptor]:
     ]
 
 
-async def measure(ms: AsyncMemstrata, qs: list[str], layers: Any) -> dict[str, float]:
+async def measure(ms: AsyncLamina, qs: list[str], layers: Any) -> dict[str, float]:
     times = []
     for q in qs:
         start = time.perf_counter()
@@ -94,7 +94,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.database_url:
         prepare_postgres(args.database_url)
     with tempfile.TemporaryDirectory() as tmp:
-        ms = AsyncMemstrata(data_dir=tmp, database_url=args.database_url)
+        ms = AsyncLamina(data_dir=tmp, database_url=args.database_url)
         await ms.start()
         try:
             out: dict[str, Any] = {

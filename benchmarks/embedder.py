@@ -16,7 +16,7 @@ from benchmarks.corpus import sentences
 
 LOAD = (
     "import time; t0 = time.perf_counter();"
-    "from memstrata.embeddings.local import load_model; t1 = time.perf_counter();"
+    "from lamina.embeddings.local import load_model; t1 = time.perf_counter();"
     "load_model(); t2 = time.perf_counter();"
     "print(t1 - t0, t2 - t1)"
 )
@@ -38,7 +38,7 @@ def main() -> None:
     ]
     imports = [t[0] for t in timings]
     loads = [t[1] for t in timings]
-    from memstrata.embeddings.local import LocalEmbedder, load_model
+    from lamina.embeddings.local import LocalEmbedder, load_model
 
     load_model()
     embedder = LocalEmbedder(batch_size=64)
@@ -62,7 +62,7 @@ def main() -> None:
                 "model": "all-MiniLM-L6-v2-int8 (onnxruntime)",
                 "load_seconds_median": round(statistics.median(loads), 3),
                 "load_seconds_all": [round(x, 3) for x in loads],
-                "import_memstrata_seconds_median": round(statistics.median(imports), 3),
+                "import_lamina_seconds_median": round(statistics.median(imports), 3),
                 "batch": 64,
                 "sentences_per_second_median": round(statistics.median(rates), 1),
                 "single_sentence_ms_p50": round(statistics.median(singles) * 1000, 2),

@@ -30,9 +30,9 @@ from typing import Any
 
 from benchmarks.corpus import queries, sentences
 from benchmarks.memory_ops import ms_stats, rss_mb
-from memstrata import AsyncMemstrata
-from memstrata.knowledge.document import item_path, render
-from memstrata.knowledge.models import KnowledgeItem, KnowledgeLayer, KnowledgeStatus, KnowledgeType
+from lamina import AsyncLamina
+from lamina.knowledge.document import item_path, render
+from lamina.knowledge.models import KnowledgeItem, KnowledgeLayer, KnowledgeStatus, KnowledgeType
 
 TYPES = list(KnowledgeType)
 TEAMS = [f"team-{i}" for i in range(20)]
@@ -113,7 +113,7 @@ def big_file(size: int) -> str:
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"items": args.items}
     with tempfile.TemporaryDirectory() as tmp:
-        async with AsyncMemstrata(data_dir=tmp) as ms:
+        async with AsyncLamina(data_dir=tmp) as ms:
             ks = ms.knowledge
             items = bulk_items(args.items)
             start = time.perf_counter()

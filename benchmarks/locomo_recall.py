@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from memstrata import Memstrata
+from lamina import Lamina
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "locomo-dev.json"
 KS = (5, 10, 20)
@@ -52,7 +52,7 @@ def main() -> None:
     totals = {mode: {k: 0.0 for k in KS} for mode in modes}
     latencies: dict[str, list[float]] = {mode: [] for mode in modes}
     questions = 0
-    with tempfile.TemporaryDirectory() as tmp, Memstrata(data_dir=tmp) as ms:
+    with tempfile.TemporaryDirectory() as tmp, Lamina(data_dir=tmp) as ms:
         for sample in data:
             user = sample["sample_id"]
             items = turns(sample["conversation"])

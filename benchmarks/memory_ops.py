@@ -6,7 +6,7 @@ Each size is built, then searched by a fresh process, whose resident memory is r
     uv run python -m benchmarks.memory_ops [--sizes 10000,100000] [--queries 200]
 
 Vectors of the synthetic corpus are computed with the local model once and kept in
-~/.cache/memstrata-bench/ (MEMSTRATA_BENCH_CACHE) so that reruns skip the embedding time.
+~/.cache/lamina-bench/ (LAMINA_BENCH_CACHE) so that reruns skip the embedding time.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import numpy as np
 from benchmarks.corpus import queries, sentences
 
 #: Outside the checkout, so that a fresh clone on the same machine finds the vectors again.
-CACHE = Path(os.environ.get("MEMSTRATA_BENCH_CACHE", Path.home() / ".cache" / "memstrata-bench"))
+CACHE = Path(os.environ.get("LAMINA_BENCH_CACHE", Path.home() / ".cache" / "lamina-bench"))
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -51,7 +51,7 @@ def rss_mb() -> float:
 
 
 def corpus_vectors(texts: list[str]) -> np.ndarray:
-    from memstrata.embeddings.local import LocalEmbedder
+    from lamina.embeddings.local import LocalEmbedder
 
     CACHE.mkdir(parents=True, exist_ok=True)
     path = CACHE / f"corpus-{len(texts)}.npy"
@@ -64,13 +64,13 @@ def corpus_vectors(texts: list[str]) -> np.ndarray:
 
 def build_store(size: int, data_dir: str) -> dict[str, Any]:
     """Fill a store with ``size`` memories of one user (vectors precomputed)."""
-    from memstrata import Memstrata
-    from memstrata.memory.layers import MemoryLayer
-    from memstrata.store.base import NewMemory, Scope
+    from lamina import Lamina
+    from lamina.memory.layers import MemoryLayer
+    from lamina.store.base import NewMemory, Scope
 
     texts = sentences(size, numbered=True)
     vectors = corpus_vectors(texts)
-    with Memstrata(data_dir=data_dir) as ms:
+    with Lamina(data_dir=data_dir) as ms:
         store = ms.aio.store
         scope = Scope(MemoryLayer.USER, {"user_id": "bench"}, "bench")
         start = time.perf_counter()
@@ -86,10 +86,10 @@ def build_store(size: int, data_dir: str) -> dict[str, Any]:
 
 def run_searches(data_dir: str, n_queries: int) -> dict[str, Any]:
     """Open the store in this fresh process, search it, and report resident memory."""
-    from memstrata import Memstrata
+    from lamina import Lamina
 
     out: dict[str, Any] = {}
-    with Memstrata(data_dir=data_dir) as ms:
+    with Lamina(data_dir=data_dir) as ms:
         qs = queries(n_queries)
         start = time.perf_counter()
         ms.memory.search(qs[0], user_id="bench", mode="keyword")  # loads the indexes
@@ -122,11 +122,11 @@ def run_searches(data_dir: str, n_queries: int) -> dict[str, Any]:
 
 def run_ops() -> dict[str, Any]:
     """Single add and service bulk_add, embeddings included (cache misses)."""
-    from memstrata import Memstrata
+    from lamina import Lamina
 
     texts = sentences(3300, seed=11, numbered=True)
     out: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as tmp, Memstrata(data_dir=tmp) as ms:
+    with tempfile.TemporaryDirectory() as tmp, Lamina(data_dir=tmp) as ms:
         ms.memory.add("warm-up", layer="user", user_id="u")
         times = []
         for text in texts[:300]:

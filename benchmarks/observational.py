@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.memory_ops import ms_stats
-from memstrata import AsyncMemstrata
-from memstrata.config import Settings
-from memstrata.llm.base import ChatRequest, ChatResponse
-from memstrata.tokens import default_counter
+from lamina import AsyncLamina
+from lamina.config import Settings
+from lamina.llm.base import ChatRequest, ChatResponse
+from lamina.tokens import default_counter
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "locomo-dev.json"
 
@@ -75,7 +75,7 @@ async def append_cost(count: int) -> dict[str, Any]:
         times: dict[bool, list[float]] = {False: [], True: []}
         stores = {}
         for enabled in (False, True):
-            ms = AsyncMemstrata(settings(tmp, enabled), chat_model=ExtractiveModel())
+            ms = AsyncLamina(settings(tmp, enabled), chat_model=ExtractiveModel())
             await ms.start()
             stores[enabled] = ms
             for i in range(20):  # warm up
@@ -104,7 +104,7 @@ async def locomo() -> dict[str, Any]:
     worst_memory, budget = 0, 0
     per_conversation = []
     with tempfile.TemporaryDirectory() as tmp:
-        ms = AsyncMemstrata(settings(tmp, True), chat_model=model)
+        ms = AsyncLamina(settings(tmp, True), chat_model=model)
         await ms.start()
         budget = ms.settings.observational_memory.memory_token_budget
         try:

@@ -4,7 +4,7 @@ For each ef_search value: semantic search latency through the store and recall@1
 exact search on the same real embeddings. ``--rebuild m,ef_construction`` first rebuilds the
 HNSW index with those build parameters (timed). Prints JSON.
 
-    MEMSTRATA_BENCH_POSTGRES_URL=postgresql://postgres@127.0.0.1:5432/memstrata_bench \\
+    LAMINA_BENCH_POSTGRES_URL=postgresql://postgres@127.0.0.1:5432/lamina_bench \\
         .venv/bin/python -m benchmarks.pg_hnsw_sweep --size 1000000 --ef 100,200,400 \\
         [--rebuild 16,64]
 """
@@ -46,8 +46,8 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rebuild", default=None, help="m,ef_construction")
     args = parser.parse_args()
-    url = os.environ.get("MEMSTRATA_BENCH_POSTGRES_URL", DEFAULT_URL)
-    from memstrata.embeddings.local import LocalEmbedder
+    url = os.environ.get("LAMINA_BENCH_POSTGRES_URL", DEFAULT_URL)
+    from lamina.embeddings.local import LocalEmbedder
 
     vectors = corpus_vectors(sentences(args.size, numbered=True))
     qvecs = LocalEmbedder().embed_sync(queries(args.queries))

@@ -7,11 +7,11 @@ library, HNSW recall@10 against exact search on the real embeddings, and through
 concurrent client processes. The embedded SQLite store is measured on the same data at the
 sizes given in --compare (default 100000) and the ratio reported.
 
-    MEMSTRATA_BENCH_POSTGRES_URL=postgresql://postgres@127.0.0.1:5432/memstrata_bench \\
+    LAMINA_BENCH_POSTGRES_URL=postgresql://postgres@127.0.0.1:5432/lamina_bench \\
         .venv/bin/python -m benchmarks.postgres_ops [--sizes 100000,1000000] [--compare 100000]
 
 The database named by the URL is emptied first. The corpus vectors come from
-~/.cache/memstrata-bench/ (see memory_ops.py); a 1,000,000 corpus takes about 45 minutes to embed.
+~/.cache/lamina-bench/ (see memory_ops.py); a 1,000,000 corpus takes about 45 minutes to embed.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ import psycopg
 from benchmarks.corpus import queries, sentences
 from benchmarks.memory_ops import corpus_vectors, ms_stats
 
-DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/memstrata_bench"
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/lamina_bench"
 SCOPE = ("user", {"user_id": "bench"}, "bench")
 
 
@@ -48,22 +48,22 @@ def reset(url: str) -> None:
 
 
 def make_store(kind: str, target: str, ef_search: int | None = None) -> Any:
-    from memstrata.embeddings.local import LocalEmbedder
-    from memstrata.store.postgres import PostgresStore
-    from memstrata.store.sqlite import SQLiteStore
+    from lamina.embeddings.local import LocalEmbedder
+    from lamina.store.postgres import PostgresStore
+    from lamina.store.sqlite import SQLiteStore
 
     if kind == "postgresql":
         if ef_search is not None:
             return PostgresStore(target, LocalEmbedder(), pool_max=4, ef_search=ef_search)
         return PostgresStore(target, LocalEmbedder(), pool_max=4)
-    return SQLiteStore(Path(target) / "memstrata.db", LocalEmbedder())
+    return SQLiteStore(Path(target) / "lamina.db", LocalEmbedder())
 
 
 def layer_search(vector: np.ndarray, limit: int = 10) -> Any:
-    from memstrata.memory.filters import MetadataFilter
-    from memstrata.memory.layers import MemoryLayer
-    from memstrata.memory.models import SearchMode
-    from memstrata.store.base import LayerSearch, Scope
+    from lamina.memory.filters import MetadataFilter
+    from lamina.memory.layers import MemoryLayer
+    from lamina.memory.models import SearchMode
+    from lamina.store.base import LayerSearch, Scope
 
     scope = Scope(MemoryLayer(SCOPE[0]), SCOPE[1], SCOPE[2])
     return LayerSearch(
@@ -75,8 +75,8 @@ async def load(kind: str, target: str, texts: list[str], vectors: np.ndarray) ->
     """Bulk load into an empty store; on PostgreSQL the HNSW index is built after the rows."""
     from contextlib import AsyncExitStack
 
-    from memstrata.memory.layers import MemoryLayer
-    from memstrata.store.base import NewMemory, Scope
+    from lamina.memory.layers import MemoryLayer
+    from lamina.store.base import NewMemory, Scope
 
     store = make_store(kind, target)
     await store.initialize()
@@ -102,8 +102,8 @@ async def load(kind: str, target: str, texts: list[str], vectors: np.ndarray) ->
 
 async def incremental_add(kind: str, target: str, count: int = 2000) -> float:
     """bulk_add into the loaded store, the index maintained row by row (a live database)."""
-    from memstrata.memory.layers import MemoryLayer
-    from memstrata.store.base import NewMemory, Scope
+    from lamina.memory.layers import MemoryLayer
+    from lamina.store.base import NewMemory, Scope
 
     texts = sentences(count, seed=123, numbered=True)
     rng = np.random.default_rng(1)
@@ -195,10 +195,10 @@ def throughput(kind: str, target: str, qvecs: np.ndarray, clients: int = 4) -> f
 
 
 def service_latency(url: str, n: int) -> dict[str, Any]:
-    from memstrata import Memstrata
+    from lamina import Lamina
 
     out: dict[str, Any] = {}
-    with Memstrata(database_url=url) as ms:
+    with Lamina(database_url=url) as ms:
         qs = queries(n)
         for q in qs:
             ms.memory.search(q, user_id="bench")
@@ -218,8 +218,8 @@ def main() -> None:
     parser.add_argument("--compare", default="100000")
     parser.add_argument("--queries", type=int, default=200)
     args = parser.parse_args()
-    url = os.environ.get("MEMSTRATA_BENCH_POSTGRES_URL", DEFAULT_URL)
-    from memstrata.embeddings.local import LocalEmbedder
+    url = os.environ.get("LAMINA_BENCH_POSTGRES_URL", DEFAULT_URL)
+    from lamina.embeddings.local import LocalEmbedder
 
     qvecs = LocalEmbedder().embed_sync(queries(args.queries))
     compare = {int(s) for s in args.compare.split(",") if s}

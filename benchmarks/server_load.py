@@ -1,6 +1,6 @@
 """The A2A server under load, on 127.0.0.1. Prints JSON.
 
-A store of ``--memories`` memories (vectors precomputed), then a ``memstrata serve`` process
+A store of ``--memories`` memories (vectors precomputed), then a ``lamina serve`` process
 on it, and a load generator in this process (httpx, ``--concurrency`` connections):
 
 - ``search``: memory_search through JSON-RPC SendMessage (a direct tool call, new thread
@@ -155,7 +155,7 @@ async def _threads(url: str, pid: int, data_dir: str, n: int) -> dict[str, Any]:
 
         await asyncio.gather(*(one(i) for i in range(n)))
     after = _rss_mb(pid)
-    with sqlite3.connect(Path(data_dir) / "memstrata.db") as conn:
+    with sqlite3.connect(Path(data_dir) / "lamina.db") as conn:
         count, size = conn.execute(
             "SELECT count(*), sum(length(context)) FROM a2a_threads"
         ).fetchone()
@@ -184,7 +184,7 @@ def main() -> None:
             [
                 sys.executable,
                 "-m",
-                "memstrata",
+                "lamina",
                 "--data-dir",
                 data_dir,
                 "serve",
@@ -198,7 +198,7 @@ def main() -> None:
             # A load test is not a tenant to protect the server from: lift the rate limit.
             env={
                 **os.environ,
-                "MEMSTRATA_SERVER__TIERS": '{"default": {"requests_per_minute": 100000000}}',
+                "LAMINA_SERVER__TIERS": '{"default": {"requests_per_minute": 100000000}}',
             },
         )
         try:

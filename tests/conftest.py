@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from memstrata import Memstrata, load_settings
-from memstrata.config import Settings
+from lamina import Lamina, load_settings
+from lamina.config import Settings
 from tests.fakes.openai_server import FakeOpenAI
 
 
@@ -25,7 +25,7 @@ def fast_settings(data_dir: Path, **overrides: object) -> Settings:
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for key in list(__import__("os").environ):
-        if key.startswith("MEMSTRATA_"):
+        if key.startswith("LAMINA_"):
             monkeypatch.delenv(key)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
@@ -36,8 +36,8 @@ def data_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ms(data_dir: Path) -> Iterator[Memstrata]:
-    with Memstrata(fast_settings(data_dir)) as instance:
+def ms(data_dir: Path) -> Iterator[Lamina]:
+    with Lamina(fast_settings(data_dir)) as instance:
         yield instance
 
 

@@ -1,5 +1,5 @@
-"""The PostgreSQL the tests use: MEMSTRATA_TEST_POSTGRES_URL (scripts/test sets it from
-scripts/pg-setup). Without it PostgreSQL tests are skipped, unless MEMSTRATA_REQUIRE_POSTGRES
+"""The PostgreSQL the tests use: LAMINA_TEST_POSTGRES_URL (scripts/test sets it from
+scripts/pg-setup). Without it PostgreSQL tests are skipped, unless LAMINA_REQUIRE_POSTGRES
 is set (as in CI), when they fail."""
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from pathlib import Path
 import psycopg
 import pytest
 
-PG_URL = os.environ.get("MEMSTRATA_TEST_POSTGRES_URL", "")
-REQUIRED = bool(os.environ.get("MEMSTRATA_REQUIRE_POSTGRES"))
+PG_URL = os.environ.get("LAMINA_TEST_POSTGRES_URL", "")
+REQUIRED = bool(os.environ.get("LAMINA_REQUIRE_POSTGRES"))
 
 
 def require_postgres() -> str:
     if not PG_URL:
         if REQUIRED:
-            pytest.fail("MEMSTRATA_TEST_POSTGRES_URL is not set (run scripts/pg-setup)")
-        pytest.skip("no PostgreSQL configured: set MEMSTRATA_TEST_POSTGRES_URL")
+            pytest.fail("LAMINA_TEST_POSTGRES_URL is not set (run scripts/pg-setup)")
+        pytest.skip("no PostgreSQL configured: set LAMINA_TEST_POSTGRES_URL")
     return PG_URL
 
 
@@ -54,7 +54,7 @@ def server_without_pgvector() -> Iterator[str]:
         if REQUIRED:
             pytest.fail("PostgreSQL 15 binaries, runuser and root are needed for this test")
         pytest.skip("needs the PostgreSQL 15 binaries, runuser and root")
-    root = Path(tempfile.mkdtemp(prefix="memstrata-novec-"))
+    root = Path(tempfile.mkdtemp(prefix="lamina-novec-"))
     try:
         root.chmod(0o755)
         bindir = root / "lib/postgresql/15/bin"

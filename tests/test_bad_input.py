@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from memstrata import ErrorCode, Memstrata, MemstrataError
+from lamina import ErrorCode, Lamina, LaminaError
 from tests.conftest import fast_settings
 
 SQL = "'; DROP TABLE memories; --\" OR 1=1 /* %_ \\ */"
 
 
-def expect(code: ErrorCode, call: Any, *args: Any, **kwargs: Any) -> MemstrataError:
-    with pytest.raises(MemstrataError) as err:
+def expect(code: ErrorCode, call: Any, *args: Any, **kwargs: Any) -> LaminaError:
+    with pytest.raises(LaminaError) as err:
         call(*args, **kwargs)
     assert err.value.code is code, err.value
     assert err.value.message
@@ -22,11 +22,11 @@ def expect(code: ErrorCode, call: Any, *args: Any, **kwargs: Any) -> MemstrataEr
 
 
 def count(data_dir: Path, **ids: str) -> int:
-    with Memstrata(fast_settings(data_dir)) as reopened:
+    with Lamina(fast_settings(data_dir)) as reopened:
         return reopened.memory.list(limit=1, **ids).total_count
 
 
-def test_every_error_on_bad_input_leaves_data_intact(ms: Memstrata, data_dir: Path) -> None:
+def test_every_error_on_bad_input_leaves_data_intact(ms: Lamina, data_dir: Path) -> None:
     keep = ms.memory.add(
         "a memory that must survive", layer="user", user_id="u", metadata={"tags": ["keep"]}
     )
@@ -95,7 +95,7 @@ def test_large_and_international_content_round_trips(data_dir: Path) -> None:
         "emoji": "Ships on Fridays 🚀🔥 — celebrate with 🍕",
         "rtl": "المستخدم يفضل الوضع الداكن",
     }
-    with Memstrata(settings) as ms:
+    with Lamina(settings) as ms:
         ids = {
             name: ms.memory.add(text, layer="user", user_id="u").id for name, text in texts.items()
         }
@@ -105,7 +105,7 @@ def test_large_and_international_content_round_trips(data_dir: Path) -> None:
             user_id="u",
             metadata={"a": {"b": {"c": [1, {"d": "深"}]}}, "emoji": "🎉"},
         )
-    with Memstrata(settings) as ms:
+    with Lamina(settings) as ms:
         for name, text in texts.items():
             got = ms.memory.get(ids[name])
             assert got is not None and got.content == text, name
@@ -122,7 +122,7 @@ def test_large_and_international_content_round_trips(data_dir: Path) -> None:
         assert ms.memory.list(user_id="u").total_count == len(texts) + 1
 
 
-def test_sql_meta_characters_in_every_string_field(ms: Memstrata, data_dir: Path) -> None:
+def test_sql_meta_characters_in_every_string_field(ms: Lamina, data_dir: Path) -> None:
     ids = {
         name: f"{name}{SQL}"
         for name in (
@@ -169,7 +169,7 @@ def test_sql_meta_characters_in_every_string_field(ms: Memstrata, data_dir: Path
     assert ms.memory.history(entries[0].id, tenant_id=tenant)[-1].actor == SQL
     expect(ErrorCode.INVALID_FILTER, ms.memory.search, "x", user_id="u", filters={SQL: 1})
     ms.close()
-    with Memstrata(fast_settings(data_dir)) as reopened:
+    with Lamina(fast_settings(data_dir)) as reopened:
         page = reopened.memory.list(tenant_id=tenant, limit=100, **ids)
         assert page.total_count == 7
         assert {m.id for m in page.items} == {e.id for e in entries}
@@ -181,13 +181,13 @@ def test_a_locked_database_is_a_retryable_provider_error(data_dir: Path) -> None
     import time
 
     settings = fast_settings(data_dir, sqlite_busy_timeout=0.05)
-    with Memstrata(settings) as ms:
+    with Lamina(settings) as ms:
         kept = ms.memory.add("written before the lock", layer="user", user_id="u")
         blocker = sqlite3.connect(
-            data_dir / "memstrata.db", isolation_level=None, check_same_thread=False
+            data_dir / "lamina.db", isolation_level=None, check_same_thread=False
         )
         blocker.execute("BEGIN EXCLUSIVE")
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.memory.add("blocked", layer="user", user_id="u")
         assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
         assert "locked" in err.value.message or "busy" in err.value.message
@@ -200,7 +200,7 @@ def test_a_locked_database_is_a_retryable_provider_error(data_dir: Path) -> None
             sqlite_busy_timeout=0.05,
             retry={"max_retries": 6, "initial_delay": 0.05, "max_delay": 0.2},
         )
-        with Memstrata(retried) as other:
+        with Lamina(retried) as other:
             other.memory.add("written after the lock", layer="user", user_id="u")
         timer.join()
         blocker.close()
@@ -213,7 +213,7 @@ def test_a_locked_database_is_a_retryable_provider_error(data_dir: Path) -> None
 
 
 class _BrokenEmbedder:
-    """A third-party embedder with a bug: it raises something that is not a MemstrataError."""
+    """A third-party embedder with a bug: it raises something that is not a LaminaError."""
 
     model_id = "broken"
     dimensions = 4
@@ -226,7 +226,7 @@ class _BrokenEmbedder:
 
 
 def test_unexpected_failures_are_internal_errors_without_details(tmp_path: Path) -> None:
-    with Memstrata(fast_settings(tmp_path / "d"), embedder=_BrokenEmbedder()) as ms:
+    with Lamina(fast_settings(tmp_path / "d"), embedder=_BrokenEmbedder()) as ms:
         err = expect(ErrorCode.INTERNAL_ERROR, ms.memory.add, "x", layer="user", user_id="u")
         assert "secret" not in err.message and not err.retryable
         assert 'code="INTERNAL_ERROR"' in ms.metrics_text()
@@ -236,8 +236,8 @@ def test_unexpected_failures_are_internal_errors_without_details(tmp_path: Path)
 def test_a_damaged_database_file_is_a_clear_error(tmp_path: Path) -> None:
     data_dir = tmp_path / "d"
     data_dir.mkdir()
-    (data_dir / "memstrata.db").write_bytes(b"this is not a database" * 100)
-    with pytest.raises(MemstrataError) as err:
-        Memstrata(fast_settings(data_dir))
+    (data_dir / "lamina.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(LaminaError) as err:
+        Lamina(fast_settings(data_dir))
     assert err.value.code is ErrorCode.PROVIDER_ERROR and not err.value.retryable
     assert "damaged" in err.value.message

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from memstrata.cli import main
+from lamina.cli import main
 
 
 def run(capsys: pytest.CaptureFixture[str], data_dir: Path, *args: str) -> tuple[int, str, str]:
@@ -197,7 +197,7 @@ def test_errors_print_code_and_exit_non_zero(
 
 
 def test_content_too_long_at_the_cli(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    config = tmp_path / "memstrata.toml"
+    config = tmp_path / "lamina.toml"
     config.write_text("[memory]\nmax_content_length = 10\n")
     status, out, _ = run(
         capsys,
@@ -223,7 +223,7 @@ def test_a_real_process_prints_no_traceback(data_dir: Path) -> None:
         [
             sys.executable,
             "-m",
-            "memstrata",
+            "lamina",
             "--data-dir",
             str(data_dir),
             "memory",
@@ -242,7 +242,7 @@ def test_a_real_process_prints_no_traceback(data_dir: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith("error: INVALID_LAYER:") and "Traceback" not in proc.stderr
     usage = subprocess.run(
-        [sys.executable, "-m", "memstrata", "memory", "add"],
+        [sys.executable, "-m", "lamina", "memory", "add"],
         capture_output=True,
         text=True,
         timeout=120,
@@ -264,7 +264,7 @@ def test_provider_errors_at_the_cli(capsys: pytest.CaptureFixture[str], tmp_path
     from tests.fakes.openai_server import Failure, FakeOpenAI
 
     with FakeOpenAI() as server:
-        config = tmp_path / "memstrata.toml"
+        config = tmp_path / "lamina.toml"
         config.write_text(
             f'[embedding]\nprovider = "openai"\nbase_url = "{server.base_url}"\n'
             'model = "fake"\ndimensions = 8\n[retry]\ninitial_delay = 0.01\nmax_delay = 0.02\n'

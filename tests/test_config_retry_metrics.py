@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from memstrata import ErrorCode, Memstrata, MemstrataError, load_settings
-from memstrata.retry import RetryPolicy
+from lamina import ErrorCode, Lamina, LaminaError, load_settings
+from lamina.retry import RetryPolicy
 
 
 def test_settings_sources_and_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = tmp_path / "memstrata.toml"
+    config = tmp_path / "lamina.toml"
     config.write_text(
         'tenant_id = "from-file"\n[memory]\nmax_content_length = 111\nsearch_limit = 3\n'
         "[retry]\nmax_retries = 5\n"
@@ -17,14 +17,14 @@ def test_settings_sources_and_precedence(tmp_path: Path, monkeypatch: pytest.Mon
     settings = load_settings(config)
     assert settings.tenant_id == "from-file" and settings.memory.max_content_length == 111
     assert settings.retry.policy().max_retries == 5
-    monkeypatch.setenv("MEMSTRATA_MEMORY__MAX_CONTENT_LENGTH", "222")
-    monkeypatch.setenv("MEMSTRATA_TENANT_ID", "from-env")
+    monkeypatch.setenv("LAMINA_MEMORY__MAX_CONTENT_LENGTH", "222")
+    monkeypatch.setenv("LAMINA_TENANT_ID", "from-env")
     settings = load_settings(config)
     assert settings.memory.max_content_length == 222 and settings.tenant_id == "from-env"
     assert settings.memory.search_limit == 3
     settings = load_settings(config, tenant_id="from-kwargs")
     assert settings.tenant_id == "from-kwargs"
-    monkeypatch.setenv("MEMSTRATA_CONFIG", str(config))
+    monkeypatch.setenv("LAMINA_CONFIG", str(config))
     assert load_settings().memory.search_limit == 3
 
 
@@ -40,7 +40,7 @@ def test_defaults() -> None:
         2.0,
         30.0,
     )
-    assert settings.sqlite_path() == settings.data_dir / "memstrata.db"
+    assert settings.sqlite_path() == settings.data_dir / "lamina.db"
 
 
 @pytest.mark.parametrize(
@@ -60,45 +60,45 @@ def test_invalid_settings_are_configuration_errors(
     if content is not None:
         config = tmp_path / "bad.toml"
         config.write_text(content)
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         load_settings(config, **overrides)
     assert err.value.code is ErrorCode.CONFIGURATION_ERROR
 
 
 def test_missing_config_file_and_bad_database_url(tmp_path: Path) -> None:
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         load_settings(tmp_path / "absent.toml")
     assert err.value.code is ErrorCode.CONFIGURATION_ERROR and "absent.toml" in err.value.message
     for url in ("sqlite:///", "mysql://x", "file.db"):
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             load_settings(database_url=url).store_kind()
         assert err.value.code is ErrorCode.CONFIGURATION_ERROR
     assert load_settings(database_url="postgresql://localhost/db").store_kind() == "postgresql"
     assert load_settings(database_url="sqlite:///x.db").store_kind() == "sqlite"
     db = tmp_path / "custom.db"
-    with Memstrata(database_url=f"sqlite:///{db}", data_dir=tmp_path / "unused") as ms:
+    with Lamina(database_url=f"sqlite:///{db}", data_dir=tmp_path / "unused") as ms:
         ms.memory.add("x", layer="user", user_id="u")
     assert db.is_file()
 
 
 def test_retry_policy_delays() -> None:
     policy = RetryPolicy()
-    transient = MemstrataError(ErrorCode.PROVIDER_ERROR, "down")
+    transient = LaminaError(ErrorCode.PROVIDER_ERROR, "down")
     assert [policy.delay(n, transient) for n in (1, 2, 3, 4, 5, 6)] == [1, 2, 4, 8, 16, 30]
-    limited = MemstrataError(ErrorCode.RATE_LIMITED, "slow down", retry_after=7.5)
+    limited = LaminaError(ErrorCode.RATE_LIMITED, "slow down", retry_after=7.5)
     assert policy.delay(1, limited) == 7.5
-    assert policy.delay(1, MemstrataError(ErrorCode.RATE_LIMITED, "x", retry_after=99)) == 30
+    assert policy.delay(1, LaminaError(ErrorCode.RATE_LIMITED, "x", retry_after=99)) == 30
     assert transient.retryable and limited.retryable
-    assert not MemstrataError(ErrorCode.INVALID_LAYER, "x").retryable
+    assert not LaminaError(ErrorCode.INVALID_LAYER, "x").retryable
     for code in ErrorCode:
-        assert MemstrataError(code, "m").to_dict()["code"] == code.value
+        assert LaminaError(code, "m").to_dict()["code"] == code.value
 
 
-def test_metrics_per_runtime(ms: Memstrata, tmp_path: Path) -> None:
+def test_metrics_per_runtime(ms: Lamina, tmp_path: Path) -> None:
     ms.memory.add("metric one", layer="user", user_id="u")
     ms.memory.add("metric two", layer="project", project_id="p")
     ms.memory.search("metric", user_id="u", project_id="p", threshold=0.0)
-    with pytest.raises(MemstrataError):
+    with pytest.raises(LaminaError):
         ms.memory.add("x", layer="bogus", user_id="u")
     text = ms.metrics_text()
     assert 'memory_operations_total{operation="add"} 3.0' in text
@@ -108,5 +108,5 @@ def test_metrics_per_runtime(ms: Memstrata, tmp_path: Path) -> None:
     assert 'memory_search_results_sum{layer="company"} 0.0' in text
     assert 'memory_storage_size{layer="user"} 1.0' in text
     assert 'memory_operations_errors_total{code="INVALID_LAYER"} 1.0' in text
-    with Memstrata(data_dir=tmp_path / "other") as other:
+    with Lamina(data_dir=tmp_path / "other") as other:
         assert 'operation="add"' not in other.metrics_text()

@@ -6,9 +6,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memstrata import ErrorCode, Memstrata, MemstrataError
-from memstrata.embeddings.local import DIMENSIONS, LocalEmbedder
-from memstrata.embeddings.openai import OpenAIEmbedder
+from lamina import ErrorCode, Lamina, LaminaError
+from lamina.embeddings.local import DIMENSIONS, LocalEmbedder
+from lamina.embeddings.openai import OpenAIEmbedder
 from tests.conftest import fast_settings, openai_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
 
@@ -31,7 +31,7 @@ def test_local_embedder_is_normalised_and_meaningful() -> None:
 def test_same_content_never_reaches_the_embedder_twice(tmp_path: Path) -> None:
     with FakeOpenAI() as server:
         settings = openai_settings(tmp_path / "d", server)
-        with Memstrata(settings) as ms:
+        with Lamina(settings) as ms:
             ms.memory.add("cached content", layer="user", user_id="u")
             ms.memory.add("cached content", layer="project", project_id="p")
             ms.memory.bulk_add(
@@ -45,7 +45,7 @@ def test_same_content_never_reaches_the_embedder_twice(tmp_path: Path) -> None:
             ms.memory.search("a query", user_id="u", threshold=0.0)
             ms.memory.search("a query", user_id="u", threshold=0.0)
             assert server.embedded.count("a query") == 1
-        with Memstrata(settings) as ms:
+        with Lamina(settings) as ms:
             ms.memory.add("cached content", layer="user", user_id="x")
             assert server.embedded.count("cached content") == 1
             ms.memory.add("cached content", layer="user", user_id="x", tenant_id="other")
@@ -53,12 +53,12 @@ def test_same_content_never_reaches_the_embedder_twice(tmp_path: Path) -> None:
 
 
 def test_transient_provider_errors_are_retried(tmp_path: Path) -> None:
-    with FakeOpenAI() as server, Memstrata(openai_settings(tmp_path / "d", server)) as ms:
+    with FakeOpenAI() as server, Lamina(openai_settings(tmp_path / "d", server)) as ms:
         server.fail_next(Failure(500), Failure(503))
         assert ms.memory.add("after two failures", layer="user", user_id="u").embedding_generated
         assert server.requests == 3
         server.fail_next(*[Failure(502)] * 4)
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.memory.add("never works", layer="user", user_id="u")
         assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
         assert server.requests == 3 + 4  # the first try and 3 retries
@@ -66,24 +66,24 @@ def test_transient_provider_errors_are_retried(tmp_path: Path) -> None:
         server.fail_next(Failure(429, {"Retry-After": "0.05"}))
         ms.memory.add("after a rate limit", layer="user", user_id="u")
         server.fail_next(*[Failure(429, {"Retry-After": "0"})] * 4)
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.memory.add("rate limited for good", layer="user", user_id="u")
         assert err.value.code is ErrorCode.RATE_LIMITED and err.value.retryable
         assert "PROVIDER_ERROR" in ms.metrics_text() and "RATE_LIMITED" in ms.metrics_text()
 
 
 def test_permanent_provider_errors_are_not_retried(tmp_path: Path) -> None:
-    with FakeOpenAI() as server, Memstrata(openai_settings(tmp_path / "d", server)) as ms:
+    with FakeOpenAI() as server, Lamina(openai_settings(tmp_path / "d", server)) as ms:
         server.fail_next(Failure(401))
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.memory.add("x", layer="user", user_id="u")
         assert err.value.code is ErrorCode.CONFIGURATION_ERROR and server.requests == 1
         server.fail_next(Failure(400))
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.memory.add("x", layer="user", user_id="u")
         assert err.value.code is ErrorCode.EMBEDDING_FAILED and not err.value.retryable
         server.fail_next(Failure(200, body='{"data": "nonsense"}'))
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.memory.add("x", layer="user", user_id="u")
         assert err.value.code is ErrorCode.EMBEDDING_FAILED
         assert ms.memory.list(user_id="u").total_count == 0
@@ -97,8 +97,8 @@ def test_unreachable_provider_is_a_retryable_provider_error(tmp_path: Path) -> N
         tmp_path / "d",
         embedding={"provider": "openai", "base_url": url, "model": "m", "dimensions": 8},
     )
-    with Memstrata(settings) as ms:
-        with pytest.raises(MemstrataError) as err:
+    with Lamina(settings) as ms:
+        with pytest.raises(LaminaError) as err:
             ms.memory.add("x", layer="user", user_id="u")
         assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
 
@@ -123,27 +123,27 @@ def test_api_key_comes_from_the_environment(
 
 def test_store_refuses_a_different_embedding_model(tmp_path: Path) -> None:
     data_dir = tmp_path / "d"
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         ms.memory.add("built with the local model", layer="user", user_id="u")
     with FakeOpenAI() as server:
-        with pytest.raises(MemstrataError) as err:
-            Memstrata(openai_settings(data_dir, server))
+        with pytest.raises(LaminaError) as err:
+            Lamina(openai_settings(data_dir, server))
         error = err.value
         assert error.code is ErrorCode.CONFIGURATION_ERROR
         assert "all-MiniLM-L6-v2-int8" in error.message and "fake-embed" in error.message
         assert (
             error.details["store_dimensions"] == 384 and error.details["embedder_dimensions"] == 8
         )
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         assert ms.memory.list(user_id="u").total_count == 1
 
 
 def test_openai_settings_are_validated(tmp_path: Path) -> None:
-    with pytest.raises(MemstrataError) as err:
-        Memstrata(fast_settings(tmp_path, embedding={"provider": "openai"}))
+    with pytest.raises(LaminaError) as err:
+        Lamina(fast_settings(tmp_path, embedding={"provider": "openai"}))
     assert err.value.code is ErrorCode.CONFIGURATION_ERROR
-    with pytest.raises(MemstrataError) as err:
-        Memstrata(
+    with pytest.raises(LaminaError) as err:
+        Lamina(
             fast_settings(
                 tmp_path,
                 embedding={
@@ -155,6 +155,6 @@ def test_openai_settings_are_validated(tmp_path: Path) -> None:
             )
         )
     assert err.value.code is ErrorCode.CONFIGURATION_ERROR
-    with pytest.raises(MemstrataError) as err:
-        Memstrata(fast_settings(tmp_path, embedding={"model": "bge-large"}))
+    with pytest.raises(LaminaError) as err:
+        Lamina(fast_settings(tmp_path, embedding={"model": "bge-large"}))
     assert err.value.code is ErrorCode.CONFIGURATION_ERROR

@@ -6,9 +6,9 @@ import math
 
 import numpy as np
 
-from memstrata.store.lexical_index import LexicalIndex
-from memstrata.store.vector_index import VectorIndex
-from memstrata.text import analyze, decode_terms, encode_terms
+from lamina.store.lexical_index import LexicalIndex
+from lamina.store.vector_index import VectorIndex
+from lamina.text import analyze, decode_terms, encode_terms
 
 A = ("t", "user", "alice")
 B = ("t", "user", "bob")
@@ -78,7 +78,7 @@ def test_term_encoding_round_trips() -> None:
 
 
 def test_postgres_keyword_levels_go_from_all_words_to_any() -> None:
-    from memstrata.store.pg_filters import MAX_KEYWORD_TERMS, keyword_levels
+    from lamina.store.pg_filters import MAX_KEYWORD_TERMS, keyword_levels
 
     assert keyword_levels(["a", "b", "c"]) == [
         "(a & b & c)",

@@ -8,17 +8,17 @@ import sys
 import textwrap
 from pathlib import Path
 
-from memstrata import Memstrata
+from lamina import Lamina
 from tests.conftest import fast_settings
 
 WORKER = textwrap.dedent(
     """
     import json, sys
-    from memstrata import Memstrata, load_settings
+    from lamina import Lamina, load_settings
     data_dir, user, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     settings = load_settings(data_dir=data_dir, retry={"initial_delay": 0.01})
     kept, deleted = [], []
-    with Memstrata(settings) as ms:
+    with Lamina(settings) as ms:
         for i in range(count):
             m = ms.memory.add(f"{user} wrote memory number {i}", layer="project",
                               project_id="shared", metadata={"writer": user, "i": i})
@@ -37,7 +37,7 @@ WORKER = textwrap.dedent(
 
 def test_concurrent_processes_lose_nothing(data_dir: Path) -> None:
     count = 40
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         ms.memory.add("seed memory", layer="project", project_id="shared")
         assert len(ms.memory.search("seed", project_id="shared", threshold=0.0)) == 1
         procs = [

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from memstrata import AsyncMemstrata, ErrorCode, Memstrata, MemstrataError
-from memstrata.buffer import BackgroundBuffer
-from memstrata.config import Settings
+from lamina import AsyncLamina, ErrorCode, Lamina, LaminaError
+from lamina.buffer import BackgroundBuffer
+from lamina.config import Settings
 from tests.conftest import fast_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
 from tests.pg import require_postgres, reset_database
@@ -60,7 +60,7 @@ def om_settings(data_dir: Path, server: FakeOpenAI, **om: Any) -> Settings:
     )
 
 
-def add(ms: Memstrata, n: int, start: int = 0, session: str = S) -> None:
+def add(ms: Lamina, n: int, start: int = 0, session: str = S) -> None:
     """n messages in one append (one transaction, at most one trigger)."""
     ms.sessions.append_many(
         session,
@@ -74,7 +74,7 @@ def add(ms: Memstrata, n: int, start: int = 0, session: str = S) -> None:
 def test_the_observer_fires_when_unobserved_tokens_reach_the_threshold(
     data_dir: Path, llm: FakeOpenAI
 ) -> None:
-    with Memstrata(om_settings(data_dir, llm)) as ms:
+    with Lamina(om_settings(data_dir, llm)) as ms:
         total = ms.sessions.append(S, "user", LINE.format(i=0)).token_count
         total += ms.sessions.append(
             S,
@@ -112,7 +112,7 @@ def test_reflections_replace_observations_and_consolidate(data_dir: Path, llm: F
     settings = om_settings(
         data_dir, llm, observation_token_threshold=30, reflection_consolidation_threshold=3
     )
-    with Memstrata(settings) as ms:
+    with Lamina(settings) as ms:
         for round_ in range(6):
             add(ms, 5, start=round_ * 5)
             ms.sessions.flush()
@@ -141,7 +141,7 @@ def test_reflections_replace_observations_and_consolidate(data_dir: Path, llm: F
 def test_failures_keep_the_history_and_the_next_trigger_retries(
     data_dir: Path, llm: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with Memstrata(om_settings(data_dir, llm)) as ms:
+    with Lamina(om_settings(data_dir, llm)) as ms:
         llm.fail_next(Failure(500))
         with caplog.at_level(logging.WARNING):
             add(ms, 5)
@@ -169,7 +169,7 @@ def test_failures_keep_the_history_and_the_next_trigger_retries(
         # On demand, a failure is an error the caller sees.
         add(ms, 1, start=400)
         llm.fail_next(Failure(401))
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.sessions.observe(S)
         assert err.value.code is ErrorCode.UNAUTHORIZED
 
@@ -178,7 +178,7 @@ def test_compaction_replaces_observed_messages_and_survives_a_restart(
     data_dir: Path, llm: FakeOpenAI
 ) -> None:
     settings = om_settings(data_dir, llm, compact=True)
-    with Memstrata(settings) as ms:
+    with Lamina(settings) as ms:
         add(ms, 5)
         ms.sessions.flush()
         messages = ms.sessions.messages(S)
@@ -189,7 +189,7 @@ def test_compaction_replaces_observed_messages_and_survives_a_restart(
         assert (obs.source_start, obs.source_end) == (0, 0)  # the index was reset
         add(ms, 2, start=5)
         assert [m.index for m in ms.sessions.messages(S)] == [0, 1, 2]
-    with Memstrata(settings) as again:  # a restart rebuilds the position from the ranges
+    with Lamina(settings) as again:  # a restart rebuilds the position from the ranges
         view = again.sessions.show(S)
         assert view.observed_through == 0 and [m.index for m in view.messages] == [0, 1, 2]
         add(again, 3, start=7)
@@ -203,12 +203,12 @@ def test_compaction_replaces_observed_messages_and_survives_a_restart(
 def test_without_a_compactor_a_restart_resumes_after_the_observed_range(
     data_dir: Path, llm: FakeOpenAI
 ) -> None:
-    with Memstrata(om_settings(data_dir, llm)) as ms:
+    with Lamina(om_settings(data_dir, llm)) as ms:
         add(ms, 5)
         ms.sessions.flush()
         add(ms, 2, start=5)  # below the threshold: not observed yet
     calls = len(llm.chat_requests)
-    with Memstrata(om_settings(data_dir, llm)) as again:
+    with Lamina(om_settings(data_dir, llm)) as again:
         add(again, 3, start=7)
         again.sessions.flush()
         assert len(llm.chat_requests) == calls + 1
@@ -231,11 +231,11 @@ def test_one_observer_per_session_even_with_concurrent_triggers(
     settings = om_settings(data_dir, llm, workers=4)
     other_dir = tmp_path / "second"
     with (
-        Memstrata(settings) as one,
-        Memstrata(
+        Lamina(settings) as one,
+        Lamina(
             om_settings(data_dir, llm, workers=4)
             .model_copy(update={"data_dir": other_dir})
-            .model_copy(update={"database_url": f"sqlite:///{data_dir / 'memstrata.db'}"})
+            .model_copy(update={"database_url": f"sqlite:///{data_dir / 'lamina.db'}"})
         ) as two,
     ):
         add(one, 5)
@@ -276,7 +276,7 @@ def test_the_buffer_drops_when_full_and_counts(caplog: pytest.LogCaptureFixture)
 
 
 def test_disabled_means_nothing_happens(data_dir: Path, llm: FakeOpenAI) -> None:
-    with Memstrata(om_settings(data_dir, llm, enabled=False)) as ms:
+    with Lamina(om_settings(data_dir, llm, enabled=False)) as ms:
         add(ms, 20)
         ms.sessions.flush()
         assert llm.chat_requests == [] and ms.sessions.observations(S) == []
@@ -285,8 +285,8 @@ def test_disabled_means_nothing_happens(data_dir: Path, llm: FakeOpenAI) -> None
 
 
 def test_enabled_without_a_model_is_a_configuration_error(data_dir: Path) -> None:
-    with pytest.raises(MemstrataError) as err:
-        Memstrata(fast_settings(data_dir, observational_memory={"enabled": True}))
+    with pytest.raises(LaminaError) as err:
+        Lamina(fast_settings(data_dir, observational_memory={"enabled": True}))
     assert err.value.code is ErrorCode.CONFIGURATION_ERROR
 
 
@@ -294,7 +294,7 @@ def test_the_observer_model_falls_back_to_the_primary_one(data_dir: Path, llm: F
     with FakeOpenAI() as own:
         own.reply = reply
         settings = om_settings(data_dir, llm, model="own-model", base_url=own.base_url)
-        with Memstrata(settings) as ms:
+        with Lamina(settings) as ms:
             add(ms, 5)
             ms.sessions.flush()
         assert [b["model"] for b in own.chat_requests] == ["own-model"]
@@ -305,7 +305,7 @@ def test_context_limits_and_budget(data_dir: Path, llm: FakeOpenAI) -> None:
     settings = om_settings(
         data_dir, llm, max_observations_in_context=2, max_reflections_in_context=1
     )
-    with Memstrata(settings) as ms:
+    with Lamina(settings) as ms:
         for i in range(4):
             ms.sessions.append(S, "user", f"turn {i} " + LINE.format(i=i))
             ms.sessions.observe(S)
@@ -321,7 +321,7 @@ def test_context_limits_and_budget(data_dir: Path, llm: FakeOpenAI) -> None:
 
 
 def test_recent_messages_fit_their_budget(data_dir: Path, llm: FakeOpenAI) -> None:
-    with Memstrata(
+    with Lamina(
         om_settings(data_dir, llm, max_message_token_budget=60, message_token_threshold=10_000)
     ) as ms:
         add(ms, 10)
@@ -331,7 +331,7 @@ def test_recent_messages_fit_their_budget(data_dir: Path, llm: FakeOpenAI) -> No
 
 
 def test_bad_input_is_refused_and_stores_nothing(data_dir: Path, llm: FakeOpenAI) -> None:
-    with Memstrata(om_settings(data_dir, llm)) as ms:
+    with Lamina(om_settings(data_dir, llm)) as ms:
         cases: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = [
             (ms.sessions.append, ("", "user", "x"), {}),
             (ms.sessions.append, (S, "robot", "x"), {}),
@@ -348,10 +348,10 @@ def test_bad_input_is_refused_and_stores_nothing(data_dir: Path, llm: FakeOpenAI
             (ms.sessions.append, (S, "user", "x"), {"tenant_id": ""}),
         ]
         for call, args, kwargs in cases:
-            with pytest.raises(MemstrataError) as err:
+            with pytest.raises(LaminaError) as err:
                 call(*args, **kwargs)
             assert err.value.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.MISSING_IDENTIFIER)
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.sessions.append(S, "user", "x" * 70_000)
         assert err.value.code is ErrorCode.CONTENT_TOO_LONG
         assert ms.sessions.messages(S) == [] and ms.sessions.list_sessions() == []
@@ -363,8 +363,8 @@ def test_the_cli(
     llm: FakeOpenAI,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("MEMSTRATA_LLM__MODEL", "fake-observer")
-    monkeypatch.setenv("MEMSTRATA_LLM__BASE_URL", llm.base_url)
+    monkeypatch.setenv("LAMINA_LLM__MODEL", "fake-observer")
+    monkeypatch.setenv("LAMINA_LLM__BASE_URL", llm.base_url)
     out = run_json(
         capsys,
         data_dir,
@@ -399,7 +399,7 @@ def test_the_cli(
 
 def test_async_api(data_dir: Path, llm: FakeOpenAI) -> None:
     async def scenario() -> None:
-        async with AsyncMemstrata(om_settings(data_dir, llm)) as ms:
+        async with AsyncLamina(om_settings(data_dir, llm)) as ms:
             start = time.perf_counter()
             for i in range(6):
                 await ms.sessions.append(S, "user", LINE.format(i=i))
@@ -433,7 +433,7 @@ def graph_reply(body: dict[str, Any]) -> str:
 
 def test_graph_memory_extracts_and_expands(data_dir: Path, llm: FakeOpenAI) -> None:
     llm.reply = graph_reply
-    with Memstrata(om_settings(data_dir, llm, graph=True)) as ms:
+    with Lamina(om_settings(data_dir, llm, graph=True)) as ms:
         add(ms, 5)
         ms.sessions.flush()
         assert ms.sessions.graph_dropped_count() == 0
@@ -447,7 +447,7 @@ def test_graph_memory_extracts_and_expands(data_dir: Path, llm: FakeOpenAI) -> N
         assert prompt.index("## Knowledge Graph") < prompt.index("## Conversation Memory")
         # Invalid output: a clear error on demand, nothing stored; in the background a warning.
         llm.reply = lambda body: '{"entities": "not a list"}'
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.sessions.extract_graph(S, "Bob maintains the billing service")
         assert err.value.code is ErrorCode.PROVIDER_ERROR
         assert ms.sessions.graph_context("Bob billing", S) == []
@@ -472,7 +472,7 @@ def test_graph_memory_extracts_and_expands(data_dir: Path, llm: FakeOpenAI) -> N
 def test_the_embedding_buffer_embeds_memories_in_the_background(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         entry = ms.memory.add(
             "Prefers tea over coffee in the morning",
             layer="user",
@@ -494,17 +494,17 @@ def test_the_embedding_buffer_embeds_memories_in_the_background(
         assert hits and hits[0].memory.id == entry.id
         assert ms.memory.embed_pending() == 0
         assert ms.aio.memory.embedding_buffer.dropped_count() == 0
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.memory.add("x", layer="user", user_id="u1", background_embedding="yes")
         assert err.value.code is ErrorCode.INVALID_ARGUMENT
     # Pending after a crash: stored without embedding, picked up on demand.
-    from memstrata.embeddings.local import LocalEmbedder
-    from memstrata.memory.layers import MemoryLayer
-    from memstrata.store.base import NewMemory, Scope
-    from memstrata.store.sqlite import SQLiteStore
+    from lamina.embeddings.local import LocalEmbedder
+    from lamina.memory.layers import MemoryLayer
+    from lamina.store.base import NewMemory, Scope
+    from lamina.store.sqlite import SQLiteStore
 
     async def crash() -> None:
-        store = SQLiteStore(data_dir / "memstrata.db", LocalEmbedder())
+        store = SQLiteStore(data_dir / "lamina.db", LocalEmbedder())
         await store.initialize()
         scope = Scope(MemoryLayer.USER, {"user_id": "u1"}, "u1")
         await store.add(NewMemory("crashed", "default", scope, "left behind", {}, None))
@@ -526,7 +526,7 @@ def test_one_observer_per_session_across_runtimes_on_postgres(
 
     llm.reply = slow_reply
     settings = om_settings(tmp_path, llm, workers=4).model_copy(update={"database_url": url})
-    with Memstrata(settings) as one, Memstrata(settings) as two:
+    with Lamina(settings) as one, Lamina(settings) as two:
         add(one, 5)
         for ms in (one, two):
             for _ in range(3):

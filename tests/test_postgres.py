@@ -12,8 +12,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from memstrata import ErrorCode, Memstrata, MemstrataError
-from memstrata.cli import main
+from lamina import ErrorCode, Lamina, LaminaError
+from lamina.cli import main
 from tests.conftest import fast_settings
 from tests.pg import require_postgres, reset_database, server_without_pgvector
 from tests.test_multiprocess import WORKER
@@ -21,7 +21,7 @@ from tests.test_multiprocess import WORKER
 PG_LATEST = len(
     [
         f
-        for f in resources.files("memstrata.store.migrations.postgres").iterdir()
+        for f in resources.files("lamina.store.migrations.postgres").iterdir()
         if f.name.endswith(".sql")
     ]
 )
@@ -35,12 +35,12 @@ def pg_url() -> str:
 
 
 @pytest.fixture
-def pg(pg_url: str, tmp_path: Path) -> Iterator[Memstrata]:
-    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+def pg(pg_url: str, tmp_path: Path) -> Iterator[Lamina]:
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         yield ms
 
 
-def test_the_service_on_postgres(pg: Memstrata) -> None:
+def test_the_service_on_postgres(pg: Lamina) -> None:
     m = pg.memory.add(
         "Prefers dark mode in every editor",
         layer="user",
@@ -65,15 +65,15 @@ def test_the_service_on_postgres(pg: Memstrata) -> None:
     assert 'memory_storage_size{layer="company"} 1.0' in text
 
 
-def test_row_level_security_hides_other_tenants(pg: Memstrata, pg_url: str) -> None:
+def test_row_level_security_hides_other_tenants(pg: Lamina, pg_url: str) -> None:
     a = pg.memory.add("tenant A row", layer="user", user_id="u", tenant_id="A")
     b = pg.memory.add("tenant B row", layer="user", user_id="u", tenant_id="B")
     pg.memory.register_hierarchy(project_id="p", team_id="t", tenant_id="B")
     pg.context.knowledge.save("k", "tenant A knowledge", tenant_id="A")
     pg.context.knowledge.save("k", "tenant B knowledge", tenant_id="B")
     with psycopg.connect(pg_url) as conn:
-        conn.execute("SET ROLE memstrata_app")
-        conn.execute("SELECT set_config('memstrata.tenant_id', 'A', false)")
+        conn.execute("SET ROLE lamina_app")
+        conn.execute("SELECT set_config('lamina.tenant_id', 'A', false)")
         assert (
             conn.execute("UPDATE context_items SET content = 'x' WHERE tenant_id = 'B'").rowcount
             == 0
@@ -97,8 +97,8 @@ def test_row_level_security_hides_other_tenants(pg: Memstrata, pg_url: str) -> N
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute("UPDATE memories SET tenant_id = 'B' WHERE id = %s", (a.id,))
         conn.rollback()
-        conn.execute("SET ROLE memstrata_app")
-        conn.execute("SELECT set_config('memstrata.tenant_id', 'A', false)")
+        conn.execute("SET ROLE lamina_app")
+        conn.execute("SELECT set_config('lamina.tenant_id', 'A', false)")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             conn.execute(
                 "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "
@@ -106,7 +106,7 @@ def test_row_level_security_hides_other_tenants(pg: Memstrata, pg_url: str) -> N
                 "now())"
             )
         conn.rollback()
-        conn.execute("SET ROLE memstrata_app")
+        conn.execute("SET ROLE lamina_app")
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)  # no tenant set
     assert pg.memory.get(b.id, tenant_id="B") == b
     assert pg.memory.get(b.id, tenant_id="A") is None
@@ -116,7 +116,7 @@ def test_row_level_security_hides_other_tenants(pg: Memstrata, pg_url: str) -> N
     )
 
 
-def test_every_operation_stays_inside_its_tenant(pg: Memstrata) -> None:
+def test_every_operation_stays_inside_its_tenant(pg: Lamina) -> None:
     a = pg.memory.add("tenant A secret plan", layer="user", user_id="u", tenant_id="A")
     assert pg.memory.get(a.id, tenant_id="B") is None
     for mode in ("semantic", "keyword", "hybrid"):
@@ -125,12 +125,12 @@ def test_every_operation_stays_inside_its_tenant(pg: Memstrata) -> None:
             == []
         )
     assert pg.memory.list(user_id="u", tenant_id="B").total_count == 0
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         pg.memory.update(a.id, content="hijacked", tenant_id="B")
     assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
     assert pg.memory.delete(a.id, tenant_id="B").existed is False
     assert pg.memory.bulk_delete([a.id], tenant_id="B") == 0
-    with pytest.raises(MemstrataError):
+    with pytest.raises(LaminaError):
         pg.memory.history(a.id, tenant_id="B")
     assert pg.memory.get(a.id, tenant_id="A") == a
     pg.context.knowledge.save("plan", "tenant A secret plan", tenant_id="A")
@@ -139,13 +139,13 @@ def test_every_operation_stays_inside_its_tenant(pg: Memstrata) -> None:
     assert pg.context.retrieve("secret plan", tenant_id="B").total == 0
     assert pg.context.knowledge.list(tenant_id="B").total_count == 0
     for call in (pg.context.knowledge.get, pg.context.knowledge.delete):
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             call("plan", tenant_id="B")
         assert err.value.code is ErrorCode.ITEM_NOT_FOUND
     assert pg.context.knowledge.get("plan", tenant_id="A").content == "tenant A secret plan"
 
 
-def test_context_layers_on_postgres(pg: Memstrata) -> None:
+def test_context_layers_on_postgres(pg: Lamina) -> None:
     ctx = pg.context
     ctx.knowledge.save("db", "The production database is PostgreSQL 16", category="fact")
     ctx.knowledge.save("db", "The production database is PostgreSQL 17", category="fact")
@@ -165,8 +165,8 @@ def test_context_layers_on_postgres(pg: Memstrata) -> None:
 
 
 def test_faults_are_clear_errors(pg_url: str, tmp_path: Path) -> None:
-    with pytest.raises(MemstrataError) as err:
-        Memstrata(
+    with pytest.raises(LaminaError) as err:
+        Lamina(
             fast_settings(
                 tmp_path,
                 database_url="postgresql://u@127.0.0.1:1/db",
@@ -175,14 +175,14 @@ def test_faults_are_clear_errors(pg_url: str, tmp_path: Path) -> None:
         )
     assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
     for url in ("postgresql://host:notaport/db", "postgresql://u@h/db?sslmode=bogus&x"):
-        with pytest.raises(MemstrataError) as err:
-            Memstrata(fast_settings(tmp_path, database_url=url))
+        with pytest.raises(LaminaError) as err:
+            Lamina(fast_settings(tmp_path, database_url=url))
         assert err.value.code is ErrorCode.CONFIGURATION_ERROR
 
 
 def test_a_cancelled_write_leaves_nothing(pg_url: str, tmp_path: Path) -> None:
     items = [{"content": f"bulk item {i}", "layer": "user", "user_id": "u"} for i in range(3000)]
-    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         ms.memory.bulk_add(items[:10])
     slow = fast_settings(
         tmp_path,
@@ -190,14 +190,14 @@ def test_a_cancelled_write_leaves_nothing(pg_url: str, tmp_path: Path) -> None:
         postgres={"statement_timeout_ms": 1},
         retry={"max_retries": 1},
     )
-    with Memstrata(slow) as ms, pytest.raises(MemstrataError) as err:
+    with Lamina(slow) as ms, pytest.raises(LaminaError) as err:
         ms.memory.bulk_add(items)
     assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
-    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         assert ms.memory.list(user_id="u").total_count == 10
 
 
-def test_dropped_connections_are_retried(pg: Memstrata, pg_url: str) -> None:
+def test_dropped_connections_are_retried(pg: Lamina, pg_url: str) -> None:
     pg.memory.add("before the drop", layer="user", user_id="u")
     with psycopg.connect(pg_url, autocommit=True) as admin:
         killed = admin.execute(
@@ -211,7 +211,7 @@ def test_dropped_connections_are_retried(pg: Memstrata, pg_url: str) -> None:
 
 def test_processes_share_one_database(pg_url: str, tmp_path: Path) -> None:
     count = 30
-    env = {"MEMSTRATA_DATABASE_URL": pg_url, "PATH": "/usr/bin:/bin"}
+    env = {"LAMINA_DATABASE_URL": pg_url, "PATH": "/usr/bin:/bin"}
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, str(tmp_path / user), user, str(count)],
@@ -228,7 +228,7 @@ def test_processes_share_one_database(pg_url: str, tmp_path: Path) -> None:
         assert proc.returncode == 0, err
         results.append(json.loads(out))
     kept = {mid for r in results for mid in r["kept"]}
-    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         page = ms.memory.list(project_id="shared", layers=["project"], limit=1000)
         assert {m.id for m in page.items} == kept
         updated = ms.memory.list(project_id="shared", filters={"updated": True}, limit=1000)
@@ -238,10 +238,10 @@ def test_processes_share_one_database(pg_url: str, tmp_path: Path) -> None:
 def test_db_copy_moves_everything_and_verifies(
     pg_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from memstrata.cli import main
+    from lamina.cli import main
 
     data_dir = tmp_path / "embedded"
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         ms.memory.register_hierarchy(project_id="p", team_id="t")
         kept = ms.memory.add(
             "kept memory",
@@ -260,7 +260,7 @@ def test_db_copy_moves_everything_and_verifies(
         ms.sessions.append("s1", "user", "hello", tool_calls=[{"name": "t", "input": 1}])
         ms.sessions.append("s1", "assistant", "hi")
         ms.sessions.compact("s1", 0, "greeting")
-    source = f"sqlite:///{data_dir / 'memstrata.db'}"
+    source = f"sqlite:///{data_dir / 'lamina.db'}"
     try:
         main(["db", "copy", "--from", source, "--to", pg_url, "--json"])
     except SystemExit as exc:
@@ -278,7 +278,7 @@ def test_db_copy_moves_everything_and_verifies(
     }
     assert report["tenants"]["T2"]["memories"] == 1
     assert report["tenants"]["T2"]["context_items"] == 1
-    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as pg:
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as pg:
         copied = pg.memory.get(kept.id)
         assert copied is not None and copied.content == "kept memory, edited"
         assert copied.created_at == kept.created_at and copied.metadata == kept.metadata
@@ -306,10 +306,10 @@ def test_db_upgrade_reports_the_schema(
 ) -> None:
     from importlib import resources
 
-    from memstrata.cli import main
+    from lamina.cli import main
 
     def newest(kind: str) -> int:
-        files = resources.files(f"memstrata.store.migrations.{kind}").iterdir()
+        files = resources.files(f"lamina.store.migrations.{kind}").iterdir()
         return max(int(f.name.split("_")[0]) for f in files if f.name.endswith(".sql"))
 
     for args, kind in (
@@ -327,10 +327,10 @@ def test_db_upgrade_reports_the_schema(
 def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_path: Path) -> None:
     import asyncio
 
-    from memstrata.embeddings.local import LocalEmbedder
-    from memstrata.memory.layers import MemoryLayer
-    from memstrata.store.base import NewMemory, Scope
-    from memstrata.store.postgres import PostgresStore
+    from lamina.embeddings.local import LocalEmbedder
+    from lamina.memory.layers import MemoryLayer
+    from lamina.store.base import NewMemory, Scope
+    from lamina.store.postgres import PostgresStore
 
     def index_exists() -> bool:
         with psycopg.connect(pg_url) as conn:
@@ -361,7 +361,7 @@ def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_p
 
     deferred, deferred_again, rebuilt = asyncio.run(run())
     assert deferred and not deferred_again and rebuilt
-    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         hits = ms.memory.search("bulk loaded memory 7", user_id="u", threshold=0.9)
         assert hits[0].memory.id == "id-7"
 
@@ -369,8 +369,8 @@ def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_p
 def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) -> None:
     import asyncio
 
-    from memstrata.embeddings.local import LocalEmbedder
-    from memstrata.store.postgres import PostgresStore
+    from lamina.embeddings.local import LocalEmbedder
+    from lamina.store.postgres import PostgresStore
 
     async def open_at(target: int | None) -> PostgresStore:
         store = PostgresStore(pg_url, LocalEmbedder(), schema_target=target)
@@ -390,8 +390,8 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
         ).fetchone() == (0,)
 
     async def write_old() -> list[str]:
-        from memstrata.memory.layers import MemoryLayer
-        from memstrata.store.base import NewMemory, Scope
+        from lamina.memory.layers import MemoryLayer
+        from lamina.store.base import NewMemory, Scope
 
         old = await open_at(1)  # the store at schema 1, migrations stopped there
         scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
@@ -412,7 +412,7 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
         return [e.id for e in entries]
 
     ids = asyncio.run(write_old())
-    with Memstrata(fast_settings(tmp_path, database_url=pg_url)) as ms:
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         assert ms.health()["store"]["schema_version"] == PG_LATEST
         # The tables added since schema 1 work on the upgraded database.
         ms.context.knowledge.save("after", "saved after the upgrade")
@@ -435,25 +435,25 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
 
 def test_a_user_without_privileges_gets_a_configuration_error(pg_url: str, tmp_path: Path) -> None:
     with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute("DROP ROLE IF EXISTS memstrata_limited")
-        admin.execute("CREATE ROLE memstrata_limited LOGIN")
-    limited = pg_url.replace("postgres@", "memstrata_limited@", 1)
+        admin.execute("DROP ROLE IF EXISTS lamina_limited")
+        admin.execute("CREATE ROLE lamina_limited LOGIN")
+    limited = pg_url.replace("postgres@", "lamina_limited@", 1)
     try:
-        with pytest.raises(MemstrataError) as err:
-            Memstrata(fast_settings(tmp_path, database_url=limited))
+        with pytest.raises(LaminaError) as err:
+            Lamina(fast_settings(tmp_path, database_url=limited))
         assert err.value.code is ErrorCode.CONFIGURATION_ERROR
         assert "privilege" in err.value.message
     finally:
         with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute("DROP ROLE IF EXISTS memstrata_limited")
+            admin.execute("DROP ROLE IF EXISTS lamina_limited")
 
 
 def test_a_server_without_pgvector_is_named_with_the_fix(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with server_without_pgvector() as url:
-        with pytest.raises(MemstrataError) as err:
-            Memstrata(fast_settings(tmp_path, database_url=url))
+        with pytest.raises(LaminaError) as err:
+            Lamina(fast_settings(tmp_path, database_url=url))
         assert err.value.code is ErrorCode.CONFIGURATION_ERROR
         assert not err.value.retryable
         assert "'vector' (pgvector)" in err.value.message
@@ -475,7 +475,7 @@ def test_a_server_without_pgvector_is_named_with_the_fix(
         assert error["code"] == "CONFIGURATION_ERROR" and "pgvector" in error["message"], err
 
 
-def test_knowledge_and_governance_on_postgres(pg: Memstrata) -> None:
+def test_knowledge_and_governance_on_postgres(pg: Lamina) -> None:
     ms = pg
     ms.memory.register_hierarchy(project_id="api", team_id="platform")
     ms.knowledge.create(
@@ -502,6 +502,6 @@ def test_knowledge_and_governance_on_postgres(pg: Memstrata) -> None:
     result = ms.governance.validate("project", {"dependencies": ["requests"]}, "api")
     assert not result.is_valid and result.violations[0].policy_id == "policy-0001"
     assert ms.knowledge.rebuild()["indexed"] == 2
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.memory.add("AKIAIOSFODNN7EXAMPLE", layer="project", project_id="api")
     assert err.value.code is ErrorCode.POLICY_VIOLATION

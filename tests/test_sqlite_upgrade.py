@@ -7,24 +7,24 @@ import sqlite3
 from importlib import resources
 from pathlib import Path
 
-from memstrata import Memstrata
-from memstrata.embeddings.local import LocalEmbedder
-from memstrata.memory.layers import MemoryLayer
-from memstrata.store.base import NewMemory, Scope
-from memstrata.store.sqlite import SQLiteStore
+from lamina import Lamina
+from lamina.embeddings.local import LocalEmbedder
+from lamina.memory.layers import MemoryLayer
+from lamina.store.base import NewMemory, Scope
+from lamina.store.sqlite import SQLiteStore
 from tests.conftest import fast_settings
 
 LATEST = len(
     [
         f
-        for f in resources.files("memstrata.store.migrations.sqlite").iterdir()
+        for f in resources.files("lamina.store.migrations.sqlite").iterdir()
         if f.name.endswith(".sql")
     ]
 )
 
 
 def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
-    path = data_dir / "memstrata.db"
+    path = data_dir / "lamina.db"
 
     async def write_old() -> list[str]:
         old = SQLiteStore(path, LocalEmbedder(), schema_target=1)
@@ -51,7 +51,7 @@ def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert "memories" in tables and "context_items" not in tables
 
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         assert ms.health()["store"]["schema_version"] == LATEST
         page = ms.memory.list(user_id="u", limit=100)
         assert page.total_count == 19 and {m.id for m in page.items} == set(ids) - {ids[1]}

@@ -10,10 +10,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from memstrata.embeddings.local import LocalEmbedder
-from memstrata.store.base import MemoryStore
-from memstrata.store.postgres import PostgresStore
-from memstrata.store.sqlite import SQLiteStore
+from lamina.embeddings.local import LocalEmbedder
+from lamina.store.base import MemoryStore
+from lamina.store.postgres import PostgresStore
+from lamina.store.sqlite import SQLiteStore
 from tests.pg import require_postgres, reset_database
 
 T = TypeVar("T")

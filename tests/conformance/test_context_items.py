@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from memstrata.errors import ErrorCode, MemstrataError
-from memstrata.memory.models import SearchMode
-from memstrata.store.context_base import ItemKind, ItemQuery, NewContextRecord
-from memstrata.text import analyze
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.models import SearchMode
+from lamina.store.context_base import ItemKind, ItemQuery, NewContextRecord
+from lamina.text import analyze
 from tests.conformance.conftest import Harness
 
 K = ItemKind.KNOWLEDGE
@@ -143,7 +143,7 @@ def test_pages_delete_and_modify(harness: Harness) -> None:
         items.list_items("t1", K, category=None, tags=["even"], limit=10, cursor=None)
     )
     assert (rules, even) == (4, 4)
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         h.run(items.list_items("t1", K, category=None, tags=[], limit=3, cursor="garbage"))
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
 

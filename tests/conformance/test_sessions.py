@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from memstrata.errors import ErrorCode, MemstrataError
-from memstrata.store.session_base import NewMessage
+from lamina.errors import ErrorCode, LaminaError
+from lamina.store.session_base import NewMessage
 from tests.conformance.conftest import Harness
 
 
@@ -60,7 +60,7 @@ def test_compaction_is_atomic_and_moves_indexes_and_ranges(harness: Harness) -> 
     assert h.run(s.observed_through("t1", "a")) == 1
 
     for bad in (3, -1, 99):
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             h.run(s.compact_messages("t1", "a", bad, "x", 1))
         assert err.value.code is ErrorCode.INVALID_ARGUMENT
     assert len(h.run(s.list_messages("t1", "a"))) == 3  # nothing changed by the refusals

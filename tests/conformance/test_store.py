@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memstrata.errors import ErrorCode, MemstrataError
-from memstrata.memory.filters import MetadataFilter, matches, parse_filter
-from memstrata.memory.layers import MemoryLayer, scope_key
-from memstrata.memory.models import SearchMode
-from memstrata.store.base import LayerSearch, NewMemory, Scope
-from memstrata.text import analyze
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.filters import MetadataFilter, matches, parse_filter
+from lamina.memory.layers import MemoryLayer, scope_key
+from lamina.memory.models import SearchMode
+from lamina.store.base import LayerSearch, NewMemory, Scope
+from lamina.text import analyze
 from tests.conformance.conftest import Harness
 
 T1, T2 = "tenant-one", "tenant-two"
@@ -220,10 +220,10 @@ def test_update_content_metadata_and_not_found(harness: Harness) -> None:
     assert search(h, "Berlin", mode=SearchMode.KEYWORD) == []
     top = search(h, "The office moved to Lisbon", threshold=0.99)
     assert [s.entry.id for s in top] == [entry.id]
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         h.run(h.store.update(T1, "missing", metadata_patch={"x": 1}))
     assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         h.run(h.store.update(T2, entry.id, metadata_patch={"x": 1}))
     assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
 
@@ -256,7 +256,7 @@ def test_bulk_add_and_bulk_delete(harness: Harness) -> None:
     page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=100, cursor=None))
     assert page.total_count == 20
     duplicate = items[15]
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         h.run(h.store.bulk_add([new(h, "fresh one"), duplicate]))
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
     page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=100, cursor=None))
@@ -278,7 +278,7 @@ def test_list_pages_are_stable_while_others_insert(harness: Harness) -> None:
             break
         cursor = page.next_cursor
     assert seen == [f"listed memory {i}" for i in reversed(range(25))]
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=5, cursor="not-a-cursor"))
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
 
@@ -325,10 +325,10 @@ def test_timestamps_are_aware_and_ordered(harness: Harness) -> None:
 
 
 def test_memories_can_wait_for_their_embedding(harness: Harness) -> None:
-    from memstrata.memory.filters import MetadataFilter
-    from memstrata.memory.layers import MemoryLayer
-    from memstrata.memory.models import SearchMode
-    from memstrata.store.base import LayerSearch, NewMemory, Scope
+    from lamina.memory.filters import MetadataFilter
+    from lamina.memory.layers import MemoryLayer
+    from lamina.memory.models import SearchMode
+    from lamina.store.base import LayerSearch, NewMemory, Scope
 
     h = harness
     scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")

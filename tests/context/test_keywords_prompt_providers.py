@@ -7,18 +7,18 @@ import threading
 
 import pytest
 
-from memstrata.context.keywords import extract_keywords
-from memstrata.context.models import ContextItem, ContextLayer
-from memstrata.context.prompt import assemble_prompt, memory_section
-from memstrata.context.providers import (
+from lamina.context.keywords import extract_keywords
+from lamina.context.models import ContextItem, ContextLayer
+from lamina.context.prompt import assemble_prompt, memory_section
+from lamina.context.providers import (
     RuntimeContextAdapter,
     ToolDescriptor,
     ToolRegistryAdapter,
     channel_of,
     session_scope,
 )
-from memstrata.errors import ErrorCode, MemstrataError
-from memstrata.tokens import HeuristicTokenCounter
+from lamina.errors import ErrorCode, LaminaError
+from lamina.tokens import HeuristicTokenCounter
 
 
 def test_keywords_follow_the_rules() -> None:
@@ -196,7 +196,7 @@ def test_runtime_adapter_channels_and_threads() -> None:
 
 def test_layer_names_parse_or_fail_with_invalid_layer() -> None:
     assert ContextLayer.parse("User_Knowledge") is ContextLayer.USER_KNOWLEDGE
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ContextLayer.parse("tools")
     assert err.value.code is ErrorCode.INVALID_LAYER
     assert len(ContextLayer) == 8

@@ -9,16 +9,16 @@ from typing import Any
 
 import pytest
 
-from memstrata import AsyncMemstrata, ErrorCode, MemstrataError
-from memstrata.config import LLMSettings
-from memstrata.context.model import ContextAwareModel
-from memstrata.context.providers import (
+from lamina import AsyncLamina, ErrorCode, LaminaError
+from lamina.config import LLMSettings
+from lamina.context.model import ContextAwareModel
+from lamina.context.providers import (
     RuntimeContextAdapter,
     ToolDescriptor,
     ToolRegistryAdapter,
     session_scope,
 )
-from memstrata.llm import ChatModel, build_chat_model, request
+from lamina.llm import ChatModel, build_chat_model, request
 from tests.conftest import fast_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
 
@@ -115,7 +115,7 @@ def test_failures_map_to_error_codes(
 ) -> None:
     model = make_model(provider, server, monkeypatch, max_retries=0)
     server.fail_next(failure)
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         asyncio.run(generate(model, ("user", "hi")))
     assert err.value.code is code, err.value
     assert err.value.retryable is retryable
@@ -133,7 +133,7 @@ def test_transient_errors_are_retried_and_timeouts_reported(
     assert len(server.chat_requests) == 3
     slow = make_model(provider, server, monkeypatch, max_retries=0, timeout_seconds=0.3)
     server.fail_next(Failure(200, delay=1.5))
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         asyncio.run(generate(slow, ("user", "hi")))
     assert err.value.code is ErrorCode.PROVIDER_ERROR and err.value.retryable
     assert "timed out" in err.value.message
@@ -147,7 +147,7 @@ def test_configuration_errors(monkeypatch: pytest.MonkeyPatch) -> None:
         LLMSettings(model="gpt"),  # no key, no local base_url
         LLMSettings(provider="anthropic", model="claude"),
     ):
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             build_chat_model(settings)
         assert err.value.code is ErrorCode.CONFIGURATION_ERROR
 
@@ -173,8 +173,8 @@ class Conversation:
         return [f"{session_key}: long-running PostgreSQL migration project"]
 
 
-async def _setup(data_dir: Path) -> tuple[AsyncMemstrata, RuntimeContextAdapter, Conversation]:
-    ms = AsyncMemstrata(fast_settings(data_dir))
+async def _setup(data_dir: Path) -> tuple[AsyncLamina, RuntimeContextAdapter, Conversation]:
+    ms = AsyncLamina(fast_settings(data_dir))
     await ms.start()
     await ms.context.knowledge.save("db", "The production database is PostgreSQL 16")
     await ms.context.learnings.save("replication lag alert", "check the WAL sender slots")
@@ -288,7 +288,7 @@ def test_retrieval_trouble_never_fails_the_call(
         async def recent_reflections(
             self, session_key: str, limit: int, *, tenant_id: str | None = None
         ) -> list[str]:
-            raise MemstrataError(ErrorCode.PROVIDER_ERROR, "reflections unavailable")
+            raise LaminaError(ErrorCode.PROVIDER_ERROR, "reflections unavailable")
 
     async def scenario() -> None:
         ms, _, _ = await _setup(data_dir)

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from memstrata import ErrorCode, Memstrata, MemstrataError
-from memstrata.context.models import ContextLayer
-from memstrata.context.providers import (
+from lamina import ErrorCode, Lamina, LaminaError
+from lamina.context.models import ContextLayer
+from lamina.context.providers import (
     RuntimeContextAdapter,
     ToolDescriptor,
     ToolRegistryAdapter,
@@ -20,13 +20,13 @@ from tests.fakes.openai_server import Failure, FakeOpenAI
 
 
 def code_of(call: Any, *args: Any, **kwargs: Any) -> ErrorCode:
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(*args, **kwargs)
     return err.value.code
 
 
 @pytest.fixture
-def filled(ms: Memstrata) -> Memstrata:
+def filled(ms: Lamina) -> Lamina:
     ctx = ms.context
     ctx.knowledge.save("deploy-day", "Deployments happen on Tuesdays only", category="rule")
     ctx.knowledge.save("db", "The production database is PostgreSQL 16", tags=["infra"])
@@ -64,7 +64,7 @@ class RecordingTools:
         return self.inner.search_tools(query, limit)
 
 
-def test_knowledge_versions_use_counts_and_relevance(filled: Memstrata) -> None:
+def test_knowledge_versions_use_counts_and_relevance(filled: Lamina) -> None:
     k = filled.context.knowledge
     newer = k.save("deploy-day", "Deployments happen on Tuesdays and Thursdays", category="rule")
     assert newer.version == 2 and newer.is_latest
@@ -84,7 +84,7 @@ def test_knowledge_versions_use_counts_and_relevance(filled: Memstrata) -> None:
     assert [i.key for i in result.items[ContextLayer.USER_KNOWLEDGE]][:2] == ["b", "a"]
 
 
-def test_learnings_count_occurrences_and_outcomes(filled: Memstrata) -> None:
+def test_learnings_count_occurrences_and_outcomes(filled: Lamina) -> None:
     ln = filled.context.learnings
     again = ln.save("Connection  RESET by the database", diagnosis="")
     assert again.occurrence_count == 2
@@ -104,7 +104,7 @@ def test_learnings_count_occurrences_and_outcomes(filled: Memstrata) -> None:
     assert ln.list().total_count == 0
 
 
-def test_skills_and_references(filled: Memstrata) -> None:
+def test_skills_and_references(filled: Lamina) -> None:
     sk, refs = filled.context.skills, filled.context.references
     updated = sk.save(
         "release",
@@ -123,7 +123,7 @@ def test_skills_and_references(filled: Memstrata) -> None:
     assert code_of(refs.delete, "runbook") is ErrorCode.ITEM_NOT_FOUND
 
 
-def test_retrieve_default_and_explicit_layers(filled: Memstrata) -> None:
+def test_retrieve_default_and_explicit_layers(filled: Lamina) -> None:
     tools = RecordingTools()
     filled.context.tool_registry = tools
     filled.context.runtime_context = RuntimeContextAdapter(active_tool_count=6)
@@ -157,7 +157,7 @@ def test_retrieve_default_and_explicit_layers(filled: Memstrata) -> None:
     assert len(capped.items[ContextLayer.USER_KNOWLEDGE]) == 3
 
 
-def test_layers_without_providers_return_nothing(filled: Memstrata) -> None:
+def test_layers_without_providers_return_nothing(filled: Lamina) -> None:
     result = filled.context.retrieve(
         "database",
         layers=["tool_registry", "runtime_context", "observations", "reflections"],
@@ -166,7 +166,7 @@ def test_layers_without_providers_return_nothing(filled: Memstrata) -> None:
     assert all(items == [] for items in result.items.values()) and len(result.items) == 4
 
 
-def test_queries_without_keywords_touch_no_layer(filled: Memstrata) -> None:
+def test_queries_without_keywords_touch_no_layer(filled: Lamina) -> None:
     tools = RecordingTools()
     filled.context.tool_registry = tools
     for query in ["", "   ", "?!...", "the a is of and", "I"]:
@@ -176,10 +176,10 @@ def test_queries_without_keywords_touch_no_layer(filled: Memstrata) -> None:
 
 
 def test_a_failing_layer_is_logged_and_the_others_return(
-    filled: Memstrata, caplog: pytest.LogCaptureFixture
+    filled: Lamina, caplog: pytest.LogCaptureFixture
 ) -> None:
     filled.context.tool_registry = RecordingTools(fail=True)
-    with caplog.at_level(logging.WARNING, logger="memstrata.context.retriever"):
+    with caplog.at_level(logging.WARNING, logger="lamina.context.retriever"):
         result = filled.context.retrieve(
             "production database", layers=["tool_registry", "user_knowledge"]
         )
@@ -188,7 +188,7 @@ def test_a_failing_layer_is_logged_and_the_others_return(
     assert "tool_registry failed" in caplog.text and "tool registry is down" in caplog.text
 
 
-def test_bad_input_gets_clear_codes_and_stores_nothing(filled: Memstrata) -> None:
+def test_bad_input_gets_clear_codes_and_stores_nothing(filled: Lamina) -> None:
     ctx = filled.context
     k, ln, sk, rf = ctx.knowledge, ctx.learnings, ctx.skills, ctx.references
     cases = [
@@ -230,7 +230,7 @@ def test_bad_input_gets_clear_codes_and_stores_nothing(filled: Memstrata) -> Non
     assert k.get("deploy-day").version == 1
 
 
-def test_tenants_are_separate(filled: Memstrata) -> None:
+def test_tenants_are_separate(filled: Lamina) -> None:
     k = filled.context.knowledge
     k.save("db", "Tenant two runs MySQL", tenant_id="two")
     assert k.get("db", tenant_id="two").content == "Tenant two runs MySQL"
@@ -240,7 +240,7 @@ def test_tenants_are_separate(filled: Memstrata) -> None:
     assert contents == ["Tenant two runs MySQL"]
 
 
-def test_build_prompt_with_memories_and_degradation(filled: Memstrata) -> None:
+def test_build_prompt_with_memories_and_degradation(filled: Lamina) -> None:
     filled.memory.add("User prefers answers in German", layer="user", user_id="u1")
     filled.memory.add(
         "In this chat the user is debugging replication",
@@ -265,7 +265,7 @@ def test_build_prompt_with_memories_and_degradation(filled: Memstrata) -> None:
     assert "debugging replication" in memories and "German" in memories
     assert "holiday" not in memories  # another session's memory
     assert filled.context.build_prompt("Base.", "?!") == "Base."
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         filled.context.build_prompt("Base.", "db", layers=["nope"])
     assert err.value.code is ErrorCode.INVALID_LAYER
 
@@ -273,7 +273,7 @@ def test_build_prompt_with_memories_and_degradation(filled: Memstrata) -> None:
 def test_layer_retrieval_survives_an_embedding_failure(
     data_dir: Path, fake_openai: FakeOpenAI, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with Memstrata(openai_settings(data_dir, fake_openai)) as ms:
+    with Lamina(openai_settings(data_dir, fake_openai)) as ms:
         ms.context.knowledge.save("db", "The production database is PostgreSQL 16")
         fake_openai.fail_next(Failure(400))  # the query's embedding is refused
         with caplog.at_level(logging.WARNING):
@@ -283,7 +283,7 @@ def test_layer_retrieval_survives_an_embedding_failure(
 
 
 def test_a_prompt_embeds_its_query_once(data_dir: Path, fake_openai: FakeOpenAI) -> None:
-    with Memstrata(openai_settings(data_dir, fake_openai)) as ms:
+    with Lamina(openai_settings(data_dir, fake_openai)) as ms:
         ms.context.knowledge.save("db", "The production database is PostgreSQL 16")
         ms.memory.add("User manages the database cluster", layer="user", user_id="u1")
         before = len(fake_openai.embedded)

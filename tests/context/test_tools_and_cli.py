@@ -1,4 +1,4 @@
-"""Agent-facing tool definitions and the `memstrata context` commands."""
+"""Agent-facing tool definitions and the `lamina context` commands."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
-from memstrata import AsyncMemstrata, ErrorCode, MemstrataError
-from memstrata.context.tools import agent_tools
+from lamina import AsyncLamina, ErrorCode, LaminaError
+from lamina.context.tools import agent_tools
 from tests.conftest import fast_settings
 from tests.test_cli import run, run_json
 
 
 def test_agent_tools_round_trip_and_refuse_bad_arguments(data_dir: Path) -> None:
     async def scenario() -> None:
-        async with AsyncMemstrata(fast_settings(data_dir)) as ms:
+        async with AsyncLamina(fast_settings(data_dir)) as ms:
             tools = {t.name: t for t in agent_tools(ms.context)}
             assert sorted(tools) == [
                 "create_skill",
@@ -82,7 +82,7 @@ def test_agent_tools_round_trip_and_refuse_bad_arguments(data_dir: Path) -> None
                 ("list_skills", ["not", "an", "object"], ErrorCode.INVALID_ARGUMENT),
             ]
             for name, arguments, code in bad:
-                with pytest.raises(MemstrataError) as err:
+                with pytest.raises(LaminaError) as err:
                     await tools[name](arguments)
                 assert err.value.code is code, (name, arguments)
             assert (await ms.context.knowledge.list()).total_count == 1

@@ -1,4 +1,4 @@
-"""memstrata knowledge … and memstrata governance … mirror the library."""
+"""lamina knowledge … and lamina governance … mirror the library."""
 
 from __future__ import annotations
 

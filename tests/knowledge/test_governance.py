@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from memstrata import ErrorCode, Memstrata, MemstrataError
-from memstrata.governance.builtin import secrets_policy
-from memstrata.governance.models import Policy, Rule, ValidationContext
-from memstrata.governance.rules import evaluate, merge
+from lamina import ErrorCode, Lamina, LaminaError
+from lamina.governance.builtin import secrets_policy
+from lamina.governance.models import Policy, Rule, ValidationContext
+from lamina.governance.rules import evaluate, merge
 from tests.conftest import fast_settings
 
 
@@ -61,7 +61,7 @@ def holds(r: Rule, **ctx: Any) -> bool:
         (rule("dependency", "must_exist", "numpy"), {"dependencies": ["numpy"]}, True),
         (rule("import", "must_not_use", "os"), {"imports": ["os.path"]}, False),
         (rule("import", "must_not_use", "os"), {"imports": ["osmium"]}, True),
-        (rule("import", "must_use", "memstrata"), {"imports": ["memstrata.errors"]}, True),
+        (rule("import", "must_use", "lamina"), {"imports": ["lamina.errors"]}, True),
         (rule("import", "must_not_exist", "pickle"), {"imports": ["pickle"]}, False),
         (rule("config", "must_use", "tls.enabled"), {"config": {"tls": {"enabled": True}}}, True),
         (rule("config", "must_use", "tls.enabled"), {"config": {"tls": {"enabled": False}}}, False),
@@ -152,7 +152,7 @@ def test_merge_strategies_and_mandatory_policies() -> None:
 
 
 def policy(
-    ms: Memstrata, layer: str, layer_id: str | None, rules: list[dict[str, Any]], **kw: Any
+    ms: Lamina, layer: str, layer_id: str | None, rules: list[dict[str, Any]], **kw: Any
 ) -> str:
     kw.setdefault("status", "accepted")
     return ms.knowledge.create(
@@ -160,7 +160,7 @@ def policy(
     ).item.id
 
 
-def test_validate_merges_company_down_to_the_project(ms: Memstrata) -> None:
+def test_validate_merges_company_down_to_the_project(ms: Lamina) -> None:
     ms.memory.register_hierarchy(project_id="api", team_id="platform", org_id="eng")
     policy(
         ms,
@@ -270,7 +270,7 @@ def test_validate_merges_company_down_to_the_project(ms: Memstrata) -> None:
     ]
 
 
-def test_drift_scores(ms: Memstrata) -> None:
+def test_drift_scores(ms: Lamina) -> None:
     policy(
         ms,
         "company",
@@ -309,7 +309,7 @@ def test_drift_scores(ms: Memstrata) -> None:
     assert mixed.contexts == 2
 
 
-def test_secrets_never_enter_shared_layers(ms: Memstrata) -> None:
+def test_secrets_never_enter_shared_layers(ms: Lamina) -> None:
     secrets = [
         "-----BEGIN RSA PRIVATE KEY-----\nMIIEow",
         "-----BEGIN OPENSSH PRIVATE KEY-----",
@@ -327,7 +327,7 @@ def test_secrets_never_enter_shared_layers(ms: Memstrata) -> None:
         'api_key: "A1b2C3d4E5f6"',
     ]
     for text in secrets:
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.memory.add(f"note: {text}", layer="project", project_id="api")
         assert err.value.code is ErrorCode.POLICY_VIOLATION, text
         violation = err.value.details["violations"][0]
@@ -346,7 +346,7 @@ def test_secrets_never_enter_shared_layers(ms: Memstrata) -> None:
     # Personal layers are not shared: no scan there.
     ms.memory.add("my password = hunter2hunter2!", layer="user", user_id="u1")
     head = ms.aio.knowledge.git.head("default")
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.knowledge.create("spec", "Deploy", layer="company", body="token: ghp_" + "a1B2" * 9)
     assert err.value.code is ErrorCode.POLICY_VIOLATION
     assert ms.aio.knowledge.git.head("default") == head  # nothing committed
@@ -354,17 +354,17 @@ def test_secrets_never_enter_shared_layers(ms: Memstrata) -> None:
         {"content": "fine", "layer": "team", "team_id": "t"},
         {"content": "AKIAIOSFODNN7EXAMPLE", "layer": "team", "team_id": "t"},
     ]
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.memory.bulk_add(bulk)
     assert err.value.code is ErrorCode.POLICY_VIOLATION
     assert ms.memory.list(team_id="t").total_count == 0
     entry = ms.memory.add("harmless", layer="team", team_id="t")
-    with pytest.raises(MemstrataError):
+    with pytest.raises(LaminaError):
         ms.memory.update(entry.id, content="now AKIAIOSFODNN7EXAMPLE")
     assert ms.memory.get(entry.id).content == "harmless"
 
 
-def test_warn_violations_store_and_come_back(ms: Memstrata) -> None:
+def test_warn_violations_store_and_come_back(ms: Lamina) -> None:
     policy(
         ms,
         "company",
@@ -391,12 +391,12 @@ def test_warn_violations_store_and_come_back(ms: Memstrata) -> None:
 
 def test_write_checks_can_be_switched_off(data_dir: Any) -> None:
     settings = fast_settings(data_dir, governance={"secret_scan": False, "check_writes": False})
-    with Memstrata(settings) as ms:
+    with Lamina(settings) as ms:
         ms.memory.add("AKIAIOSFODNN7EXAMPLE", layer="project", project_id="p")
         assert ms.governance.policies() == []
 
 
-def test_governance_bad_input(ms: Memstrata) -> None:
+def test_governance_bad_input(ms: Lamina) -> None:
     cases: list[tuple[Any, ErrorCode]] = [
         (lambda: ms.governance.validate("company", "not a dict"), ErrorCode.INVALID_ARGUMENT),
         (
@@ -415,6 +415,6 @@ def test_governance_bad_input(ms: Memstrata) -> None:
         ),
     ]
     for call, code in cases:
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             call()
         assert err.value.code is code

@@ -13,18 +13,18 @@ import pytest
 from dulwich.objects import Blob, Commit
 from dulwich.repo import Repo
 
-from memstrata import ErrorCode, Memstrata, MemstrataError
-from memstrata.knowledge.gitstore import BRANCH
+from lamina import ErrorCode, Lamina, LaminaError
+from lamina.knowledge.gitstore import BRANCH
 from tests.conftest import fast_settings
 
 GIT = shutil.which("git")
 
 
-def repo_dir(ms: Memstrata, tenant: str = "default") -> Path:
+def repo_dir(ms: Lamina, tenant: str = "default") -> Path:
     return ms.aio.knowledge.git.directory(tenant)
 
 
-def git(ms: Memstrata, *args: str) -> str:
+def git(ms: Lamina, *args: str) -> str:
     """The real git binary reads what dulwich wrote (tests only; run time needs no git)."""
     if GIT is None:
         pytest.skip("git is not installed")
@@ -34,8 +34,8 @@ def git(ms: Memstrata, *args: str) -> str:
     return out.stdout
 
 
-def external_commit(ms: Memstrata, files: dict[str, bytes | None], message: str) -> str:
-    """A change made outside memstrata (a reviewer's merge, a push): a plain git commit."""
+def external_commit(ms: Lamina, files: dict[str, bytes | None], message: str) -> str:
+    """A change made outside lamina (a reviewer's merge, a push): a plain git commit."""
     from dulwich.object_store import commit_tree_changes
 
     repo = Repo(str(repo_dir(ms)))
@@ -65,13 +65,13 @@ def external_commit(ms: Memstrata, files: dict[str, bytes | None], message: str)
         repo.close()
 
 
-def adr(ms: Memstrata, title: str = "Use PostgreSQL", **kw: Any) -> Any:
+def adr(ms: Lamina, title: str = "Use PostgreSQL", **kw: Any) -> Any:
     kw.setdefault("layer", "team")
     kw.setdefault("layer_id", "platform")
     return ms.knowledge.create("adr", title, **kw)
 
 
-def test_create_get_update_status_history_diff(ms: Memstrata) -> None:
+def test_create_get_update_status_history_diff(ms: Lamina) -> None:
     created = adr(
         ms,
         summary="Every service keeps its data in PostgreSQL.",
@@ -117,7 +117,7 @@ def test_create_get_update_status_history_diff(ms: Memstrata) -> None:
     git(ms, "fsck", "--strict")
 
 
-def test_status_transitions(ms: Memstrata) -> None:
+def test_status_transitions(ms: Lamina) -> None:
     allowed = {
         "draft": {"proposed", "rejected"},
         "proposed": {"accepted", "rejected"},
@@ -143,7 +143,7 @@ def test_status_transitions(ms: Memstrata) -> None:
             if target in allowed[start]:
                 assert ms.knowledge.set_status(item.id, target, **kw).item.status == target
             else:
-                with pytest.raises(MemstrataError) as err:
+                with pytest.raises(LaminaError) as err:
                     ms.knowledge.set_status(item.id, target, **kw)
                 assert err.value.code is ErrorCode.INVALID_TRANSITION
                 assert ms.knowledge.get(item.id).status == (steps[-1] if steps else "draft")
@@ -152,12 +152,12 @@ def test_status_transitions(ms: Memstrata) -> None:
     ms.knowledge.set_status(old, "superseded", superseded_by=successor)
     assert ms.knowledge.get(old).superseded_by == successor
     assert old in ms.knowledge.get(successor).supersedes
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.knowledge.create("adr", "x", layer="company", status="deprecated")
     assert err.value.code is ErrorCode.INVALID_TRANSITION
 
 
-def test_list_and_search_filters_and_pages(ms: Memstrata) -> None:
+def test_list_and_search_filters_and_pages(ms: Lamina) -> None:
     adr(ms, "Use PostgreSQL for storage", status="accepted", tags=["db"])
     adr(ms, "Use Redis for rate limits", status="accepted", tags=["cache"], layer_id="edge")
     ms.knowledge.create("pattern", "Retry with backoff", layer="company", status="accepted")
@@ -194,7 +194,7 @@ def test_list_and_search_filters_and_pages(ms: Memstrata) -> None:
     assert all(h.item.status == "accepted" for h in ms.knowledge.search("anything"))
 
 
-def test_index_follows_commits_made_outside(ms: Memstrata) -> None:
+def test_index_follows_commits_made_outside(ms: Lamina) -> None:
     item = adr(ms, "Use PostgreSQL", status="accepted").item
     data = ms.aio.knowledge.git.read("default", item.path, ms.aio.knowledge.git.head("default"))
     assert data is not None
@@ -215,7 +215,7 @@ def test_index_follows_commits_made_outside(ms: Memstrata) -> None:
 
     external_commit(ms, {"teams/platform/adrs/adr-0777.md": None}, "Remove adr-0777")
     assert [i.id for i in ms.knowledge.list().items] == ["adr-0001"]
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.knowledge.get("adr-0777")
     assert err.value.code is ErrorCode.ITEM_NOT_FOUND
 
@@ -224,7 +224,7 @@ def test_index_follows_commits_made_outside(ms: Memstrata) -> None:
     bad = data.replace(b"status: accepted", b"status: maybe")
     external_commit(ms, {item.path: bad}, "Broken edit")
     assert ms.knowledge.list().total_count == 0
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.knowledge.get("adr-0001")
     assert err.value.code is ErrorCode.ITEM_NOT_FOUND
     health = ms.health()["knowledge"]
@@ -236,7 +236,7 @@ def test_index_follows_commits_made_outside(ms: Memstrata) -> None:
 
 
 def test_full_rebuild_and_restart(data_dir: Path) -> None:
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         for i in range(12):
             adr(ms, f"Decision number {i} about caching", status="accepted")
         before = [i.id for i in ms.knowledge.list(limit=100).items]
@@ -246,7 +246,7 @@ def test_full_rebuild_and_restart(data_dir: Path) -> None:
         result = ms.knowledge.rebuild()
         assert result["full"] and result["indexed"] == 12
         assert [i.id for i in ms.knowledge.list(limit=100).items] == before
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         assert ms.knowledge.list().total_count == 12
         assert ms.knowledge.search("caching decision", limit=3)[0].score > 0
 
@@ -270,18 +270,18 @@ def test_full_rebuild_and_restart(data_dir: Path) -> None:
         lambda ms: ms.knowledge.create("adr", "x", layer="team", layer_id="t", related=["../a"]),
     ],
 )
-def test_paths_never_leave_the_repository(ms: Memstrata, call: Any) -> None:
+def test_paths_never_leave_the_repository(ms: Lamina, call: Any) -> None:
     adr(ms, "Existing")
     head = ms.aio.knowledge.git.head("default")
     before = sorted(p for p in repo_dir(ms).parent.parent.rglob("*"))
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(ms)
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
     assert ms.aio.knowledge.git.head("default") == head
     assert sorted(p for p in repo_dir(ms).parent.parent.rglob("*")) == before
 
 
-def test_bad_input_names_the_field(ms: Memstrata) -> None:
+def test_bad_input_names_the_field(ms: Lamina) -> None:
     cases: list[tuple[Any, ErrorCode, str | None]] = [
         (
             lambda: ms.knowledge.create("memo", "x", layer="company"),
@@ -366,7 +366,7 @@ def test_bad_input_names_the_field(ms: Memstrata) -> None:
     adr(ms, "First")
     head = ms.aio.knowledge.git.head("default")
     for n, (call, code, field) in enumerate(cases):
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             call()
         assert err.value.code is code, (n, err.value, code)
         if field is not None:
@@ -376,7 +376,7 @@ def test_bad_input_names_the_field(ms: Memstrata) -> None:
 
 
 def test_tenants_have_separate_repositories(data_dir: Path) -> None:
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         adr(ms, "A's decision", status="accepted", tenant_id="a")
         adr(ms, "B's decision", status="accepted", tenant_id="b")
         assert [i.title for i in ms.knowledge.list(tenant_id="a").items] == ["A's decision"]
@@ -386,7 +386,7 @@ def test_tenants_have_separate_repositories(data_dir: Path) -> None:
         # Same id in both tenants, each its own item.
         assert ms.knowledge.get("adr-0001", tenant_id="a").title == "A's decision"
         assert ms.knowledge.get("adr-0001", tenant_id="b").title == "B's decision"
-        with pytest.raises(MemstrataError):
+        with pytest.raises(LaminaError):
             ms.knowledge.get("adr-0001", tenant_id="c")
         assert ms.aio.knowledge.git.directory("a") != ms.aio.knowledge.git.directory("b")
         odd = ms.aio.knowledge.git.directory("../weird tenant")
@@ -395,10 +395,10 @@ def test_tenants_have_separate_repositories(data_dir: Path) -> None:
 
 WRITER = """
 import sys
-from memstrata import Memstrata
+from lamina import Lamina
 from tests.conftest import fast_settings
 from pathlib import Path
-with Memstrata(fast_settings(Path(sys.argv[1]))) as ms:
+with Lamina(fast_settings(Path(sys.argv[1]))) as ms:
     for i in range(int(sys.argv[3])):
         ms.knowledge.create("pattern", f"{sys.argv[2]} pattern {i}", layer="company",
                             id=f"{sys.argv[2]}-{i}", author=sys.argv[2])
@@ -406,7 +406,7 @@ with Memstrata(fast_settings(Path(sys.argv[1]))) as ms:
 
 
 def test_two_writer_processes_lose_no_commit(data_dir: Path) -> None:
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         adr(ms, "Seed")
     root = Path(__file__).resolve().parents[2]
     procs = [
@@ -421,7 +421,7 @@ def test_two_writer_processes_lose_no_commit(data_dir: Path) -> None:
     for proc in procs:
         _, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err.decode()[-2000:]
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         ids = {i.id for i in ms.knowledge.list(type="pattern", status="draft", limit=100).items}
         assert ids == {f"{n}-{i}" for n in ("alpha", "beta") for i in range(8)}
         authors = [line.split("|")[0] for line in git(ms, "log", "--format=%an|%s").splitlines()]
@@ -429,7 +429,7 @@ def test_two_writer_processes_lose_no_commit(data_dir: Path) -> None:
         git(ms, "fsck", "--strict")
 
 
-def test_threads_of_one_process_lose_no_commit(ms: Memstrata) -> None:
+def test_threads_of_one_process_lose_no_commit(ms: Lamina) -> None:
     import concurrent.futures
 
     with concurrent.futures.ThreadPoolExecutor(4) as pool:
@@ -442,7 +442,7 @@ def test_threads_of_one_process_lose_no_commit(ms: Memstrata) -> None:
 
 
 def test_health_shows_a_missing_or_corrupt_repository(data_dir: Path) -> None:
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         assert ms.health()["knowledge"]["status"] == "empty"
         assert ms.health()["healthy"]
         adr(ms, "One")
@@ -451,11 +451,11 @@ def test_health_shows_a_missing_or_corrupt_repository(data_dir: Path) -> None:
         path = repo_dir(ms)
     # Corrupt: the branch points at an object that is not there.
     (path / "refs" / "heads" / "main").write_text("0123456789abcdef0123456789abcdef01234567\n")
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         health = ms.health()
         assert not health["healthy"] and health["knowledge"]["status"] == "corrupt"
     # Missing: the index remembers a commit but the repository is gone.
     shutil.rmtree(path)
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         health = ms.health()
         assert not health["healthy"] and health["knowledge"]["status"] == "missing"

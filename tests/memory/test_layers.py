@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from memstrata import ErrorCode, MemoryLayer, Memstrata, MemstrataError
-from memstrata.memory.layers import Identifiers, accessible_layers, parse_layer, scope_for
+from lamina import ErrorCode, Lamina, LaminaError, MemoryLayer
+from lamina.memory.layers import Identifiers, accessible_layers, parse_layer, scope_for
 
 
 def test_precedence_agent_first_company_last() -> None:
@@ -15,7 +15,7 @@ def test_required_identifiers() -> None:
     assert MemoryLayer.AGENT.required_identifiers == ("agent_id", "user_id")
     assert MemoryLayer.SESSION.required_identifiers == ("session_id", "user_id")
     assert MemoryLayer.TEAM.required_identifiers == ("team_id",)
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         scope_for(MemoryLayer.SESSION, Identifiers(user_id="u"))
     assert err.value.code is ErrorCode.MISSING_IDENTIFIER
     assert err.value.details["identifier"] == "session_id"
@@ -23,7 +23,7 @@ def test_required_identifiers() -> None:
 
 
 def test_invalid_layer_is_not_retryable() -> None:
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         parse_layer("galaxy")
     assert err.value.code is ErrorCode.INVALID_LAYER and err.value.retryable is False
     assert parse_layer(" Project ") is MemoryLayer.PROJECT
@@ -43,12 +43,12 @@ def test_accessible_layers_from_identifiers() -> None:
 
 
 def test_control_characters_in_identifiers_rejected() -> None:
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         Identifiers(user_id="bad\x1fid")
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
 
 
-def test_hierarchy_resolution(ms: Memstrata) -> None:
+def test_hierarchy_resolution(ms: Lamina) -> None:
     unregistered = ms.memory.resolve_identifiers(user_id="u", project_id="p1")
     assert unregistered["identifiers"] == {
         "user_id": "u",
@@ -77,12 +77,12 @@ def test_hierarchy_resolution(ms: Memstrata) -> None:
         ms.memory.resolve_identifiers(project_id="p1", tenant_id="t2")["identifiers"]["team_id"]
         == "default"
     )
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.memory.register_hierarchy(project_id="p1")
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
 
 
-def test_memories_reach_registered_parents(ms: Memstrata) -> None:
+def test_memories_reach_registered_parents(ms: Lamina) -> None:
     ms.memory.register_hierarchy(
         project_id="atlas", team_id="platform", org_id="eng", company_id="acme"
     )

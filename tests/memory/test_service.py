@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from memstrata import ErrorCode, MemoryLayer, Memstrata, MemstrataError
+from lamina import ErrorCode, Lamina, LaminaError, MemoryLayer
 from tests.conftest import fast_settings, openai_settings
 from tests.fakes.openai_server import FakeOpenAI
 
@@ -21,7 +21,7 @@ ALL_IDS = dict(
 )
 
 
-def test_quickstart(ms: Memstrata) -> None:
+def test_quickstart(ms: Lamina) -> None:
     m = ms.memory.add(
         "Prefers dark mode in every editor",
         layer="user",
@@ -35,7 +35,7 @@ def test_quickstart(ms: Memstrata) -> None:
     assert hits[0].memory.layer is MemoryLayer.USER and 0.3 <= hits[0].score <= 1.0
 
 
-def test_ids_are_unique(ms: Memstrata) -> None:
+def test_ids_are_unique(ms: Lamina) -> None:
     ids = {ms.memory.add("same content", layer="user", user_id="u").id for _ in range(5)}
     assert len(ids) == 5
 
@@ -54,15 +54,15 @@ def test_ids_are_unique(ms: Memstrata) -> None:
     ],
 )
 def test_add_missing_identifier_names_it(
-    ms: Memstrata, layer: str, given: dict[str, str], missing: str
+    ms: Lamina, layer: str, given: dict[str, str], missing: str
 ) -> None:
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.memory.add("content", layer=layer, **given)
     assert err.value.code is ErrorCode.MISSING_IDENTIFIER
     assert err.value.details["identifier"] == missing and missing in err.value.message
 
 
-def test_user_and_project_reach_five_layers_not_agent_or_session(ms: Memstrata) -> None:
+def test_user_and_project_reach_five_layers_not_agent_or_session(ms: Lamina) -> None:
     topics = [
         "wiki pages",
         "runbooks",
@@ -83,7 +83,7 @@ def test_user_and_project_reach_five_layers_not_agent_or_session(ms: Memstrata) 
     assert [h.memory.layer for h in everything] == list(MemoryLayer)
 
 
-def test_precedence_before_score_and_layers_filter(ms: Memstrata) -> None:
+def test_precedence_before_score_and_layers_filter(ms: Lamina) -> None:
     ms.memory.add("Use PostgreSQL for every new service", layer="company", company_id="default")
     ms.memory.add(
         "Databases are chosen per project by the architects", layer="project", project_id="p"
@@ -93,12 +93,12 @@ def test_precedence_before_score_and_layers_filter(ms: Memstrata) -> None:
     assert hits[1].score > hits[0].score  # company matches better, project still comes first
     only = ms.memory.search("PostgreSQL", project_id="p", layers=["company"], threshold=0.0)
     assert [h.memory.layer.value for h in only] == ["company"]
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.memory.search("PostgreSQL", project_id="p", layers=["session"])
     assert err.value.code is ErrorCode.MISSING_IDENTIFIER
 
 
-def test_near_duplicates_keep_the_most_specific_layer(ms: Memstrata) -> None:
+def test_near_duplicates_keep_the_most_specific_layer(ms: Lamina) -> None:
     ms.memory.add("Code reviews need two approvals", layer="company", company_id="default")
     user = ms.memory.add("Code reviews need two approvals.", layer="user", user_id="u")
     ms.memory.add("Lunch is at noon", layer="user", user_id="u")
@@ -106,7 +106,7 @@ def test_near_duplicates_keep_the_most_specific_layer(ms: Memstrata) -> None:
     assert [h.memory.id for h in hits] == [user.id]
 
 
-def test_default_threshold_and_limit(ms: Memstrata) -> None:
+def test_default_threshold_and_limit(ms: Lamina) -> None:
     ms.memory.bulk_add(
         [
             {
@@ -127,7 +127,7 @@ def test_default_threshold_and_limit(ms: Memstrata) -> None:
     assert ms.memory.search("quantum chromodynamics lecture", user_id="u") == []
 
 
-def test_modes_and_filters_through_the_service(ms: Memstrata) -> None:
+def test_modes_and_filters_through_the_service(ms: Lamina) -> None:
     ms.memory.add(
         "Deploys happen on Friday",
         layer="user",
@@ -153,7 +153,7 @@ def test_modes_and_filters_through_the_service(ms: Memstrata) -> None:
 
 
 def test_update_reembeds_only_new_content(tmp_path: Path) -> None:
-    with FakeOpenAI() as server, Memstrata(openai_settings(tmp_path / "d", server)) as ms:
+    with FakeOpenAI() as server, Lamina(openai_settings(tmp_path / "d", server)) as ms:
         m = ms.memory.add("original text", layer="user", user_id="u")
         before = len(server.embedded)
         meta = ms.memory.update(m.id, metadata={"k": "v"})
@@ -166,9 +166,9 @@ def test_update_reembeds_only_new_content(tmp_path: Path) -> None:
         assert [h.memory.id for h in hits] == [m.id]
 
 
-def test_metadata_only_update_keeps_the_stored_vector(ms: Memstrata, data_dir: Path) -> None:
+def test_metadata_only_update_keeps_the_stored_vector(ms: Lamina, data_dir: Path) -> None:
     m = ms.memory.add("vector stays", layer="user", user_id="u")
-    path = data_dir / "memstrata.db"
+    path = data_dir / "lamina.db"
 
     def blob() -> bytes:
         with sqlite3.connect(path) as conn:
@@ -181,18 +181,18 @@ def test_metadata_only_update_keeps_the_stored_vector(ms: Memstrata, data_dir: P
     assert blob() == before
 
 
-def test_update_errors(ms: Memstrata) -> None:
+def test_update_errors(ms: Lamina) -> None:
     for kwargs in ({"content": "x"}, {"metadata": {"a": 1}}):
-        with pytest.raises(MemstrataError) as err:
+        with pytest.raises(LaminaError) as err:
             ms.memory.update("missing-id", **kwargs)  # type: ignore[arg-type]
         assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
     m = ms.memory.add("x", layer="user", user_id="u")
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.memory.update(m.id)
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
 
 
-def test_delete_is_idempotent_and_history_survives(ms: Memstrata) -> None:
+def test_delete_is_idempotent_and_history_survives(ms: Lamina) -> None:
     m = ms.memory.add("first", layer="user", user_id="u", actor="ann")
     ms.memory.update(m.id, content="second", actor="bob")
     first = ms.memory.delete(m.id, actor="cy")
@@ -205,12 +205,12 @@ def test_delete_is_idempotent_and_history_survives(ms: Memstrata) -> None:
         ("update", "bob", "first", "second"),
         ("delete", "cy", "second", None),
     ]
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.memory.history("never-existed")
     assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
 
 
-def test_list_pagination_and_filters(ms: Memstrata) -> None:
+def test_list_pagination_and_filters(ms: Lamina) -> None:
     for i in range(12):
         ms.memory.add(f"note {i}", layer="user", user_id="u", metadata={"i": i})
     ms.memory.add("project note", layer="project", project_id="p")
@@ -225,24 +225,24 @@ def test_list_pagination_and_filters(ms: Memstrata) -> None:
     assert sorted(m.content for m in filtered.items) == ["note 1", "note 2"]
 
 
-def test_tenants_never_see_each_other(ms: Memstrata) -> None:
+def test_tenants_never_see_each_other(ms: Lamina) -> None:
     a = ms.memory.add("tenant A secret plan", layer="user", user_id="u", tenant_id="A")
     assert ms.memory.get(a.id, tenant_id="B") is None
     assert ms.memory.search("secret plan", user_id="u", tenant_id="B", threshold=0.0) == []
     assert ms.memory.search("secret", user_id="u", tenant_id="B", mode="keyword") == []
     assert ms.memory.list(user_id="u", tenant_id="B").total_count == 0
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.memory.update(a.id, content="hijacked", tenant_id="B")
     assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
     assert ms.memory.delete(a.id, tenant_id="B").existed is False
-    with pytest.raises(MemstrataError):
+    with pytest.raises(LaminaError):
         ms.memory.history(a.id, tenant_id="B")
     assert ms.memory.get(a.id, tenant_id="A") == a
     assert ms.memory.get(a.id) is None  # the default tenant is "default"
 
 
-def test_bulk_add_validates_everything_first(ms: Memstrata) -> None:
-    with pytest.raises(MemstrataError) as err:
+def test_bulk_add_validates_everything_first(ms: Lamina) -> None:
+    with pytest.raises(LaminaError) as err:
         ms.memory.bulk_add(
             [
                 {"content": "ok", "layer": "user", "user_id": "u"},
@@ -250,7 +250,7 @@ def test_bulk_add_validates_everything_first(ms: Memstrata) -> None:
             ]
         )
     assert err.value.code is ErrorCode.MISSING_IDENTIFIER
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         ms.memory.bulk_add([{"content": "ok", "layer": "user", "user_id": "u", "bogus": 1}])
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
     assert ms.memory.list(user_id="u").total_count == 0
@@ -261,21 +261,21 @@ def test_bulk_add_validates_everything_first(ms: Memstrata) -> None:
 def test_async_api_mirrors_sync(data_dir: Path) -> None:
     import asyncio
 
-    from memstrata import AsyncMemstrata
+    from lamina import AsyncLamina
 
     async def main() -> None:
-        async with AsyncMemstrata(fast_settings(data_dir)) as ams:
+        async with AsyncLamina(fast_settings(data_dir)) as ams:
             m = await ams.memory.add("async memory", layer="user", user_id="u")
             hits = await ams.memory.search("async memory", user_id="u")
             assert [h.memory.id for h in hits] == [m.id]
             assert (await ams.health())["healthy"]
 
     asyncio.run(main())
-    with Memstrata(fast_settings(data_dir)) as ms:
+    with Lamina(fast_settings(data_dir)) as ms:
         assert ms.memory.list(user_id="u").total_count == 1
 
 
-def test_sync_facade_is_thread_safe(ms: Memstrata) -> None:
+def test_sync_facade_is_thread_safe(ms: Lamina) -> None:
     errors: list[BaseException] = []
 
     def work(n: int) -> None:

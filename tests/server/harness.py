@@ -1,4 +1,4 @@
-"""A real memstrata server on 127.0.0.1 (uvicorn, ephemeral port) in a background thread,
+"""A real lamina server on 127.0.0.1 (uvicorn, ephemeral port) in a background thread,
 and helpers to talk JSON-RPC, REST and SSE to it with httpx."""
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from typing import Any
 import httpx
 import uvicorn
 
-from memstrata.config import Settings
-from memstrata.llm.base import ChatModel
-from memstrata.runtime import AsyncMemstrata
-from memstrata.server.app import MemstrataServer
+from lamina.config import Settings
+from lamina.llm.base import ChatModel
+from lamina.runtime import AsyncLamina
+from lamina.server.app import LaminaServer
 from tests.conftest import fast_settings
 
 
 @dataclass
 class Running:
     url: str
-    server: MemstrataServer
+    server: LaminaServer
     loop: asyncio.AbstractEventLoop
 
     def run(self, coro: Any) -> Any:
@@ -46,8 +46,8 @@ def running_server(
         asyncio.set_event_loop(loop)
 
         async def serve() -> None:
-            ms = AsyncMemstrata(settings)
-            server = MemstrataServer(ms, router_model=router_model)
+            ms = AsyncLamina(settings)
+            server = LaminaServer(ms, router_model=router_model)
             config = uvicorn.Config(
                 server.app, host="127.0.0.1", port=0, log_level="warning", lifespan="on"
             )

@@ -14,11 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from memstrata.config import ServerSettings
-from memstrata.errors import ErrorCode, MemstrataError
-from memstrata.server.app import check_bind
-from memstrata.server.auth import KeyRing, hash_key, new_key
-from memstrata.server.ratelimit import RateLimiter
+from lamina.config import ServerSettings
+from lamina.errors import ErrorCode, LaminaError
+from lamina.server.app import check_bind
+from lamina.server.auth import KeyRing, hash_key, new_key
+from lamina.server.ratelimit import RateLimiter
 from tests.server.harness import (
     HEADERS,
     Running,
@@ -222,7 +222,7 @@ async def _hits(limiter: RateLimiter, tenant: str, tier: str, n: int) -> list[fl
 def test_redis_limits_are_shared_between_replicas() -> None:
     import asyncio
 
-    url = os.environ.get("MEMSTRATA_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    url = os.environ.get("LAMINA_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
     async def scenario() -> list[float | None]:
         settings = ServerSettings(redis_url=url, tiers={"default": {"requests_per_minute": 4}})
@@ -249,14 +249,14 @@ def test_redis_limits_are_shared_between_replicas() -> None:
 def test_no_keys_means_loopback_only(tmp_path: Path) -> None:
     check_bind("127.0.0.1", KeyRing([]))
     check_bind("::1", KeyRing([]))
-    with pytest.raises(MemstrataError) as caught:
+    with pytest.raises(LaminaError) as caught:
         check_bind("0.0.0.0", KeyRing([]))
     assert caught.value.code is ErrorCode.CONFIGURATION_ERROR
     out = subprocess.run(
         [
             sys.executable,
             "-m",
-            "memstrata",
+            "lamina",
             "--data-dir",
             str(tmp_path / "d"),
             "serve",

@@ -1,4 +1,4 @@
-"""`memstrata serve` and `memstrata mcp` as real processes: the CLI end to end, two server
+"""`lamina serve` and `lamina mcp` as real processes: the CLI end to end, two server
 processes on one PostgreSQL database serving the same threads, and MCP over stdio."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def serve_process(*args: str, env: dict[str, str] | None = None) -> Iterator[str
         [
             sys.executable,
             "-m",
-            "memstrata",
+            "lamina",
             *args,
             "serve",
             "--port",
@@ -36,7 +36,7 @@ def serve_process(*args: str, env: dict[str, str] | None = None) -> Iterator[str
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "MEMSTRATA_RETRY__INITIAL_DELAY": "0.01", **(env or {})},
+        env={**os.environ, "LAMINA_RETRY__INITIAL_DELAY": "0.01", **(env or {})},
     )
     try:
         assert process.stdout is not None
@@ -59,7 +59,7 @@ def serve_process(*args: str, env: dict[str, str] | None = None) -> Iterator[str
         assert "Traceback" not in errors, errors
 
 
-def test_memstrata_serve_end_to_end(tmp_path: Path) -> None:
+def test_lamina_serve_end_to_end(tmp_path: Path) -> None:
     with (
         serve_process("--data-dir", str(tmp_path / "d")) as url,
         httpx.Client(base_url=url, timeout=30) as client,
@@ -137,7 +137,7 @@ def test_mcp_over_stdio(tmp_path: Path) -> None:
     async def scenario() -> None:
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "memstrata", "--data-dir", str(tmp_path / "d"), "mcp"],
+            args=["-m", "lamina", "--data-dir", str(tmp_path / "d"), "mcp"],
             env={**os.environ},
         )
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -167,10 +167,10 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
-    from memstrata.server.auth import hash_key, new_key
+    from lamina.server.auth import hash_key, new_key
 
     key = new_key()
-    config = tmp_path / "memstrata.toml"
+    config = tmp_path / "lamina.toml"
     config.write_text(
         f'[[server.api_keys]]\nkey_hash = "{hash_key(key)}"\ntenant_id = "acme"\n',
         encoding="utf-8",
@@ -179,7 +179,7 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "memstrata",
+            "lamina",
             "--data-dir",
             str(tmp_path / "d"),
             "--config",

@@ -16,10 +16,10 @@ import httpx
 import pytest
 from pydantic import BaseModel
 
-from memstrata.errors import ErrorCode
-from memstrata.llm.openai_chat import OpenAIChatModel
-from memstrata.server.skills import TASK_STATE_OF
-from memstrata.server.tools import ServerTool
+from lamina.errors import ErrorCode
+from lamina.llm.openai_chat import OpenAIChatModel
+from lamina.server.skills import TASK_STATE_OF
+from lamina.server.tools import ServerTool
 from tests.fakes.openai_server import FakeOpenAI
 from tests.server.harness import (
     HEADERS,
@@ -33,7 +33,7 @@ from tests.server.harness import (
     tool_message,
 )
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "memstrata"
+SRC = Path(__file__).resolve().parents[2] / "src" / "lamina"
 
 
 @pytest.fixture(scope="module")
@@ -296,8 +296,8 @@ def test_internal_errors_fail_the_task_without_details(
 
 
 def test_adapters_share_one_interface(live: Running) -> None:
-    from memstrata.server.adapter import EcosystemAdapter
-    from memstrata.server.mcp_server import MCPAdapter
+    from lamina.server.adapter import EcosystemAdapter
+    from lamina.server.mcp_server import MCPAdapter
 
     a2a: EcosystemAdapter = live.server.a2a
     mcp: EcosystemAdapter = MCPAdapter(live.server.ms, live.server.metrics)

@@ -6,16 +6,16 @@ from typing import Any
 
 import pytest
 
-from memstrata import ErrorCode, Memstrata, MemstrataError
-from memstrata.server.tools import ServerTool, build_tools
+from lamina import ErrorCode, Lamina, LaminaError
+from lamina.server.tools import ServerTool, build_tools
 
 
 @pytest.fixture
-def tools(ms: Memstrata) -> dict[str, ServerTool]:
+def tools(ms: Lamina) -> dict[str, ServerTool]:
     return {t.name: t for t in build_tools(ms.aio)}
 
 
-def call(ms: Memstrata, tool: ServerTool, args: Any, tenant: str = "a") -> Any:
+def call(ms: Lamina, tool: ServerTool, args: Any, tenant: str = "a") -> Any:
     return ms._run(tool.run(args, tenant))
 
 
@@ -46,9 +46,7 @@ def test_the_fifteen_tools_and_their_schemas(tools: dict[str, ServerTool]) -> No
     assert tools["memory_search"].read_only and not tools["knowledge_create"].read_only
 
 
-def test_every_tool_runs_and_stays_in_its_tenant(
-    ms: Memstrata, tools: dict[str, ServerTool]
-) -> None:
+def test_every_tool_runs_and_stays_in_its_tenant(ms: Lamina, tools: dict[str, ServerTool]) -> None:
     added = call(
         ms,
         tools["memory_add"],
@@ -101,60 +99,60 @@ def test_every_tool_runs_and_stays_in_its_tenant(
     ] == "policy-0001"
 
     # Tenant b sees none of it and can change none of it.
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(ms, tools["memory_get"], {"memory_id": mid}, tenant="b")
     assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
     assert (
         call(ms, tools["memory_search"], {"query": "theme", "user_id": "alice"}, "b")["results"]
         == []
     )
-    with pytest.raises(MemstrataError):
+    with pytest.raises(LaminaError):
         call(ms, tools["memory_update"], {"memory_id": mid, "content": "x"}, tenant="b")
     call(ms, tools["memory_delete"], {"memory_id": mid}, tenant="b")
     assert (
         call(ms, tools["memory_get"], {"memory_id": mid})["content"] == "Alice prefers light mode"
     )
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(ms, tools["knowledge_get"], {"id": kid}, tenant="b")
     assert err.value.code is ErrorCode.ITEM_NOT_FOUND
     assert (
         call(ms, tools["knowledge_query"], {"query": "database", "status": "any"}, "b")["results"]
         == []
     )
-    with pytest.raises(MemstrataError):
+    with pytest.raises(LaminaError):
         call(ms, tools["knowledge_status"], {"id": kid, "status": "superseded"}, tenant="b")
     assert call(ms, tools["governance_validate"], {"context": {"dependencies": ["requests"]}}, "b")[
         "is_valid"
     ]
     call(ms, tools["memory_delete"], {"memory_id": mid})
-    with pytest.raises(MemstrataError):
+    with pytest.raises(LaminaError):
         call(ms, tools["memory_get"], {"memory_id": mid})
 
 
-def test_missing_and_invalid_arguments(ms: Memstrata, tools: dict[str, ServerTool]) -> None:
-    with pytest.raises(MemstrataError) as err:
+def test_missing_and_invalid_arguments(ms: Lamina, tools: dict[str, ServerTool]) -> None:
+    with pytest.raises(LaminaError) as err:
         call(ms, tools["memory_add"], {"layer": "user"})
     assert err.value.details["missing"] == ["content"]
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(ms, tools["memory_search"], {"query": 5})
     assert err.value.details["field"] == "query" and "missing" not in err.value.details
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(ms, tools["memory_search"], {"query": "x", "unknown": 1})
     assert err.value.details["field"] == "unknown"
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(ms, tools["memory_list"], ["not", "an", "object"])
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(ms, tools["memory_add"], {"content": "x", "layer": "galaxy"})
     assert err.value.code is ErrorCode.INVALID_LAYER
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(
             ms,
             tools["knowledge_create"],
             {"type": "adr", "title": "x", "layer": "team", "layer_id": "../../etc"},
         )
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
-    with pytest.raises(MemstrataError) as err:
+    with pytest.raises(LaminaError) as err:
         call(
             ms,
             tools["memory_add"],

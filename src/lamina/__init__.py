@@ -1,0 +1,65 @@
+"""lamina: layered long-term memory, knowledge and governance for AI agents."""
+
+from lamina.config import Settings, load_settings
+from lamina.context.models import (
+    AgentLearning,
+    ContextItem,
+    ContextLayer,
+    ExternalReference,
+    RetrievalResult,
+    SkillPattern,
+    UserKnowledge,
+)
+from lamina.context.providers import (
+    RuntimeContextAdapter,
+    ToolDescriptor,
+    ToolRegistryAdapter,
+    session_scope,
+)
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.layers import MemoryLayer
+from lamina.memory.models import (
+    DeleteResult,
+    HierarchyLink,
+    HistoryEvent,
+    HistoryOperation,
+    MemoryEntry,
+    MemoryPage,
+    SearchHit,
+    SearchMode,
+)
+from lamina.memory.service import MemoryInput
+from lamina.runtime import AsyncLamina, Lamina
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AgentLearning",
+    "AsyncLamina",
+    "ContextItem",
+    "ContextLayer",
+    "DeleteResult",
+    "ErrorCode",
+    "ExternalReference",
+    "HierarchyLink",
+    "HistoryEvent",
+    "HistoryOperation",
+    "Lamina",
+    "LaminaError",
+    "MemoryEntry",
+    "MemoryInput",
+    "MemoryLayer",
+    "MemoryPage",
+    "RetrievalResult",
+    "RuntimeContextAdapter",
+    "SearchHit",
+    "SearchMode",
+    "Settings",
+    "SkillPattern",
+    "ToolDescriptor",
+    "ToolRegistryAdapter",
+    "UserKnowledge",
+    "__version__",
+    "load_settings",
+    "session_scope",
+]

@@ -1,0 +1,5 @@
+"""``python -m lamina``: the CLI."""
+
+from lamina.cli import main
+
+main()

@@ -1,0 +1,331 @@
+"""Settings: keyword arguments > environment (LAMINA_*) > TOML file > embedded defaults.
+
+Nested groups use ``__`` in the environment: ``LAMINA_EMBEDDING__PROVIDER=openai``,
+``LAMINA_MEMORY__MAX_CONTENT_LENGTH=100000``. The TOML file (``config_file=`` or
+``LAMINA_CONFIG``) uses the same names, groups as tables: ``[embedding]``.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, Field, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from lamina.errors import ErrorCode, LaminaError
+from lamina.retry import RetryPolicy
+
+
+class EmbeddingSettings(BaseModel):
+    """Which embedder turns text into vectors."""
+
+    provider: Literal["local", "openai"] = "local"
+    #: Model name; for ``local`` the only model is all-MiniLM-L6-v2.
+    model: str | None = None
+    #: OpenAI-compatible API root, e.g. ``https://api.openai.com/v1``.
+    base_url: str | None = None
+    dimensions: int | None = Field(default=None, gt=0)
+    #: Name of the environment variable holding the API key (the key never sits in a file).
+    api_key_env: str = "OPENAI_API_KEY"
+    batch_size: int = Field(default=64, gt=0, le=2048)
+    timeout_seconds: float = Field(default=30.0, gt=0)
+    #: Threads the local model may use (0: one per core).
+    threads: int = Field(default=0, ge=0)
+
+
+class MemorySettings(BaseModel):
+    """Limits and defaults of the memory service."""
+
+    max_content_length: int = Field(default=65_536, gt=0)
+    max_query_length: int = Field(default=4_096, gt=0)
+    search_threshold: float = Field(default=0.7, ge=-1.0, le=1.0)
+    search_limit: int = Field(default=10, gt=0)
+    max_limit: int = Field(default=1_000, gt=0)
+    list_limit: int = Field(default=50, gt=0)
+    dedup_threshold: float = Field(default=0.95, gt=0.0, le=1.0)
+    #: Weight of semantic similarity in hybrid scores; the rest is the keyword score.
+    hybrid_semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: Default minimum fused score in hybrid mode (keyword mode has none by default).
+    hybrid_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
+
+
+class ContextSettings(BaseModel):
+    """``ms.context``: retrieval of the context layers and prompt assembly."""
+
+    #: Items per layer when a call does not say.
+    max_per_layer: int = Field(default=5, gt=0, le=100)
+    #: How the searchable layers are searched: hybrid, semantic or keyword.
+    search_mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
+    #: Weight of semantic similarity in hybrid scores of context items.
+    semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: Items scoring below this are not retrieved (hybrid and semantic scores lie in [0, 1]).
+    min_score: float = Field(default=0.2, ge=0.0, le=1.0)
+    #: Memories added to the prompt's "Relevant Memories" section (0: none).
+    rag_limit: int = Field(default=5, ge=0, le=100)
+    #: Minimum cosine similarity of a memory to the query for that section.
+    rag_threshold: float = Field(default=0.3, ge=-1.0, le=1.0)
+    #: Longest query accepted (characters).
+    max_query_length: int = Field(default=4_096, gt=0)
+
+
+class LLMSettings(BaseModel):
+    """The chat model: an OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp, LM
+    Studio via ``base_url``) or Anthropic."""
+
+    provider: Literal["openai", "anthropic"] = "openai"
+    model: str | None = None
+    base_url: str | None = None
+    #: Name of the environment variable holding the API key (the key never sits in a file).
+    api_key_env: str | None = None
+    timeout_seconds: float = Field(default=60.0, gt=0)
+    #: Retries of transient failures (connection errors, 429, 5xx) inside the SDK client.
+    max_retries: int = Field(default=2, ge=0, le=10)
+    max_tokens: int = Field(default=1024, gt=0)
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+
+
+class ObservationalMemorySettings(BaseModel):
+    """Observational memory: an Observer compresses session messages into observations, a
+    Reflector condenses observations into reflections. Off by default (then nothing changes)."""
+
+    enabled: bool = False
+    #: The Observer's and Reflector's chat model; unset: the primary ``llm`` settings.
+    provider: Literal["openai", "anthropic"] | None = None
+    model: str | None = None
+    base_url: str | None = None
+    api_key_env: str | None = None
+    #: Un-observed message tokens in a session that trigger an observation.
+    message_token_threshold: int = Field(default=1000, gt=0)
+    #: Observation tokens in a session that trigger a reflection.
+    observation_token_threshold: int = Field(default=2000, gt=0)
+    #: Most tokens of recent (un-observed) messages handed to the model.
+    max_message_token_budget: int = Field(default=8000, gt=0)
+    #: Reflections and observations injected into a prompt (0: unlimited).
+    max_reflections_in_context: int = Field(default=5, ge=0)
+    max_observations_in_context: int = Field(default=20, ge=0)
+    #: Tokens the Conversation Memory section may use.
+    memory_token_budget: int = Field(default=4000, gt=0)
+    #: Reflections in a session that trigger a meta-reflection.
+    reflection_consolidation_threshold: int = Field(default=5, ge=2)
+    #: Replace observed messages by the observation (a compacted summary).
+    compact: bool = False
+    #: Extract entities and relations from every observation (one more LLM call each) and
+    #: add a Knowledge Graph section to prompts.
+    graph: bool = False
+    #: Hops from the entities a query names, and relations shown, in that section.
+    graph_depth: int = Field(default=2, ge=1, le=5)
+    graph_limit: int = Field(default=20, ge=1, le=200)
+    #: Sessions waiting for the background observer; a full queue drops triggers.
+    queue_size: int = Field(default=256, gt=0)
+    #: Background workers (sessions observed at once, never two on one session).
+    workers: int = Field(default=2, gt=0, le=64)
+    #: Seconds a worker holds a session's lease (longer than one LLM call with retries).
+    lease_seconds: float = Field(default=300.0, gt=0)
+
+
+class PostgresSettings(BaseModel):
+    """Connection pool and limits of the PostgreSQL store."""
+
+    pool_min: int = Field(default=1, ge=0)
+    pool_max: int = Field(default=10, gt=0)
+    statement_timeout_ms: int = Field(default=30_000, gt=0)
+    connect_timeout: float = Field(default=10.0, gt=0)
+    #: HNSW candidate list size per search: recall against latency (pgvector's default is 40).
+    hnsw_ef_search: int = Field(default=200, ge=1, le=1000)
+
+
+class RetrySettings(BaseModel):
+    """Retries of transient store and embedder failures."""
+
+    max_retries: int = Field(default=3, ge=0)
+    initial_delay: float = Field(default=1.0, ge=0)
+    multiplier: float = Field(default=2.0, ge=1.0)
+    max_delay: float = Field(default=30.0, ge=0)
+
+    def policy(self) -> RetryPolicy:
+        return RetryPolicy(self.max_retries, self.initial_delay, self.multiplier, self.max_delay)
+
+
+class KnowledgeSettings(BaseModel):
+    """The git-backed knowledge repository."""
+
+    #: Where the per-tenant git repositories live (default: ``<data_dir>/knowledge``).
+    path: Path | None = None
+    #: Seconds a write waits for another writer's lock before CONFLICT.
+    lock_timeout: float = Field(default=30.0, gt=0)
+
+
+class GovernanceSettings(BaseModel):
+    """Checks of content entering shared layers (project, team, org, company)."""
+
+    #: The built-in rule set that blocks secrets (API keys, private keys, passwords, tokens).
+    secret_scan: bool = True
+    #: Evaluate the layer's merged policies on memory and knowledge writes.
+    check_writes: bool = True
+
+
+class ApiKey(BaseModel):
+    """One API key of the server: only its SHA-256 hash is configured (``lamina keys new``
+    prints a key and this entry)."""
+
+    key_hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    tenant_id: str = Field(min_length=1, max_length=128)
+    tier: str = "default"
+    #: A label for logs and for people (never the key).
+    name: str = ""
+
+
+class TierLimits(BaseModel):
+    """Requests per minute of one tenant in a tier: all skills together, and per skill
+    (memory, knowledge, governance, search, tasks) where set."""
+
+    requests_per_minute: int = Field(default=100, gt=0)
+    skills: dict[str, int] = Field(default_factory=dict)
+
+
+class ServerSettings(BaseModel):
+    """``lamina serve``: the A2A server (and ``lamina mcp --transport http``)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8750, ge=0, le=65535)
+    #: The URL clients reach the server at (the card's interfaces); default http://host:port.
+    public_url: str | None = None
+    api_keys: list[ApiKey] = Field(default_factory=list)
+    tiers: dict[str, TierLimits] = Field(default_factory=lambda: {"default": TierLimits()})
+    #: ``redis://host:port/db``: rate limits shared by every replica; unset: in-process.
+    redis_url: str | None = None
+    #: Largest request body accepted (bytes); larger → 413.
+    max_body_bytes: int = Field(default=1_048_576, gt=0)
+    #: A thread idle this long (seconds) is expired; continuing it is an error.
+    thread_ttl: float = Field(default=86_400.0, gt=0)
+    #: The conversation context of a thread expires this long (seconds) after its last write.
+    state_ttl: float = Field(default=3_600.0, gt=0)
+    #: Largest conversation context per thread (bytes of JSON).
+    max_state_bytes: int = Field(default=1_048_576, gt=0)
+    #: Seconds between cleanup runs; expired threads are deleted this long after expiring.
+    cleanup_interval: float = Field(default=300.0, gt=0)
+    expired_retention: float = Field(default=7 * 86_400.0, ge=0)
+    #: Tool calls remembered per thread (the oldest are dropped).
+    max_turns: int = Field(default=20, gt=0, le=1000)
+    #: Memories and constraints in a new thread's session context (0: none).
+    session_memories: int = Field(default=5, ge=0, le=100)
+    #: Route free text through the LLM (``llm`` settings, ``router_model`` if set).
+    llm_router: bool = True
+    router_model: str | None = None
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("lamina", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """Everything a runtime is built from."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LAMINA_",
+        env_nested_delimiter="__",
+        extra="forbid",
+    )
+
+    data_dir: Path = Field(default_factory=default_data_dir)
+    #: ``sqlite:///path/to/file.db`` or ``postgresql://user@host:port/db``; empty means
+    #: ``sqlite:///<data_dir>/lamina.db``.
+    database_url: str | None = None
+    tenant_id: str = "default"
+    #: Seconds a write waits for another writer's lock before PROVIDER_ERROR (then retried).
+    sqlite_busy_timeout: float = Field(default=30.0, gt=0)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    retry: RetrySettings = Field(default_factory=RetrySettings)
+    postgres: PostgresSettings = Field(default_factory=PostgresSettings)
+    context: ContextSettings = Field(default_factory=ContextSettings)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    observational_memory: ObservationalMemorySettings = Field(
+        default_factory=ObservationalMemorySettings
+    )
+    knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
+    governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
+    server: ServerSettings = Field(default_factory=ServerSettings)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+
+    def store_kind(self) -> Literal["sqlite", "postgresql"]:
+        url = self.database_url or ""
+        if url.startswith(("postgresql://", "postgres://")):
+            return "postgresql"
+        self.sqlite_path()
+        return "sqlite"
+
+    def knowledge_path(self) -> Path:
+        """Where the knowledge repositories live."""
+        return self.knowledge.path or self.data_dir / "knowledge"
+
+    def sqlite_path(self) -> Path:
+        """The SQLite file this configuration points at."""
+        url = self.database_url
+        if not url:
+            return self.data_dir / "lamina.db"
+        prefix = "sqlite:///"
+        if not url.startswith(prefix) or len(url) == len(prefix):
+            raise LaminaError(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"database_url {url!r} is not supported: use sqlite:///path/to/file.db or "
+                "postgresql://user@host:port/database",
+                details={"database_url": url},
+            )
+        return Path(url[len(prefix) :])
+
+
+def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
+    """Build Settings from keyword overrides, the environment and an optional TOML file."""
+    path = config_file if config_file is not None else os.environ.get("LAMINA_CONFIG")
+    toml_path: Path | None = None
+    if path:
+        toml_path = Path(path)
+        if not toml_path.is_file():
+            raise LaminaError(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"config file {toml_path} does not exist",
+                details={"config_file": str(toml_path)},
+            )
+        try:
+            tomllib.loads(toml_path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise LaminaError(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"config file {toml_path} is not valid TOML: {exc}",
+                details={"config_file": str(toml_path)},
+            ) from exc
+
+    class _FileSettings(Settings):
+        model_config = SettingsConfigDict(toml_file=toml_path)
+
+    try:
+        return _FileSettings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
+        )
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"invalid settings: {problems}",
+            details={"errors": [str(e["loc"]) for e in exc.errors()]},
+        ) from exc

@@ -1,0 +1,291 @@
+"""``ms.context``: the four searchable layer stores, retrieval, and prompt assembly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from lamina.config import ContextSettings, MemorySettings
+from lamina.context.models import ContextItem, ContextLayer, RetrievalResult
+from lamina.context.prompt import assemble_prompt
+from lamina.context.providers import (
+    RuntimeContextProvider,
+    ToolRegistryProvider,
+    current_session,
+)
+from lamina.context.retriever import ContextRetriever, ConversationMemorySource
+from lamina.context.stores import (
+    ItemContext,
+    KnowledgeStore,
+    LearningStore,
+    ReferenceStore,
+    SkillStore,
+)
+from lamina.embeddings.query_cache import QueryVectors
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.layers import check_tenant
+from lamina.memory.models import SearchMode
+from lamina.memory.service import MemoryService
+from lamina.retry import RetryPolicy
+from lamina.store.base import MemoryStore
+from lamina.tokens import TokenCounter, default_counter
+
+log = logging.getLogger(__name__)
+
+_IDENTIFIERS = (
+    "agent_id",
+    "user_id",
+    "session_id",
+    "project_id",
+    "team_id",
+    "org_id",
+    "company_id",
+)
+
+
+class ContextService:
+    def __init__(
+        self,
+        store: MemoryStore,
+        settings: ContextSettings,
+        memory_settings: MemorySettings,
+        *,
+        memory: MemoryService,
+        default_tenant: str,
+        retry: RetryPolicy,
+        ready: Callable[[], Awaitable[None]],
+        counter: TokenCounter | None = None,
+        queries: QueryVectors | None = None,
+        memory_token_budget: int = 4000,
+    ) -> None:
+        self.settings = settings
+        self.memory_token_budget = memory_token_budget
+        self._memory = memory
+        self._default_tenant = default_tenant
+        self._ready = ready
+        self.counter: TokenCounter = counter or default_counter()
+        # Shared with the memory service: a prompt's query is embedded once for both.
+        queries = queries or QueryVectors(
+            lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
+        )
+        ctx = ItemContext(
+            store=store.context_items,
+            embed=lambda tenant, texts: store.generate_embedding(tenant, texts),
+            queries=queries,
+            retry=retry,
+            ready=ready,
+            default_tenant=default_tenant,
+            max_content_length=memory_settings.max_content_length,
+            max_query_length=settings.max_query_length,
+            max_limit=memory_settings.max_limit,
+            search_mode=SearchMode(settings.search_mode),
+            semantic_weight=settings.semantic_weight,
+        )
+        self.knowledge = KnowledgeStore(ctx)
+        self.learnings = LearningStore(ctx)
+        self.skills = SkillStore(ctx)
+        self.references = ReferenceStore(ctx)
+        self._retriever = ContextRetriever(
+            knowledge=self.knowledge,
+            learnings=self.learnings,
+            skills=self.skills,
+            references=self.references,
+            query_vector=queries.get,
+            search_mode=SearchMode(settings.search_mode),
+            min_score=settings.min_score,
+            max_query_length=settings.max_query_length,
+        )
+
+    # -- providers --------------------------------------------------------------------------
+
+    @property
+    def tool_registry(self) -> ToolRegistryProvider | None:
+        return self._retriever.tools
+
+    @tool_registry.setter
+    def tool_registry(self, provider: ToolRegistryProvider | None) -> None:
+        self._retriever.tools = provider
+
+    @property
+    def runtime_context(self) -> RuntimeContextProvider | None:
+        return self._retriever.runtime
+
+    @runtime_context.setter
+    def runtime_context(self, provider: RuntimeContextProvider | None) -> None:
+        self._retriever.runtime = provider
+
+    @property
+    def conversation_memory(self) -> ConversationMemorySource | None:
+        return self._retriever.conversation
+
+    @conversation_memory.setter
+    def conversation_memory(self, source: ConversationMemorySource | None) -> None:
+        self._retriever.conversation = source
+
+    # -- retrieval and assembly -------------------------------------------------------------
+
+    async def retrieve(
+        self,
+        query: str,
+        layers: Sequence[ContextLayer | str] | str | None = None,
+        max_per_layer: int | None = None,
+        session_key: str | None = None,
+        *,
+        tenant_id: str | None = None,
+    ) -> RetrievalResult:
+        """Context for ``query`` from the layers asked for (default: user knowledge, skill
+        patterns, external knowledge, agent learnings), at most ``max_per_layer`` each."""
+        await self._ready()
+        tenant = check_tenant(self._default_tenant if tenant_id is None else tenant_id)
+        return await self._retriever.retrieve(
+            query,
+            layers=layers,
+            max_per_layer=self.settings.max_per_layer if max_per_layer is None else max_per_layer,
+            session_key=session_key if session_key is not None else current_session(),
+            tenant=tenant,
+        )
+
+    def assemble_prompt(
+        self,
+        base: str,
+        retrieved: RetrievalResult
+        | Mapping[ContextLayer, Sequence[ContextItem]]
+        | Iterable[ContextItem] = (),
+        reflections: Sequence[str] = (),
+        observations: Sequence[str] = (),
+        *,
+        memories: Sequence[str] = (),
+        graph: Sequence[str] = (),
+        token_budget: int | None = None,
+    ) -> str:
+        """The base prompt with the retrieved context appended (see context/prompt.py)."""
+        if not isinstance(base, str):
+            raise LaminaError(ErrorCode.INVALID_ARGUMENT, "base must be a string")
+        budget = self.memory_token_budget if token_budget is None else token_budget
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise LaminaError(
+                ErrorCode.INVALID_ARGUMENT, "token_budget must be a non-negative integer"
+            )
+        return assemble_prompt(
+            base,
+            retrieved,
+            reflections,
+            observations,
+            memories=memories,
+            graph=graph,
+            token_budget=budget,
+            counter=self.counter,
+        )
+
+    async def relevant_memories(
+        self,
+        query: str,
+        identifiers: Mapping[str, str],
+        session_key: str | None,
+        *,
+        tenant_id: str | None = None,
+    ) -> list[str]:
+        """The RAG section: a semantic search of the memory store for the caller's scope.
+        With a session key the session's own memories take part and no other session's do."""
+        if self.settings.rag_limit == 0 or not identifiers:
+            return []
+        ids = {k: identifiers.get(k) for k in _IDENTIFIERS}
+        if session_key:
+            ids["session_id"] = session_key
+        hits = await self._memory.search(
+            query,
+            agent_id=ids["agent_id"],
+            user_id=ids["user_id"],
+            session_id=ids["session_id"],
+            project_id=ids["project_id"],
+            team_id=ids["team_id"],
+            org_id=ids["org_id"],
+            company_id=ids["company_id"],
+            limit=self.settings.rag_limit,
+            threshold=self.settings.rag_threshold,
+            mode="semantic",
+            tenant_id=tenant_id,
+        )
+        return [h.memory.content for h in hits]
+
+    async def build_prompt(
+        self,
+        base: str,
+        query: str,
+        *,
+        layers: Sequence[ContextLayer | str] | str | None = None,
+        session_key: str | None = None,
+        identifiers: Mapping[str, str] | None = None,
+        tenant_id: str | None = None,
+    ) -> str:
+        """retrieve + the memory store's relevant memories + conversation memory, assembled.
+        Each part that fails is logged and left out; the base prompt always comes back."""
+        session = session_key if session_key is not None else current_session()
+        conversation = self._retriever.conversation
+
+        async def memories() -> list[str]:
+            return await self.relevant_memories(
+                query, identifiers or {}, session, tenant_id=tenant_id
+            )
+
+        async def recent(kind: str) -> list[str]:
+            if conversation is None or not session:
+                return []
+            if kind == "reflections":
+                return await conversation.recent_reflections(session, 1000, tenant_id=tenant_id)
+            return await conversation.recent_observations(session, 1000, tenant_id=tenant_id)
+
+        async def graph() -> list[str]:
+            lines = getattr(conversation, "graph_context", None)
+            if lines is None or not getattr(conversation, "graph_enabled", False):
+                return []
+            found: list[str] = await lines(query, session or None, tenant_id=tenant_id)
+            return found
+
+        results = await asyncio.gather(
+            self.retrieve(query, layers, session_key=session, tenant_id=tenant_id),
+            memories(),
+            recent("reflections"),
+            recent("observations"),
+            graph(),
+            return_exceptions=True,
+        )
+        parts: list[Any] = []
+        result: Any
+        for name, result in zip(
+            ("context", "memories", "reflections", "observations", "graph"), results, strict=True
+        ):
+            if isinstance(result, BaseException):
+                if not isinstance(result, Exception):
+                    raise result
+                if (
+                    name == "context"
+                    and isinstance(result, LaminaError)
+                    and result.code
+                    in (
+                        ErrorCode.INVALID_ARGUMENT,
+                        ErrorCode.INVALID_LAYER,
+                    )
+                ):
+                    raise result
+                log.warning("building the prompt: %s failed: %s", name, result)
+                result = None
+            parts.append(result)
+        retrieved, rag, reflections, observations, facts = parts
+        return self.assemble_prompt(
+            base,
+            retrieved or (),
+            reflections or (),
+            observations or (),
+            memories=rag or (),
+            graph=facts or (),
+        )
+
+    async def flush(self) -> None:
+        """Wait for the background writes retrieval started (knowledge use counts)."""
+        await self._retriever.drain()
+
+    async def close(self) -> None:
+        await self.flush()

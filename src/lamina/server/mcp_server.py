@@ -1,0 +1,132 @@
+"""The MCP adapter: the same tools as the A2A server, through the official mcp SDK, over
+stdio (one local client, the configured tenant) or streamable HTTP at /mcp (API keys, rate
+limits and the loopback rule exactly as ``lamina serve``). The only module importing mcp."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+import mcp.types as types
+from mcp.server import Server, ServerRequestContext
+
+from lamina.config import Settings
+from lamina.errors import ErrorCode, LaminaError
+from lamina.runtime import AsyncLamina
+from lamina.server.adapter import ToolSurface
+from lamina.server.auth import KeyRing
+from lamina.server.metrics import ServerMetrics
+from lamina.server.skills import ToolRegistry
+from lamina.server.tools import ServerTool, build_tools
+
+log = logging.getLogger("lamina.server")
+
+
+class MCPAdapter(ToolSurface):
+    def __init__(self, ms: AsyncLamina, metrics: ServerMetrics | None = None) -> None:
+        super().__init__(ms, ToolRegistry(build_tools(ms)))
+        self.metrics = metrics or ServerMetrics(ms.registry)
+        self.server: Server[Any] = Server(
+            "lamina",
+            version="1",
+            instructions="Layered long-term memory, knowledge and governance. "
+            "Identifiers (user_id, project_id, ...) scope memory tools.",
+            on_list_tools=self._list,
+            on_call_tool=self._call,
+        )
+
+    def native(self, tool: ServerTool) -> types.Tool:
+        return types.Tool(
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
+        )
+
+    def _tenant(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        request = ctx.request
+        scope = getattr(request, "scope", None)
+        if isinstance(scope, dict) and "lamina.principal" in scope:
+            return str(scope["lamina.principal"].tenant)
+        return self.ms.settings.tenant_id
+
+    async def _list(
+        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[self.native(t) for t in self.registry.all()])
+
+    async def _call(
+        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        started = time.perf_counter()
+        skill, state = self.registry.skill_of(params.name), "completed"
+        try:
+            tool = self.registry.get(params.name)
+            result = await tool.run(params.arguments or {}, self._tenant(ctx))
+            payload: dict[str, Any] = result if isinstance(result, dict) else {"result": result}
+            error = False
+        except LaminaError as exc:
+            if exc.code is ErrorCode.INTERNAL_ERROR:
+                exc = LaminaError(ErrorCode.INTERNAL_ERROR, "internal error (see the log)")
+            payload, error, state = {"error": exc.to_dict()}, True, "rejected"
+            self.metrics.errors.labels(skill, exc.code.value).inc()
+        except Exception:
+            log.exception("unexpected error in MCP tool %s", params.name)
+            payload = {"error": {"code": "INTERNAL_ERROR", "message": "internal error"}}
+            error, state = True, "failed"
+            self.metrics.errors.labels(skill, "INTERNAL_ERROR").inc()
+        self.metrics.requests.labels(skill, params.name, state).inc()
+        self.metrics.latency.labels(skill).observe(time.perf_counter() - started)
+        text = json.dumps(payload, ensure_ascii=False, default=str)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=text)],
+            structured_content=payload,
+            is_error=error,
+        )
+
+
+async def run_mcp(settings: Settings, transport: str) -> None:
+    ms = AsyncLamina(settings)
+    try:
+        await ms.start()
+        adapter = MCPAdapter(ms)
+        if transport == "stdio":
+            from mcp.server.stdio import stdio_server
+
+            async with stdio_server() as (read, write):
+                await adapter.server.run(
+                    read, write, adapter.server.create_initialization_options()
+                )
+            return
+        from lamina.server.app import check_bind
+        from lamina.server.gate import Gate
+        from lamina.server.ratelimit import RateLimiter
+        from lamina.server.run import serve_app
+
+        keys = KeyRing(settings.server.api_keys)
+        check_bind(settings.server.host, keys)
+        app = adapter.server.streamable_http_app(host=settings.server.host)
+        limiter = RateLimiter(settings.server)
+        gated = Gate(
+            app,
+            keys=keys,
+            default_tenant=settings.tenant_id,
+            limiter=limiter,
+            metrics=adapter.metrics,
+            max_body=settings.server.max_body_bytes,
+            skill_for_tool=adapter.registry.skill_of,
+        )
+        try:
+            await serve_app(
+                gated,
+                settings.server.host,
+                settings.server.port,
+                "warning",
+                "lamina MCP server (streamable HTTP at /mcp) on",
+            )
+        finally:
+            await limiter.aclose()
+    finally:
+        await ms.close()

@@ -1,0 +1,64 @@
+"""Running the servers under uvicorn (used by the CLI)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import click
+import uvicorn
+
+from lamina.config import Settings
+from lamina.runtime import AsyncLamina
+from lamina.server.app import LaminaServer, check_bind
+
+log = logging.getLogger("lamina.server")
+
+
+async def serve_app(app: object, host: str, port: int, log_level: str, banner: str) -> None:
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        host=host,
+        port=port,
+        log_level=log_level,
+        lifespan="on",
+        access_log=False,
+        timeout_graceful_shutdown=5,
+    )
+    server = uvicorn.Server(config)
+
+    async def announce() -> None:
+        while not server.started:
+            if server.should_exit:
+                return
+            await asyncio.sleep(0.02)
+        sockets = [s for srv in server.servers for s in (srv.sockets or [])]
+        bound = sockets[0].getsockname()[1] if sockets else port
+        click.echo(f"{banner} http://{host}:{bound}/", err=False)
+
+    watcher = asyncio.create_task(announce())
+    try:
+        await server.serve()
+    finally:
+        watcher.cancel()
+    if not server.started:
+        raise SystemExit(1)
+
+
+async def run_a2a(settings: Settings, log_level: str = "info") -> None:
+    from lamina.server.auth import KeyRing
+
+    check_bind(settings.server.host, KeyRing(settings.server.api_keys))
+    logging.getLogger("lamina").setLevel(log_level.upper())
+    ms = AsyncLamina(settings)
+    try:
+        server = LaminaServer(ms)
+        await serve_app(
+            server.app,
+            settings.server.host,
+            settings.server.port,
+            log_level,
+            "lamina A2A server on",
+        )
+    finally:
+        await ms.close()

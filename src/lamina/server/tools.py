@@ -1,0 +1,440 @@
+"""The tools the server (and any other adapter: A2A, MCP) exposes, grouped into skills:
+memory, knowledge, governance. Each tool has a name, a description, a JSON input schema, and
+a handler that runs it for one tenant. Nothing here knows about A2A or MCP.
+
+Arguments are validated against the tool's model: a missing required argument raises
+INVALID_ARGUMENT with ``details["missing"]`` (an adapter asks for it: input-required); any
+other bad argument raises INVALID_ARGUMENT naming the field (rejected).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from lamina.errors import ErrorCode, LaminaError
+from lamina.runtime import AsyncLamina
+
+Handler = Callable[[BaseModel, str], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ServerTool:
+    name: str
+    skill: str
+    description: str
+    model: type[BaseModel]
+    handler: Handler
+    read_only: bool
+
+    @property
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.model.model_json_schema()
+        schema.pop("title", None)
+        return schema
+
+    def parse(self, arguments: object) -> BaseModel:
+        if not isinstance(arguments, Mapping):
+            raise LaminaError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{self.name}: arguments must be a JSON object",
+                details={"tool": self.name},
+            )
+        try:
+            return self.model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            errors = exc.errors()
+            missing = [".".join(str(p) for p in e["loc"]) for e in errors if e["type"] == "missing"]
+            if missing and len(missing) == len(errors):
+                raise LaminaError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f"{self.name}: missing argument(s): {', '.join(missing)}",
+                    details={"tool": self.name, "missing": missing},
+                ) from None
+            first = next(e for e in errors if e["type"] != "missing")
+            where = ".".join(str(p) for p in first["loc"])
+            raise LaminaError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{self.name}: argument {where}: {first['msg']}",
+                details={"tool": self.name, "field": where},
+            ) from None
+
+    async def run(self, arguments: object, tenant: str) -> Any:
+        return await self.handler(self.parse(arguments), tenant)
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Ids(_Args):
+    agent_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    project_id: str | None = None
+    team_id: str | None = None
+    org_id: str | None = None
+    company_id: str | None = None
+
+    def ids(self) -> dict[str, str | None]:
+        return {k: getattr(self, k) for k in _Ids.model_fields}
+
+
+class MemoryAdd(_Ids):
+    content: str = Field(description="What to remember.")
+    layer: str = Field(description="agent, user, session, project, team, org or company.")
+    metadata: dict[str, Any] | None = None
+
+
+class MemorySearch(_Ids):
+    query: str
+    layers: list[str] | None = None
+    mode: Literal["semantic", "keyword", "hybrid"] = "hybrid"
+    limit: int | None = Field(default=None, ge=1)
+    threshold: float | None = None
+    tags: list[str] | None = None
+    filters: dict[str, Any] | None = None
+
+
+class MemoryId(_Args):
+    memory_id: str
+
+
+class MemoryUpdate(_Args):
+    memory_id: str
+    content: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class MemoryList(_Ids):
+    layers: list[str] | None = None
+    tags: list[str] | None = None
+    filters: dict[str, Any] | None = None
+    limit: int | None = Field(default=None, ge=1)
+    cursor: str | None = None
+
+
+class _KnowledgeFilters(_Args):
+    type: str | None = None
+    layer: str | None = None
+    layer_id: str | None = None
+    status: str | None = Field(default="accepted", description="A status, or 'any'.")
+    tags: list[str] | None = None
+    limit: int | None = Field(default=None, ge=1)
+
+
+class KnowledgeQuery(_KnowledgeFilters):
+    query: str
+    mode: Literal["semantic", "keyword", "hybrid"] | None = None
+
+
+class KnowledgeGet(_Args):
+    id: str
+    history: bool = False
+
+
+class _KnowledgeContent(_Args):
+    summary: str | None = None
+    body: str | None = None
+    severity: str | None = None
+    tags: list[str] | None = None
+    constraints: list[str] | None = None
+    related: list[str] | None = None
+    policy_id: str | None = None
+    mode: str | None = None
+    merge_strategy: str | None = None
+    rules: list[dict[str, Any]] | None = None
+    author: str = "a2a"
+    message: str | None = None
+
+
+class KnowledgeCreate(_KnowledgeContent):
+    type: str = Field(description="adr, policy, pattern or spec.")
+    title: str
+    layer: str = Field(description="company, org, team or project.")
+    layer_id: str | None = None
+    id: str | None = None
+    status: str = "draft"
+
+
+class KnowledgeUpdate(_KnowledgeContent):
+    id: str
+    title: str | None = None
+
+
+class KnowledgeStatusArgs(_Args):
+    id: str
+    status: str
+    superseded_by: str | None = None
+    author: str = "a2a"
+    message: str | None = None
+
+
+class KnowledgeHistory(_Args):
+    id: str
+    limit: int = Field(default=50, ge=1)
+
+
+class GovernanceValidate(_Args):
+    layer: str = "company"
+    layer_id: str | None = None
+    context: dict[str, Any] = Field(
+        description="path, content, dependencies, imports and/or config to check."
+    )
+
+
+class GovernanceDrift(_Args):
+    layer: str = "company"
+    layer_id: str | None = None
+    contexts: list[dict[str, Any]]
+
+
+class GovernancePolicies(_Args):
+    layer: str = "company"
+    layer_id: str | None = None
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_dump(v) for v in value]
+    return value
+
+
+def build_tools(ms: AsyncLamina) -> list[ServerTool]:
+    """Every tool of the memory, knowledge and governance skills, bound to ``ms``."""
+    mem, ks, gov = ms.memory, ms.knowledge, ms.governance
+
+    async def memory_add(a: Any, t: str) -> Any:
+        return _dump(
+            await mem.add(a.content, layer=a.layer, metadata=a.metadata, tenant_id=t, **a.ids())
+        )
+
+    async def memory_search(a: Any, t: str) -> Any:
+        hits = await mem.search(
+            a.query,
+            layers=a.layers,
+            mode=a.mode,
+            limit=a.limit,
+            threshold=a.threshold,
+            tags=a.tags,
+            filters=a.filters,
+            tenant_id=t,
+            **a.ids(),
+        )
+        return {"results": _dump(hits)}
+
+    async def memory_get(a: Any, t: str) -> Any:
+        found = await mem.get(a.memory_id, tenant_id=t)
+        if found is None:
+            raise LaminaError(
+                ErrorCode.MEMORY_NOT_FOUND,
+                f"memory {a.memory_id!r} not found",
+                details={"id": a.memory_id},
+            )
+        return _dump(found)
+
+    async def memory_update(a: Any, t: str) -> Any:
+        return _dump(
+            await mem.update(a.memory_id, content=a.content, metadata=a.metadata, tenant_id=t)
+        )
+
+    async def memory_delete(a: Any, t: str) -> Any:
+        return _dump(await mem.delete(a.memory_id, tenant_id=t))
+
+    async def memory_list(a: Any, t: str) -> Any:
+        return _dump(
+            await mem.list(
+                layers=a.layers,
+                tags=a.tags,
+                filters=a.filters,
+                limit=a.limit,
+                cursor=a.cursor,
+                tenant_id=t,
+                **a.ids(),
+            )
+        )
+
+    def filters(a: Any) -> dict[str, Any]:
+        return {
+            "type": a.type,
+            "layer": a.layer,
+            "layer_id": a.layer_id,
+            "status": a.status,
+            "tags": a.tags,
+            "limit": a.limit,
+        }
+
+    async def knowledge_query(a: Any, t: str) -> Any:
+        hits = await ks.search(a.query, mode=a.mode, tenant_id=t, **filters(a))
+        return {"results": _dump(hits)}
+
+    async def knowledge_get(a: Any, t: str) -> Any:
+        return _dump(await ks.get(a.id, history=a.history, tenant_id=t))
+
+    def content(a: Any) -> dict[str, Any]:
+        names = _KnowledgeContent.model_fields
+        return {n: getattr(a, n) for n in names}
+
+    async def knowledge_create(a: Any, t: str) -> Any:
+        return _dump(
+            await ks.create(
+                a.type,
+                a.title,
+                layer=a.layer,
+                layer_id=a.layer_id,
+                id=a.id,
+                status=a.status,
+                tenant_id=t,
+                **{**content(a), "severity": a.severity or "info"},
+            )
+        )
+
+    async def knowledge_update(a: Any, t: str) -> Any:
+        return _dump(await ks.update(a.id, title=a.title, tenant_id=t, **content(a)))
+
+    async def knowledge_status(a: Any, t: str) -> Any:
+        return _dump(
+            await ks.set_status(
+                a.id,
+                a.status,
+                superseded_by=a.superseded_by,
+                author=a.author,
+                message=a.message,
+                tenant_id=t,
+            )
+        )
+
+    async def knowledge_history(a: Any, t: str) -> Any:
+        return {"history": _dump(await ks.history(a.id, limit=a.limit, tenant_id=t))}
+
+    async def governance_validate(a: Any, t: str) -> Any:
+        return _dump(await gov.validate(a.layer, a.context, a.layer_id, tenant_id=t))
+
+    async def governance_drift(a: Any, t: str) -> Any:
+        return _dump(await gov.drift(a.layer, a.contexts, a.layer_id, tenant_id=t))
+
+    async def governance_policies(a: Any, t: str) -> Any:
+        return {"policies": _dump(await gov.policies(a.layer, a.layer_id, tenant_id=t))}
+
+    spec: list[tuple[str, str, str, type[BaseModel], Handler, bool]] = [
+        (
+            "memory_add",
+            "memory",
+            "Store a memory in a scope layer (secrets are refused in shared layers).",
+            MemoryAdd,
+            memory_add,
+            False,
+        ),
+        (
+            "memory_search",
+            "memory",
+            "Search memories across the layers the identifiers reach, most specific first.",
+            MemorySearch,
+            memory_search,
+            True,
+        ),
+        ("memory_get", "memory", "Read one memory by id.", MemoryId, memory_get, True),
+        (
+            "memory_update",
+            "memory",
+            "Change a memory's content or metadata.",
+            MemoryUpdate,
+            memory_update,
+            False,
+        ),
+        (
+            "memory_delete",
+            "memory",
+            "Delete a memory (its history is kept).",
+            MemoryId,
+            memory_delete,
+            False,
+        ),
+        (
+            "memory_list",
+            "memory",
+            "List memories, newest first, with filters and pages.",
+            MemoryList,
+            memory_list,
+            True,
+        ),
+        (
+            "knowledge_query",
+            "knowledge",
+            "Search ADRs, policies, patterns and specs (accepted by default).",
+            KnowledgeQuery,
+            knowledge_query,
+            True,
+        ),
+        (
+            "knowledge_get",
+            "knowledge",
+            "Read a knowledge item, optionally with its history.",
+            KnowledgeGet,
+            knowledge_get,
+            True,
+        ),
+        (
+            "knowledge_create",
+            "knowledge",
+            "Add a knowledge item (one git commit).",
+            KnowledgeCreate,
+            knowledge_create,
+            False,
+        ),
+        (
+            "knowledge_update",
+            "knowledge",
+            "Change a knowledge item's content (one commit).",
+            KnowledgeUpdate,
+            knowledge_update,
+            False,
+        ),
+        (
+            "knowledge_status",
+            "knowledge",
+            "Move a knowledge item along draft → proposed → accepted → deprecated | superseded.",
+            KnowledgeStatusArgs,
+            knowledge_status,
+            False,
+        ),
+        (
+            "knowledge_history",
+            "knowledge",
+            "The commits that changed a knowledge item.",
+            KnowledgeHistory,
+            knowledge_history,
+            True,
+        ),
+        (
+            "governance_validate",
+            "governance",
+            "Check a file, dependencies, imports or config "
+            "against the policies in force at a layer.",
+            GovernanceValidate,
+            governance_validate,
+            True,
+        ),
+        (
+            "governance_drift",
+            "governance",
+            "Score how far contexts drift from a layer's policies (0 clean … 1).",
+            GovernanceDrift,
+            governance_drift,
+            True,
+        ),
+        (
+            "governance_policies",
+            "governance",
+            "The policies in force at a layer, merged from the company down.",
+            GovernancePolicies,
+            governance_policies,
+            True,
+        ),
+    ]
+    return [ServerTool(n, s, d, m, h, r) for n, s, d, m, h, r in spec]

@@ -1,0 +1,81 @@
+"""Token counting behind one small protocol.
+
+The default is exact: OpenAI's cl100k_base BPE (``ExactTokenCounter``, through toktok-rs,
+whose vocabularies are compiled in: it works offline and downloads nothing). The documented
+fallback is a heuristic (``HeuristicTokenCounter``): Latin characters / 4 + CJK characters
+/ 2. Both add 4 tokens of overhead per chat message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Protocol
+
+
+class TokenCounter(Protocol):
+    #: Tokens of overhead each chat message adds.
+    per_message: int
+
+    def count(self, text: str) -> int: ...
+
+    def count_messages(self, messages: Iterable[str]) -> int: ...
+
+
+MESSAGE_OVERHEAD = 4
+
+
+class ExactTokenCounter:
+    """Exact BPE token counts (cl100k_base by default; o200k_base for newer models)."""
+
+    per_message = MESSAGE_OVERHEAD
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        import toktok
+
+        self._toktok = toktok
+        self.encoding = encoding
+        toktok.batch_count([""], encoding, threads=1)  # unknown encodings fail here
+
+    def count(self, text: str) -> int:
+        return int(self._toktok.batch_count([text], self.encoding, threads=1)[0])
+
+    def count_many(self, texts: Iterable[str]) -> list[int]:
+        return [int(n) for n in self._toktok.batch_count(list(texts), self.encoding)]
+
+    def count_messages(self, messages: Iterable[str]) -> int:
+        texts = list(messages)
+        return sum(self.count_many(texts)) + self.per_message * len(texts)
+
+
+def default_counter() -> TokenCounter:
+    """The exact counter; the heuristic only if the tokenizer cannot load."""
+    try:
+        return ExactTokenCounter()
+    except (ImportError, KeyError, OSError):  # pragma: no cover - toktok ships with lamina
+        return HeuristicTokenCounter()
+
+
+def _is_cjk(ch: str) -> bool:
+    code = ord(ch)
+    return (
+        0x4E00 <= code <= 0x9FFF  # CJK unified ideographs
+        or 0x3400 <= code <= 0x4DBF  # extension A
+        or 0x3040 <= code <= 0x30FF  # hiragana, katakana
+        or 0xAC00 <= code <= 0xD7AF  # hangul syllables
+        or 0xF900 <= code <= 0xFAFF  # compatibility ideographs
+        or 0x20000 <= code <= 0x2FFFF  # extensions B and later
+    )
+
+
+class HeuristicTokenCounter:
+    """ceil(Latin characters / 4 + CJK characters / 2); +4 per message."""
+
+    per_message = MESSAGE_OVERHEAD
+
+    def count(self, text: str) -> int:
+        cjk = sum(1 for ch in text if ord(ch) >= 0x3040 and _is_cjk(ch))
+        return math.ceil((len(text) - cjk) / 4 + cjk / 2)
+
+    def count_messages(self, messages: Iterable[str]) -> int:
+        return sum(self.count(m) + self.per_message for m in messages)

@@ -1,5 +1,0 @@
-"""``python -m memstrata``: the CLI."""
-
-from memstrata.cli import main
-
-main()
