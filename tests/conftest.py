@@ -25,7 +25,7 @@ def fast_settings(data_dir: Path, **overrides: object) -> Settings:
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for key in list(__import__("os").environ):
-        if key.startswith("LAMINA_"):
+        if key.startswith(("LAMINA_", "XDG_")):
             monkeypatch.delenv(key)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
 

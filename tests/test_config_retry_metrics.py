@@ -3,8 +3,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from lamina import ErrorCode, Lamina, LaminaError, load_settings
+from lamina.config import Settings
 from lamina.retry import RetryPolicy
 
 
@@ -110,3 +112,74 @@ def test_metrics_per_runtime(ms: Lamina, tmp_path: Path) -> None:
     assert 'memory_operations_errors_total{code="INVALID_LAYER"} 1.0' in text
     with Lamina(data_dir=tmp_path / "other") as other:
         assert 'operation="add"' not in other.metrics_text()
+
+
+@pytest.mark.parametrize(
+    ("content", "overrides", "key", "section"),
+    [
+        ("[embedding]\nunknwon = 1\n", {}, "unknwon", "embedding"),
+        (None, {"embedding": {"modle": "x"}}, "modle", "embedding"),
+        ("[observational_memory]\nenable = true\n", {}, "enable", "observational_memory"),
+        (
+            "[server.tiers.gold]\nrequests_per_minut = 5\n",
+            {},
+            "requests_per_minut",
+            "server.tiers.gold",
+        ),
+        (
+            '[[server.api_keys]]\nkey_hash = "sha256:'
+            + "0" * 64
+            + '"\ntenant_id = "t"\ntenat = "x"\n',
+            {},
+            "tenat",
+            "server.api_keys.0",
+        ),
+        (None, {"server": {"tiers": {"default": {"skils": {}}}}}, "skils", "server.tiers.default"),
+    ],
+)
+def test_unknown_keys_in_sections_are_rejected(
+    tmp_path: Path, content: str | None, overrides: dict[str, object], key: str, section: str
+) -> None:
+    config = None
+    if content is not None:
+        config = tmp_path / "lamina.toml"
+        config.write_text(content)
+    with pytest.raises(LaminaError) as err:
+        load_settings(config, **overrides)
+    assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+    assert f"unknown key {key!r} in section [{section}]" in err.value.message
+
+
+def test_every_section_rejects_unknown_keys() -> None:
+    sections = [
+        name
+        for name, field in Settings.model_fields.items()
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel)
+    ]
+    assert {"embedding", "memory", "llm", "server", "knowledge", "retry"} <= set(sections)
+    for name in sections:
+        with pytest.raises(LaminaError) as err:
+            load_settings(**{name: {"no_such_key": 1}})
+        assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+        assert f"unknown key 'no_such_key' in section [{name}]" in err.value.message
+    with pytest.raises(LaminaError) as err:
+        load_settings(no_such_key=1)
+    assert "unknown key 'no_such_key'" in err.value.message and "section" not in err.value.message
+
+
+def test_environment_names_that_are_no_setting_are_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Other programs set LAMINA_* variables: a name that is no setting is ignored, at the top
+    and in a section alike; the value of a real setting is validated."""
+    monkeypatch.setenv("LAMINA_NO_SUCH_SETTING", "1")
+    monkeypatch.setenv("LAMINA_EMBEDDING__MODLE", "typo")
+    monkeypatch.setenv("LAMINA_SERVER__TIERS__GOLD__REQUESTS_PER_MINUT", "5")
+    monkeypatch.setenv("LAMINA_EMBEDDING__MODEL", "from-env")
+    monkeypatch.setenv("LAMINA_SERVER__TIERS__GOLD__REQUESTS_PER_MINUTE", "7")
+    settings = load_settings()
+    assert settings.embedding.model == "from-env"
+    assert settings.server.tiers["gold"].requests_per_minute == 7
+    monkeypatch.setenv("LAMINA_RETRY", '{"max_retrys": 1}')
+    with pytest.raises(LaminaError) as err:
+        load_settings()
+    assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+    assert "unknown key 'max_retrys' in section [retry]" in err.value.message

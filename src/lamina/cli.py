@@ -391,20 +391,81 @@ def db_copy(source: str, target: str, as_json: bool) -> None:
     """Copy an embedded store into PostgreSQL (embeddings and history included), verified."""
     import asyncio
 
+    from lamina.config import sqlite_url_path
+    from lamina.extras import require
+
+    require("postgres")
     from lamina.store.copy import copy_sqlite_to_postgres
 
-    prefix = "sqlite:///"
-    if not source.startswith(prefix) or len(source) == len(prefix):
-        raise LaminaError(
-            ErrorCode.CONFIGURATION_ERROR, f"--from must be sqlite:///path, not {source!r}"
-        )
-    report = asyncio.run(copy_sqlite_to_postgres(Path(source[len(prefix) :]), target))
+    report = asyncio.run(copy_sqlite_to_postgres(sqlite_url_path(source), target))
 
     def human() -> None:
         for tenant, counts in report["tenants"].items():
             numbers = ", ".join(f"{table} {n}" for table, n in counts.items())
             click.echo(f"tenant {tenant}: {numbers}")
         click.echo(f"copied {len(report['tenants'])} tenant(s); counts verified")
+
+    _emit(as_json, report, human)
+
+
+@cli.command("info")
+@json_option
+@click.pass_obj
+def info(state: _Context, as_json: bool) -> None:
+    """Where lamina keeps its data and what it is configured with (opens nothing)."""
+    import platform
+    from importlib.metadata import version
+
+    from lamina.config import load_settings
+    from lamina.extras import EXTRAS, installed
+
+    settings = load_settings(
+        state.options["config_file"],
+        data_dir=state.options["data_dir"],
+        database_url=state.options["database_url"],
+        tenant_id=state.options["tenant_id"],
+    )
+    sources = settings.sources
+    extras = {extra: installed(extra) for extra in EXTRAS}
+    report: dict[str, Any] = {
+        "version": version("lamina"),
+        "python": platform.python_version(),
+        "data_dir": str(settings.data_dir),
+        "data_dir_source": sources.get("data_dir", "settings"),
+        "config_file": sources.get("config_file") or None,
+        "config_file_source": sources.get("config_file_source", "settings"),
+        "store": settings.store_kind(),
+        "database": settings.database_location(),
+        "knowledge_path": str(settings.knowledge_path()),
+        "tenant_id": settings.tenant_id,
+        "embedding": {
+            "provider": settings.embedding.provider,
+            "model": settings.embedding.model or "all-MiniLM-L6-v2",
+        },
+        "extras": extras,
+    }
+
+    def human() -> None:
+        rows = [
+            ("lamina", f"{report['version']} (Python {report['python']})"),
+            ("data directory", f"{report['data_dir']}  (from {report['data_dir_source']})"),
+            (
+                "config file",
+                f"{report['config_file']}  (from {report['config_file_source']})"
+                if report["config_file"]
+                else "none",
+            ),
+            ("database", f"{report['store']}  {report['database']}"),
+            ("knowledge", report["knowledge_path"]),
+            ("tenant", report["tenant_id"]),
+            ("embedding", f"{settings.embedding.provider} {report['embedding']['model']}"),
+            (
+                "extras",
+                "  ".join(f"{name} {'yes' if ok else 'no'}" for name, ok in extras.items()),
+            ),
+        ]
+        for label, value in rows:
+            click.echo(f"{label:<15} {value}")
 
     _emit(as_json, report, human)
 

@@ -10,8 +10,9 @@ from typing import Any
 
 import click
 
-from lamina.cli import _Context, cli, json_option
+from lamina.cli import IDENTIFIERS, _Context, cli, json_option
 from lamina.config import Settings, load_settings
+from lamina.extras import require
 
 
 def _settings(state: _Context, data_dir: Path | None, config_file: Path | None) -> Settings:
@@ -60,6 +61,26 @@ def _bind(fn: Any) -> Any:
     return fn
 
 
+def _default_identifiers(fn: Any) -> Any:
+    for name in reversed(IDENTIFIERS):
+        flag = "--" + name.replace("_", "-")
+        env = "LAMINA_MCP__" + name.upper()
+        fn = click.option(
+            flag,
+            name,
+            default=None,
+            help=f"Default {name} of tool calls that omit it (also mcp.{name}, {env}).",
+        )(fn)
+    return fn
+
+
+def _with_identifiers(settings: Settings, ids: dict[str, str | None]) -> Settings:
+    given = {k: v for k, v in ids.items() if v is not None}
+    if given:
+        return settings.model_copy(update={"mcp": settings.mcp.model_copy(update=given)})
+    return settings
+
+
 @cli.command()
 @_bind
 @click.option(
@@ -81,6 +102,7 @@ def serve(
     HTTP+JSON and SSE, with the Agent Card at /.well-known/agent-card.json, /health and
     /metrics. Bind address, port, API keys, database and rate limits also come from
     LAMINA_SERVER__* variables or the [server] table of the config file."""
+    require("server")
     settings = _with_bind(_settings(state, serve_data_dir, serve_config), host, port)
     from lamina.server.run import run_a2a
 
@@ -96,18 +118,28 @@ def serve(
     show_default=True,
     help="stdio for a local client; http: streamable HTTP at /mcp.",
 )
+@_default_identifiers
 @click.pass_obj
 def mcp(
     state: _Context,
+    /,
     host: str | None,
     port: int | None,
     serve_data_dir: Path | None,
     serve_config: Path | None,
     transport: str,
+    **ids: str | None,
 ) -> None:
     """Run the MCP server: the same memory, knowledge and governance tools as the A2A
-    server, over stdio or streamable HTTP (API keys and loopback rule as for serve)."""
+    server, over stdio or streamable HTTP (API keys and loopback rule as for serve).
+
+    --user-id, --project-id … are filled into every memory tool call that omits them, so
+    the model need not invent them; an identifier the model passes wins."""
+    require("mcp")
+    if transport == "http":
+        require("server", "The MCP server over streamable HTTP")
     settings = _with_bind(_settings(state, serve_data_dir, serve_config), host, port)
+    settings = _with_identifiers(settings, ids)
     from lamina.server.mcp_server import run_mcp
 
     asyncio.run(run_mcp(settings, transport))

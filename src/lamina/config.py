@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import os
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 import platformdirs
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
@@ -25,7 +30,43 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.retry import RetryPolicy
 
 
-class EmbeddingSettings(BaseModel):
+class Section(BaseModel):
+    """A nested group of Settings (a TOML table): unknown keys are rejected, as at the top."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class _EnvSource(EnvSettingsSource):
+    """LAMINA_* variables. One whose name is no setting is ignored, at the top (other programs
+    set LAMINA_* variables too) and inside a section (``LAMINA_EMBEDDING__MODLE``) alike;
+    the value of a setting is validated as given."""
+
+    def explode_env_vars(
+        self, field_name: str, field: FieldInfo, env_vars: Mapping[str, str | None]
+    ) -> dict[str, Any]:
+        exploded = super().explode_env_vars(field_name, field, env_vars)
+        known: dict[str, Any] = _known_keys(exploded, field.annotation)
+        return known
+
+
+def _known_keys(value: Any, annotation: Any) -> Any:
+    """``value`` without the keys that the models in ``annotation`` do not have."""
+    if not isinstance(value, dict):
+        return value
+    origin = get_origin(annotation)
+    if origin is dict:
+        item = get_args(annotation)[1]
+        return {k: _known_keys(v, item) for k, v in value.items()}
+    for kind in get_args(annotation) if origin in (Union, UnionType) else (annotation,):
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            fields = kind.model_fields
+            return {
+                k: _known_keys(v, fields[k].annotation) for k, v in value.items() if k in fields
+            }
+    return value
+
+
+class EmbeddingSettings(Section):
     """Which embedder turns text into vectors."""
 
     provider: Literal["local", "openai"] = "local"
@@ -42,7 +83,7 @@ class EmbeddingSettings(BaseModel):
     threads: int = Field(default=0, ge=0)
 
 
-class MemorySettings(BaseModel):
+class MemorySettings(Section):
     """Limits and defaults of the memory service."""
 
     max_content_length: int = Field(default=65_536, gt=0)
@@ -58,7 +99,7 @@ class MemorySettings(BaseModel):
     hybrid_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
 
 
-class ContextSettings(BaseModel):
+class ContextSettings(Section):
     """``ms.context``: retrieval of the context layers and prompt assembly."""
 
     #: Items per layer when a call does not say.
@@ -77,7 +118,7 @@ class ContextSettings(BaseModel):
     max_query_length: int = Field(default=4_096, gt=0)
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(Section):
     """The chat model: an OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp, LM
     Studio via ``base_url``) or Anthropic."""
 
@@ -93,7 +134,7 @@ class LLMSettings(BaseModel):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
 
 
-class ObservationalMemorySettings(BaseModel):
+class ObservationalMemorySettings(Section):
     """Observational memory: an Observer compresses session messages into observations, a
     Reflector condenses observations into reflections. Off by default (then nothing changes)."""
 
@@ -132,7 +173,7 @@ class ObservationalMemorySettings(BaseModel):
     lease_seconds: float = Field(default=300.0, gt=0)
 
 
-class PostgresSettings(BaseModel):
+class PostgresSettings(Section):
     """Connection pool and limits of the PostgreSQL store."""
 
     pool_min: int = Field(default=1, ge=0)
@@ -143,7 +184,7 @@ class PostgresSettings(BaseModel):
     hnsw_ef_search: int = Field(default=200, ge=1, le=1000)
 
 
-class RetrySettings(BaseModel):
+class RetrySettings(Section):
     """Retries of transient store and embedder failures."""
 
     max_retries: int = Field(default=3, ge=0)
@@ -155,7 +196,7 @@ class RetrySettings(BaseModel):
         return RetryPolicy(self.max_retries, self.initial_delay, self.multiplier, self.max_delay)
 
 
-class KnowledgeSettings(BaseModel):
+class KnowledgeSettings(Section):
     """The git-backed knowledge repository."""
 
     #: Where the per-tenant git repositories live (default: ``<data_dir>/knowledge``).
@@ -164,7 +205,7 @@ class KnowledgeSettings(BaseModel):
     lock_timeout: float = Field(default=30.0, gt=0)
 
 
-class GovernanceSettings(BaseModel):
+class GovernanceSettings(Section):
     """Checks of content entering shared layers (project, team, org, company)."""
 
     #: The built-in rule set that blocks secrets (API keys, private keys, passwords, tokens).
@@ -173,7 +214,7 @@ class GovernanceSettings(BaseModel):
     check_writes: bool = True
 
 
-class ApiKey(BaseModel):
+class ApiKey(Section):
     """One API key of the server: only its SHA-256 hash is configured (``lamina keys new``
     prints a key and this entry)."""
 
@@ -184,7 +225,7 @@ class ApiKey(BaseModel):
     name: str = ""
 
 
-class TierLimits(BaseModel):
+class TierLimits(Section):
     """Requests per minute of one tenant in a tier: all skills together, and per skill
     (memory, knowledge, governance, search, tasks) where set."""
 
@@ -192,7 +233,7 @@ class TierLimits(BaseModel):
     skills: dict[str, int] = Field(default_factory=dict)
 
 
-class ServerSettings(BaseModel):
+class ServerSettings(Section):
     """``lamina serve``: the A2A server (and ``lamina mcp --transport http``)."""
 
     host: str = "127.0.0.1"
@@ -223,8 +264,72 @@ class ServerSettings(BaseModel):
     router_model: str | None = None
 
 
+class McpSettings(Section):
+    """``lamina mcp``: identifiers filled into every tool call that omits them, so a model
+    does not have to invent them (the command's ``--user-id`` … options win over these)."""
+
+    agent_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    project_id: str | None = None
+    team_id: str | None = None
+    org_id: str | None = None
+    company_id: str | None = None
+
+    def identifiers(self) -> dict[str, str]:
+        """The identifiers that are set."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
 def default_data_dir() -> Path:
+    """The platform's user data directory (``~/.local/share/lamina`` on Linux)."""
     return Path(platformdirs.user_data_dir("lamina", appauthor=False))
+
+
+def default_config_file() -> Path:
+    """The config file read when neither ``config_file=`` nor LAMINA_CONFIG names one
+    (``~/.config/lamina/lamina.toml`` on Linux); used only if it exists."""
+    return Path(platformdirs.user_config_dir("lamina", appauthor=False)) / "lamina.toml"
+
+
+SQLITE_PREFIX = "sqlite:///"
+
+
+def sqlite_url_path(url: str) -> Path:
+    """The file a ``sqlite:`` URL names, as an absolute path.
+
+    ``sqlite:///relative/file.db`` is relative to the current directory,
+    ``sqlite:////absolute/file.db`` (four slashes) is absolute, ``~`` is expanded. The
+    directory must exist: a typo must not silently create a second, empty store."""
+    if not url.startswith(SQLITE_PREFIX) or len(url) == len(SQLITE_PREFIX):
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"database URL {url!r} is not supported: use sqlite:///relative/file.db, "
+            "sqlite:////absolute/file.db or postgresql://user@host:port/database",
+            details={"database_url": url},
+        )
+    raw = url[len(SQLITE_PREFIX) :]
+    if raw == ":memory:" or raw.startswith(("file:", ":memory:")) or "?" in raw:
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"database URL {url!r}: only a plain file path is supported (no in-memory "
+            "databases, no URI parameters)",
+            details={"database_url": url},
+        )
+    path = Path(raw).expanduser().absolute()
+    if not path.parent.is_dir():
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"database URL {url!r}: directory {path.parent} does not exist",
+            details={"database_url": url, "directory": str(path.parent)},
+        )
+    if path.is_dir():
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"database URL {url!r}: {path} is a directory, not a database file",
+            details={"database_url": url},
+        )
+    return path
 
 
 class Settings(BaseSettings):
@@ -255,6 +360,16 @@ class Settings(BaseSettings):
     knowledge: KnowledgeSettings = Field(default_factory=KnowledgeSettings)
     governance: GovernanceSettings = Field(default_factory=GovernanceSettings)
     server: ServerSettings = Field(default_factory=ServerSettings)
+    mcp: McpSettings = Field(default_factory=McpSettings)
+
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("data_dir")
+    @classmethod
+    def _absolute_data_dir(cls, value: Path) -> Path:
+        # Relative to the directory the process started in, fixed once: every entry point
+        # prints and uses the same absolute path.
+        return value.expanduser().absolute()
 
     @classmethod
     def settings_customise_sources(
@@ -265,7 +380,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return (init_settings, env_settings, TomlConfigSettingsSource(settings_cls))
+        return (init_settings, _EnvSource(settings_cls), TomlConfigSettingsSource(settings_cls))
 
     def store_kind(self) -> Literal["sqlite", "postgresql"]:
         url = self.database_url or ""
@@ -283,21 +398,59 @@ class Settings(BaseSettings):
         url = self.database_url
         if not url:
             return self.data_dir / "lamina.db"
-        prefix = "sqlite:///"
-        if not url.startswith(prefix) or len(url) == len(prefix):
-            raise LaminaError(
-                ErrorCode.CONFIGURATION_ERROR,
-                f"database_url {url!r} is not supported: use sqlite:///path/to/file.db or "
-                "postgresql://user@host:port/database",
-                details={"database_url": url},
-            )
-        return Path(url[len(prefix) :])
+        return sqlite_url_path(url)
+
+    def database_location(self) -> str:
+        """Where the data is, for people and logs (a PostgreSQL password is masked)."""
+        if self.store_kind() == "postgresql":
+            return redact_url(self.database_url or "")
+        return str(self.sqlite_path())
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Where ``data_dir`` and the config file came from (``lamina info``)."""
+        return dict(self._sources)
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its password replaced by ``***``."""
+    scheme, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if not sep or not at or ":" not in userinfo:
+        return url
+    user = userinfo.split(":", 1)[0]
+    return f"{scheme}://{user}:***@{host}"
+
+
+def _config_source(config_file: str | Path | None) -> tuple[Path | None, str]:
+    if config_file is not None:
+        return Path(config_file), "argument"
+    env = os.environ.get("LAMINA_CONFIG")
+    if env:
+        return Path(env), "LAMINA_CONFIG"
+    default = default_config_file()
+    if default.is_file():
+        return default, "default location"
+    return None, "none"
+
+
+def _problem(err: ErrorDetails) -> str:
+    *section, key = [str(p) for p in err["loc"]] or ["?"]
+    if err["type"] == "extra_forbidden":
+        where = f" in section [{'.'.join(section)}]" if section else ""
+        return f"unknown key {key!r}{where}"
+    return f"{'.'.join([*section, key])}: {err['msg']}"
 
 
 def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Settings:
-    """Build Settings from keyword overrides, the environment and an optional TOML file."""
-    path = config_file if config_file is not None else os.environ.get("LAMINA_CONFIG")
+    """Build Settings from keyword overrides, the environment and a TOML file: the one named
+    by ``config_file``, else by LAMINA_CONFIG, else ``default_config_file()`` if it exists.
+
+    One rule for the data directory at every entry point (library, CLI, servers,
+    ``scripts/run``): argument or flag > LAMINA_DATA_DIR > config file > platform default."""
+    path, config_origin = _config_source(config_file)
     toml_path: Path | None = None
+    toml_data: dict[str, Any] = {}
     if path:
         toml_path = Path(path)
         if not toml_path.is_file():
@@ -307,7 +460,7 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
                 details={"config_file": str(toml_path)},
             )
         try:
-            tomllib.loads(toml_path.read_text(encoding="utf-8"))
+            toml_data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise LaminaError(
                 ErrorCode.CONFIGURATION_ERROR,
@@ -318,14 +471,32 @@ def load_settings(config_file: str | Path | None = None, **overrides: Any) -> Se
     class _FileSettings(Settings):
         model_config = SettingsConfigDict(toml_file=toml_path)
 
+    given = {k: v for k, v in overrides.items() if v is not None}
     try:
-        return _FileSettings(**{k: v for k, v in overrides.items() if v is not None})
+        settings = _FileSettings(**given)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()
-        )
+        problems = "; ".join(_problem(err) for err in exc.errors())
         raise LaminaError(
             ErrorCode.CONFIGURATION_ERROR,
             f"invalid settings: {problems}",
             details={"errors": [str(e["loc"]) for e in exc.errors()]},
         ) from exc
+    if "data_dir" in given:
+        data_origin = "argument"
+    elif os.environ.get("LAMINA_DATA_DIR"):
+        data_origin = "LAMINA_DATA_DIR"
+    elif "data_dir" in toml_data and toml_path is not None:
+        data_origin = f"config file {toml_path}"
+        # A relative data_dir in a config file is relative to that file, not to wherever the
+        # process happens to start.
+        raw = Path(str(toml_data["data_dir"])).expanduser()
+        if not raw.is_absolute():
+            settings.data_dir = (toml_path.absolute().parent / raw).absolute()
+    else:
+        data_origin = "platform default"
+    settings._sources = {
+        "data_dir": data_origin,
+        "config_file": str(toml_path) if toml_path else "",
+        "config_file_source": config_origin,
+    }
+    return settings

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures.thread  # its exit hook must be registered before ours: _remember
+import contextlib
 import functools
 import inspect
+import logging
+import os
 import threading
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
@@ -17,6 +22,8 @@ from lamina.config import Settings, load_settings
 from lamina.context.service import ContextService
 from lamina.embeddings import Embedder, build_embedder
 from lamina.embeddings.query_cache import QueryVectors
+from lamina.errors import ErrorCode, LaminaError
+from lamina.extras import require
 from lamina.governance.service import GovernanceService
 from lamina.knowledge.gitstore import GitStore
 from lamina.knowledge.index import KnowledgeIndex
@@ -33,11 +40,13 @@ from lamina.tokens import TokenCounter, default_counter
 
 P = ParamSpec("P")
 R = TypeVar("R")
+log = logging.getLogger(__name__)
 
 
 def build_store(settings: Settings, embedder: Embedder) -> MemoryStore:
     """The store the settings' database URL names (SQLite file by default)."""
     if settings.store_kind() == "postgresql":
+        require("postgres")
         from lamina.store.postgres import PostgresStore
 
         pg = settings.postgres
@@ -341,11 +350,14 @@ class Lamina:
         #: ``ms.knowledge`` (with ``ms.knowledge.promotions``) and ``ms.governance``, blocking.
         self.knowledge: Any = SyncProxy(self._async.knowledge, self._run)
         self.governance: Any = SyncProxy(self._async.governance, self._run)
+        self._close_lock = threading.Lock()
+        self._closing: concurrent.futures.Future[None] | None = None
         try:
             self._run(self._async.start())
         except BaseException:
             self._stop_loop()
             raise
+        _remember(self)
 
     @property
     def settings(self) -> Settings:
@@ -357,6 +369,15 @@ class Lamina:
         return self._async
 
     def _run(self, coro: Coroutine[Any, Any, R]) -> R:
+        if self._loop.is_closed() or threading.get_ident() == self._thread.ident:
+            coro.close()
+            raise LaminaError(
+                ErrorCode.CONFIGURATION_ERROR,
+                "this lamina is closed"
+                if self._loop.is_closed()
+                else "a blocking Lamina call cannot run on its own event-loop thread; "
+                "use ms.aio (AsyncLamina) from coroutines",
+            )
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def health(self) -> dict[str, Any]:
@@ -368,17 +389,36 @@ class Lamina:
     def _stop_loop(self) -> None:
         if self._loop.is_closed():
             return
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join()
+        if self._thread.is_alive():
+            # Whatever close() left behind is cancelled and awaited here, as asyncio.run
+            # does, so no task is destroyed while pending.
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(_cancel_the_rest(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
         self._loop.close()
 
-    def close(self) -> None:
-        if self._loop.is_closed():
-            return
-        try:
-            self._run(self._async.close())
-        finally:
-            self._stop_loop()
+    def close(self, *, timeout: float | None = None) -> None:
+        """Finish background work (embeddings, observers), close the store and stop the
+        loop. Idempotent and callable from any thread (but the facade's own loop thread).
+
+        A Lamina still open when the interpreter exits is closed then (see ``_close_open``),
+        but ``with Lamina(...) as ms:`` or an explicit ``close()`` is the way to say when.
+        ``timeout``: seconds to wait for the close; on expiry TimeoutError is raised and the
+        close goes on in the background."""
+        with self._close_lock:
+            if self._loop.is_closed():
+                return
+            _forget(self)
+            if self._closing is None:
+                self._closing = asyncio.run_coroutine_threadsafe(self._async.close(), self._loop)
+            try:
+                self._closing.result(timeout)
+            except TimeoutError:
+                raise TimeoutError(f"lamina did not close within {timeout:g} s") from None
+            finally:
+                if self._closing.done():
+                    self._stop_loop()
 
     def __enter__(self) -> Lamina:
         return self
@@ -390,3 +430,72 @@ class Lamina:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+async def _cancel_the_rest() -> None:
+    current = asyncio.current_task()
+    rest = [task for task in asyncio.all_tasks() if task is not current]
+    for task in rest:
+        task.cancel()
+    await asyncio.gather(*rest, return_exceptions=True)
+    await asyncio.get_running_loop().shutdown_asyncgens()
+
+
+# -- Lamina facades still open at interpreter exit ------------------------------------------
+#
+# A script that forgets close() must still exit quietly and lose nothing. The hook runs with
+# threading's own exit hooks, before the thread pools shut down (asyncio.to_thread, which the
+# store and the embedder use, stops working after that, so a plain ``atexit`` hook is too
+# late) and before daemon threads such as the facade's loop are frozen. One hook per process
+# and a registry of open facades: close() takes its facade out of the registry.
+
+#: Seconds the exit hook waits for each facade to close (background embeddings that did not
+#: finish by then stay pending in the store: ``lamina memory embed-pending``).
+EXIT_CLOSE_TIMEOUT = 60.0
+_open: dict[int, Lamina] = {}
+_open_guard = threading.Lock()
+_hooked_pid: int | None = None
+
+
+def _remember(ms: Lamina) -> None:
+    global _hooked_pid
+    with _open_guard:
+        first = _hooked_pid != os.getpid()
+        if first:  # the first facade of this process (a forked child drops its parent's)
+            _open.clear()
+            _hooked_pid = os.getpid()
+        _open[id(ms)] = ms
+    if not first:
+        return
+    hook = getattr(threading, "_register_atexit", None)
+    try:
+        if hook is None:
+            raise RuntimeError("no threading exit hook")
+        hook(_close_open)
+    except RuntimeError:  # another Python, or the interpreter is already shutting down
+        atexit.register(_close_open)
+
+
+def _forget(ms: Lamina) -> None:
+    with _open_guard:
+        _open.pop(id(ms), None)
+
+
+def _close_open() -> None:
+    """Close every Lamina this process opened and did not close."""
+    with _open_guard:
+        if _hooked_pid != os.getpid():  # a forked child: the facades are its parent's
+            _open.clear()
+            return
+        left = list(_open.values())
+        _open.clear()
+    for ms in left:
+        try:
+            ms.close(timeout=EXIT_CLOSE_TIMEOUT)
+        except BaseException as exc:
+            log.warning(
+                "lamina could not close cleanly at exit (%s: %s); memories whose embedding "
+                "was still pending stay pending (lamina memory embed-pending)",
+                type(exc).__name__,
+                exc,
+            )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from lamina.config import EmbeddingSettings
 from lamina.embeddings.base import Embedder, Vectors, normalize
 from lamina.errors import ErrorCode, LaminaError
+from lamina.extras import require
 
 __all__ = ["Embedder", "Vectors", "build_embedder", "normalize"]
 
@@ -20,6 +21,7 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
         from lamina.embeddings.local import LocalEmbedder
 
         return LocalEmbedder(batch_size=settings.batch_size, threads=settings.threads)
+    require("openai", "The OpenAI-compatible embedder")
     from lamina.embeddings.openai import OpenAIEmbedder
 
     if not settings.base_url or not settings.model or not settings.dimensions:

@@ -5,7 +5,6 @@ compare-and-swap of the branch, so two writers, in threads or processes, lose no
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import re
 import threading
@@ -14,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import BinaryIO
 
 from dulwich.diff_tree import tree_changes
 from dulwich.errors import NotGitRepository
@@ -23,6 +21,7 @@ from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 from dulwich.walk import Walker
+from filelock import BaseFileLock, FileLock, Timeout
 
 from lamina.errors import ErrorCode, LaminaError
 
@@ -199,34 +198,35 @@ class GitStore:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def acquire(self, tenant: str) -> BinaryIO:
+    def acquire(self, tenant: str) -> BaseFileLock:
         """Take the tenant's write lock (threads and processes alike); blocks up to
-        ``lock_timeout``. Give the returned handle to ``release``."""
+        ``lock_timeout``. Give the returned handle to ``release``.
+
+        Every call builds its own lock object, so it holds its own OS handle on the lock file
+        (``flock`` on POSIX, ``msvcrt.locking`` on Windows): two threads of one process exclude
+        each other exactly as two processes do, and the lock is not re-entrant. The object is
+        not thread-local, so the thread that releases it need not be the one that took it
+        (the async service acquires and releases on worker threads)."""
         self.root.mkdir(parents=True, exist_ok=True)
-        lock_path = self.directory(tenant).with_suffix(".lock")
-        deadline = time.monotonic() + self.lock_timeout
-        handle = open(lock_path, "a+b")  # noqa: SIM115 - released by release()
-        while True:
-            try:
-                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                return handle
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    handle.close()
-                    raise LaminaError(
-                        ErrorCode.CONFLICT,
-                        f"the knowledge repository of tenant {tenant!r} stayed locked "
-                        f"for {self.lock_timeout:g} s",
-                        retryable=True,
-                    ) from None
-                time.sleep(0.005)
+        lock = FileLock(
+            self.directory(tenant).with_suffix(".lock"),
+            thread_local=False,
+            is_singleton=False,
+        )
+        try:
+            lock.acquire(timeout=self.lock_timeout, poll_interval=0.005)
+        except Timeout:
+            raise LaminaError(
+                ErrorCode.CONFLICT,
+                f"the knowledge repository of tenant {tenant!r} stayed locked "
+                f"for {self.lock_timeout:g} s",
+                retryable=True,
+            ) from None
+        return lock
 
     @staticmethod
-    def release(handle: BinaryIO) -> None:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        finally:
-            handle.close()
+    def release(handle: BaseFileLock) -> None:
+        handle.release()
 
     @contextlib.contextmanager
     def locked(self, tenant: str) -> Iterator[None]:

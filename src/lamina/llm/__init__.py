@@ -6,6 +6,7 @@ import os
 
 from lamina.config import LLMSettings
 from lamina.errors import ErrorCode, LaminaError
+from lamina.extras import require
 from lamina.llm.base import ChatMessage, ChatModel, ChatRequest, ChatResponse, request
 
 __all__ = ["ChatMessage", "ChatModel", "ChatRequest", "ChatResponse", "build_chat_model", "request"]
@@ -26,10 +27,12 @@ def build_chat_model(settings: LLMSettings) -> ChatModel:
         "temperature": settings.temperature,
     }
     if settings.provider == "anthropic":
+        require("anthropic")
         from lamina.llm.anthropic_chat import AnthropicChatModel
 
         key = os.environ.get(settings.api_key_env or "ANTHROPIC_API_KEY")
         return AnthropicChatModel(settings.model, api_key=key, **options)  # type: ignore[arg-type]
+    require("openai")
     from lamina.llm.openai_chat import OpenAIChatModel
 
     key = os.environ.get(settings.api_key_env or "OPENAI_API_KEY")

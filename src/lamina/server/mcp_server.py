@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 import logging
 import time
+from importlib.metadata import version as package_version
 from typing import Any
 
+import click
 import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 
@@ -17,6 +19,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.runtime import AsyncLamina
 from lamina.server.adapter import ToolSurface
 from lamina.server.auth import KeyRing
+from lamina.server.defaults import IdentifierDefaults
 from lamina.server.metrics import ServerMetrics
 from lamina.server.skills import ToolRegistry
 from lamina.server.tools import ServerTool, build_tools
@@ -24,15 +27,36 @@ from lamina.server.tools import ServerTool, build_tools
 log = logging.getLogger("lamina.server")
 
 
+def _instructions(defaults: IdentifierDefaults) -> str:
+    text = (
+        "Layered long-term memory, knowledge and governance. "
+        "Identifiers (user_id, project_id, ...) scope memory tools."
+    )
+    if defaults:
+        text += (
+            f" This server fills in {defaults.describe()} when a memory tool call omits "
+            "them: leave them out unless you mean someone or something else."
+        )
+    return text
+
+
 class MCPAdapter(ToolSurface):
-    def __init__(self, ms: AsyncLamina, metrics: ServerMetrics | None = None) -> None:
+    def __init__(
+        self,
+        ms: AsyncLamina,
+        metrics: ServerMetrics | None = None,
+        defaults: IdentifierDefaults | None = None,
+    ) -> None:
         super().__init__(ms, ToolRegistry(build_tools(ms)))
         self.metrics = metrics or ServerMetrics(ms.registry)
+        if defaults is None:
+            defaults = IdentifierDefaults(ms.settings.mcp.identifiers())
+        #: Identifiers filled into tool calls that omit them (default: the ``mcp`` settings).
+        self.defaults = defaults
         self.server: Server[Any] = Server(
             "lamina",
-            version="1",
-            instructions="Layered long-term memory, knowledge and governance. "
-            "Identifiers (user_id, project_id, ...) scope memory tools.",
+            version=package_version("lamina"),
+            instructions=_instructions(self.defaults),
             on_list_tools=self._list,
             on_call_tool=self._call,
         )
@@ -41,7 +65,7 @@ class MCPAdapter(ToolSurface):
         return types.Tool(
             name=tool.name,
             description=tool.description,
-            input_schema=tool.input_schema,
+            input_schema=self.defaults.schema(tool),
             annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
         )
 
@@ -64,7 +88,8 @@ class MCPAdapter(ToolSurface):
         skill, state = self.registry.skill_of(params.name), "completed"
         try:
             tool = self.registry.get(params.name)
-            result = await tool.run(params.arguments or {}, self._tenant(ctx))
+            arguments = self.defaults.fill(tool, params.arguments or {})
+            result = await tool.run(arguments, self._tenant(ctx))
             payload: dict[str, Any] = result if isinstance(result, dict) else {"result": result}
             error = False
         except LaminaError as exc:
@@ -88,12 +113,20 @@ class MCPAdapter(ToolSurface):
 
 
 async def run_mcp(settings: Settings, transport: str) -> None:
+    defaults = IdentifierDefaults(settings.mcp.identifiers())  # bad values fail before start
     ms = AsyncLamina(settings)
     try:
         await ms.start()
-        adapter = MCPAdapter(ms)
+        adapter = MCPAdapter(ms, defaults=defaults)
         if transport == "stdio":
             from mcp.server.stdio import stdio_server
+
+            # stdout carries the protocol; clients show stderr in their MCP logs.
+            click.echo(
+                f"lamina MCP server (stdio): data directory {settings.data_dir}; database "
+                f"{settings.store_kind()} {settings.database_location()}",
+                err=True,
+            )
 
             async with stdio_server() as (read, write):
                 await adapter.server.run(
@@ -125,6 +158,7 @@ async def run_mcp(settings: Settings, transport: str) -> None:
                 settings.server.port,
                 "warning",
                 "lamina MCP server (streamable HTTP at /mcp) on",
+                settings,
             )
         finally:
             await limiter.aclose()

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from lamina.config import ServerSettings, TierLimits
+from lamina.extras import require
 
 log = logging.getLogger("lamina.server")
 WINDOW = 60.0
@@ -47,6 +48,7 @@ class LocalCounter:
 
 class RedisCounter:
     def __init__(self, url: str) -> None:
+        require("redis")
         import redis.asyncio as redis
 
         self._client = redis.Redis.from_url(url, socket_timeout=2.0, socket_connect_timeout=2.0)

@@ -15,7 +15,10 @@ from lamina.server.app import LaminaServer, check_bind
 log = logging.getLogger("lamina.server")
 
 
-async def serve_app(app: object, host: str, port: int, log_level: str, banner: str) -> None:
+async def serve_app(
+    app: object, host: str, port: int, log_level: str, banner: str, settings: Settings
+) -> None:
+    """Serve ``app``; once listening, print the URL, then where the data is."""
     config = uvicorn.Config(
         app,  # type: ignore[arg-type]
         host=host,
@@ -34,7 +37,11 @@ async def serve_app(app: object, host: str, port: int, log_level: str, banner: s
             await asyncio.sleep(0.02)
         sockets = [s for srv in server.servers for s in (srv.sockets or [])]
         bound = sockets[0].getsockname()[1] if sockets else port
-        click.echo(f"{banner} http://{host}:{bound}/", err=False)
+        click.echo(f"{banner} http://{host}:{bound}/")
+        click.echo(
+            f"data directory {settings.data_dir}; database {settings.store_kind()} "
+            f"{settings.database_location()}; tenant {settings.tenant_id}"
+        )
 
     watcher = asyncio.create_task(announce())
     try:
@@ -59,6 +66,7 @@ async def run_a2a(settings: Settings, log_level: str = "info") -> None:
             settings.server.port,
             log_level,
             "lamina A2A server on",
+            settings,
         )
     finally:
         await ms.close()
