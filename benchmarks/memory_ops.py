@@ -66,7 +66,7 @@ def build_store(size: int, data_dir: str) -> dict[str, Any]:
     """Fill a store with ``size`` memories of one user (vectors precomputed)."""
     from lamina import Lamina
     from lamina.memory.layers import MemoryLayer
-    from lamina.store.base import NewMemory, Scope
+    from lamina.memory.ports import NewMemory, Scope
 
     texts = sentences(size, numbered=True)
     vectors = corpus_vectors(texts)

@@ -63,7 +63,7 @@ def layer_search(vector: np.ndarray, limit: int = 10) -> Any:
     from lamina.memory.filters import MetadataFilter
     from lamina.memory.layers import MemoryLayer
     from lamina.memory.models import SearchMode
-    from lamina.store.base import LayerSearch, Scope
+    from lamina.memory.ports import LayerSearch, Scope
 
     scope = Scope(MemoryLayer(SCOPE[0]), SCOPE[1], SCOPE[2])
     return LayerSearch(
@@ -76,7 +76,7 @@ async def load(kind: str, target: str, texts: list[str], vectors: np.ndarray) ->
     from contextlib import AsyncExitStack
 
     from lamina.memory.layers import MemoryLayer
-    from lamina.store.base import NewMemory, Scope
+    from lamina.memory.ports import NewMemory, Scope
 
     store = make_store(kind, target)
     await store.initialize()
@@ -103,7 +103,7 @@ async def load(kind: str, target: str, texts: list[str], vectors: np.ndarray) ->
 async def incremental_add(kind: str, target: str, count: int = 2000) -> float:
     """bulk_add into the loaded store, the index maintained row by row (a live database)."""
     from lamina.memory.layers import MemoryLayer
-    from lamina.store.base import NewMemory, Scope
+    from lamina.memory.ports import NewMemory, Scope
 
     texts = sentences(count, seed=123, numbered=True)
     rng = np.random.default_rng(1)

@@ -17,10 +17,10 @@ import pytest
 from lamina import AsyncLamina, ErrorCode, Lamina, LaminaError
 from lamina.buffer import BackgroundBuffer
 from lamina.config import Settings
+from tests.cli.runner import run, run_json
 from tests.conftest import fast_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
 from tests.pg import require_postgres, reset_database
-from tests.test_cli import run, run_json
 
 S = "telegram:42:7"
 # About 16 tokens each (cl100k_base).
@@ -500,7 +500,7 @@ def test_the_embedding_buffer_embeds_memories_in_the_background(
     # Pending after a crash: stored without embedding, picked up on demand.
     from lamina.embeddings.local import LocalEmbedder
     from lamina.memory.layers import MemoryLayer
-    from lamina.store.base import NewMemory, Scope
+    from lamina.memory.ports import NewMemory, Scope
     from lamina.store.sqlite import SQLiteStore
 
     async def crash() -> None:

@@ -126,6 +126,7 @@ def test_extras_and_version_ranges_are_declared_as_documented() -> None:
             assert (ceiling_major, ceiling_minor) == (str(int(major) + 1), None), requirement
     core = {re.split(r"[\[>=<]", r, maxsplit=1)[0] for r in project["dependencies"]}
     assert not core & {"a2a-sdk", "uvicorn", "mcp", "psycopg", "redis", "openai", "httpx"}
+    assert {"click", "rich"} <= core  # the CLI and its tables and progress bars
 
 
 def test_require_passes_when_the_extra_is_installed() -> None:
@@ -219,15 +220,15 @@ def test_archives_hold_the_package_data_and_no_tests(built: Built) -> None:
         "py.typed",
         "embeddings/data/tokenizer.json",
         "embeddings/data/NOTICE",
-        "store/migrations/sqlite/0001_initial.sql",
-        "store/migrations/postgres/0001_initial.sql",
+        "store/sqlite/migrations/0001_initial.sql",
+        "store/postgres/migrations/0001_initial.sql",
     ]
     for name in expected:
         assert f"lamina/{name}" in in_wheel, name
         assert f"src/lamina/{name}" in in_sdist, name
     for names in (in_wheel, in_sdist):
         sql = {n.rsplit("/", 1)[-1] for n in names if n.endswith(".sql")}
-        assert sql == {p.name for p in (ROOT / "src/lamina/store/migrations").rglob("*.sql")}
+        assert sql == {p.name for p in (ROOT / "src/lamina/store").rglob("*.sql")}
         assert not [n for n in names if n.startswith("tests/") or "/tests/" in n]
         assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
     assert "pyproject.toml" in in_sdist and "README.md" in in_sdist

@@ -17,6 +17,7 @@ from lamina.context.providers import (
     session_scope,
 )
 from lamina.errors import ErrorCode, LaminaError
+from lamina.facade import Lamina
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.models import (
     DeleteResult,
@@ -29,7 +30,7 @@ from lamina.memory.models import (
     SearchMode,
 )
 from lamina.memory.service import MemoryInput
-from lamina.runtime import AsyncLamina, Lamina
+from lamina.runtime import AsyncLamina
 
 __version__ = "0.1.0"
 

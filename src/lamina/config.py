@@ -264,9 +264,9 @@ class ServerSettings(Section):
     router_model: str | None = None
 
 
-class McpSettings(Section):
-    """``lamina mcp``: identifiers filled into every tool call that omits them, so a model
-    does not have to invent them (the command's ``--user-id`` … options win over these)."""
+class IdentifierFields(Section):
+    """The seven memory identifiers as optional fields, unknown keys refused: the ``mcp``
+    settings and the arguments of the server's memory tools are built on it."""
 
     agent_id: str | None = None
     user_id: str | None = None
@@ -275,6 +275,11 @@ class McpSettings(Section):
     team_id: str | None = None
     org_id: str | None = None
     company_id: str | None = None
+
+
+class McpSettings(IdentifierFields):
+    """``lamina mcp``: identifiers filled into every tool call that omits them, so a model
+    does not have to invent them (the command's ``--user-id`` … options win over these)."""
 
     def identifiers(self) -> dict[str, str]:
         """The identifiers that are set."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -12,6 +12,15 @@ from lamina.errors import ErrorCode, LaminaError
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+
+
+def retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """The seconds a provider's ``Retry-After`` header asks to wait (None: not said)."""
+    raw = headers.get("retry-after") if headers is not None else None
+    try:
+        return max(0.0, float(raw)) if raw is not None else None
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ from typing import Any, TypeVar
 
 import pytest
 
+from lamina.backend import Backend
 from lamina.embeddings.local import LocalEmbedder
-from lamina.store.base import MemoryStore
 from lamina.store.postgres import PostgresStore
 from lamina.store.sqlite import SQLiteStore
 from tests.pg import require_postgres, reset_database
@@ -21,9 +21,9 @@ T = TypeVar("T")
 
 @dataclass
 class Harness:
-    store: MemoryStore
+    store: Backend
     run: Callable[[Coroutine[Any, Any, Any]], Any]
-    reopen: Callable[[], MemoryStore]
+    reopen: Callable[[], Backend]
     embedder: LocalEmbedder
 
 
@@ -37,11 +37,11 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
     if request.param == "postgres":
         url = require_postgres()
         reset_database(url)
-    opened: list[MemoryStore] = []
+    opened: list[Backend] = []
     with asyncio.Runner() as runner:
 
-        def make() -> MemoryStore:
-            store: MemoryStore
+        def make() -> Backend:
+            store: Backend
             if request.param == "sqlite":
                 store = SQLiteStore(tmp_path / "conformance.db", embedder)
             else:

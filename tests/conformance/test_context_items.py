@@ -1,4 +1,4 @@
-"""The context-item contract (store/context_base.py), the same on every store."""
+"""The context-item contract (lamina.memory.ports), the same on every store."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.models import SearchMode
-from lamina.store.context_base import ItemKind, ItemQuery, NewContextRecord
+from lamina.memory.ports import ItemKind, ItemQuery, NewContextRecord
 from lamina.text import analyze
 from tests.conformance.conftest import Harness
 

@@ -1,4 +1,4 @@
-"""The session-store contract (store/session_base.py), the same on every store."""
+"""The session-store contract (lamina.observational.ports), the same on every store."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.store.session_base import NewMessage
+from lamina.observational.ports import NewMessage
 from tests.conformance.conftest import Harness
 
 

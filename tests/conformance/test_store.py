@@ -14,7 +14,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import MetadataFilter, matches, parse_filter
 from lamina.memory.layers import MemoryLayer, scope_key
 from lamina.memory.models import SearchMode
-from lamina.store.base import LayerSearch, NewMemory, Scope
+from lamina.memory.ports import LayerSearch, NewMemory, Scope
 from lamina.text import analyze
 from tests.conformance.conftest import Harness
 
@@ -328,7 +328,7 @@ def test_memories_can_wait_for_their_embedding(harness: Harness) -> None:
     from lamina.memory.filters import MetadataFilter
     from lamina.memory.layers import MemoryLayer
     from lamina.memory.models import SearchMode
-    from lamina.store.base import LayerSearch, NewMemory, Scope
+    from lamina.memory.ports import LayerSearch, NewMemory, Scope
 
     h = harness
     scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")

@@ -8,8 +8,9 @@ import pytest
 
 from lamina import ErrorCode, Lamina, LaminaError
 from lamina.governance.builtin import secrets_policy
-from lamina.governance.models import Policy, Rule, ValidationContext
+from lamina.governance.models import Policy, ValidationContext
 from lamina.governance.rules import evaluate, merge
+from lamina.knowledge.policy import Rule
 from tests.conftest import fast_settings
 
 

@@ -13,7 +13,14 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
+from lamina.checks import check_int, check_query, invalid
 from lamina.context.keywords import extract_keywords
+from lamina.context.layers import (
+    KnowledgeStore,
+    LearningStore,
+    ReferenceStore,
+    SkillStore,
+)
 from lamina.context.models import (
     DEFAULT_LAYERS,
     ContextItem,
@@ -21,17 +28,10 @@ from lamina.context.models import (
     RetrievalResult,
 )
 from lamina.context.providers import RuntimeContextProvider, ToolRegistryProvider
-from lamina.context.stores import (
-    KnowledgeStore,
-    LearningStore,
-    ReferenceStore,
-    SkillStore,
-)
-from lamina.errors import ErrorCode, LaminaError
+from lamina.embeddings.base import Vector
+from lamina.errors import LaminaError
 from lamina.memory.models import SearchMode
-from lamina.memory.validation import check_query
-from lamina.store.base import Vector
-from lamina.store.context_base import ContextRecord
+from lamina.memory.ports import ContextRecord
 
 log = logging.getLogger(__name__)
 
@@ -159,17 +159,8 @@ class ContextRetriever:
         tenant: str,
     ) -> RetrievalResult:
         if not isinstance(query, str):
-            raise LaminaError(ErrorCode.INVALID_ARGUMENT, "query must be a string")
-        if (
-            isinstance(max_per_layer, bool)
-            or not isinstance(max_per_layer, int)
-            or not 1 <= max_per_layer <= 100
-        ):
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT,
-                "max_per_layer must be an integer from 1 to 100",
-                details={"field": "max_per_layer"},
-            )
+            raise invalid("query must be a string")
+        check_int("max_per_layer", max_per_layer, minimum=1, maximum=100)
         wanted = parse_layers(layers)
         keywords = extract_keywords(query) if query.strip() else []
         if keywords:

@@ -7,7 +7,9 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from lamina.checks import check_int, invalid
 from lamina.config import ContextSettings, MemorySettings
+from lamina.context.layers import KnowledgeStore, LearningStore, ReferenceStore, SkillStore
 from lamina.context.models import ContextItem, ContextLayer, RetrievalResult
 from lamina.context.prompt import assemble_prompt
 from lamina.context.providers import (
@@ -16,63 +18,48 @@ from lamina.context.providers import (
     current_session,
 )
 from lamina.context.retriever import ContextRetriever, ConversationMemorySource
-from lamina.context.stores import (
-    ItemContext,
-    KnowledgeStore,
-    LearningStore,
-    ReferenceStore,
-    SkillStore,
-)
+from lamina.context.stores import ItemContext
+from lamina.embeddings.base import Vector
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.layers import check_tenant
+from lamina.memory.layers import IDENTIFIER_NAMES, check_tenant
 from lamina.memory.models import SearchMode
+from lamina.memory.ports import ContextItemStore
 from lamina.memory.service import MemoryService
 from lamina.retry import RetryPolicy
-from lamina.store.base import MemoryStore
 from lamina.tokens import TokenCounter, default_counter
 
 log = logging.getLogger(__name__)
-
-_IDENTIFIERS = (
-    "agent_id",
-    "user_id",
-    "session_id",
-    "project_id",
-    "team_id",
-    "org_id",
-    "company_id",
-)
 
 
 class ContextService:
     def __init__(
         self,
-        store: MemoryStore,
+        items: ContextItemStore,
+        embed: Callable[[str, Sequence[str]], Awaitable[Vector]],
         settings: ContextSettings,
         memory_settings: MemorySettings,
         *,
         memory: MemoryService,
+        queries: QueryVectors,
         default_tenant: str,
         retry: RetryPolicy,
         ready: Callable[[], Awaitable[None]],
         counter: TokenCounter | None = None,
-        queries: QueryVectors | None = None,
         memory_token_budget: int = 4000,
     ) -> None:
+        """``items`` stores the four layers' items; ``embed`` embeds their content (through
+        the persistent cache); ``queries`` embeds search queries, shared with the memory
+        service so that a prompt's query is embedded once for both."""
         self.settings = settings
         self.memory_token_budget = memory_token_budget
         self._memory = memory
         self._default_tenant = default_tenant
         self._ready = ready
         self.counter: TokenCounter = counter or default_counter()
-        # Shared with the memory service: a prompt's query is embedded once for both.
-        queries = queries or QueryVectors(
-            lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
-        )
         ctx = ItemContext(
-            store=store.context_items,
-            embed=lambda tenant, texts: store.generate_embedding(tenant, texts),
+            store=items,
+            embed=embed,
             queries=queries,
             retry=retry,
             ready=ready,
@@ -162,12 +149,9 @@ class ContextService:
     ) -> str:
         """The base prompt with the retrieved context appended (see context/prompt.py)."""
         if not isinstance(base, str):
-            raise LaminaError(ErrorCode.INVALID_ARGUMENT, "base must be a string")
+            raise invalid("base must be a string")
         budget = self.memory_token_budget if token_budget is None else token_budget
-        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT, "token_budget must be a non-negative integer"
-            )
+        check_int("token_budget", budget, minimum=0)
         return assemble_prompt(
             base,
             retrieved,
@@ -191,7 +175,7 @@ class ContextService:
         With a session key the session's own memories take part and no other session's do."""
         if self.settings.rag_limit == 0 or not identifiers:
             return []
-        ids = {k: identifiers.get(k) for k in _IDENTIFIERS}
+        ids = {k: identifiers.get(k) for k in IDENTIFIER_NAMES}
         if session_key:
             ids["session_id"] = session_key
         hits = await self._memory.search(

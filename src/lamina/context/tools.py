@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from lamina.context.layers import CategorisedStore
 from lamina.context.models import KnowledgeCategory, LearningCategory, SkillType
 from lamina.context.service import ContextService
 from lamina.errors import ErrorCode, LaminaError
@@ -63,12 +65,32 @@ _TAGS = {"type": "array", "items": {"type": "string"}}
 _LIMIT = {"type": "integer", "minimum": 1, "maximum": 100}
 
 
+def _dump(value: Any) -> Any:
+    return value.model_dump(mode="json")
+
+
+def _search_tool(
+    store: CategorisedStore[Any, Any], categories: type[StrEnum]
+) -> tuple[dict[str, Any], Handler]:
+    """The schema and handler of a tool searching ``store`` (optionally by category)."""
+    schema = _schema(
+        ["query"],
+        query=_TEXT,
+        limit=_LIMIT,
+        category={"type": "string", "enum": [c.value for c in categories]},
+    )
+
+    async def search(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        a = _args(schema, arguments)
+        hits = await store.search(a["query"], limit=a.get("limit", 5), category=a.get("category"))
+        return {"results": [_dump(h) for h in hits]}
+
+    return schema, search
+
+
 def agent_tools(context: ContextService) -> list[AgentTool]:
     """save_knowledge, search_knowledge, save_learning, search_learnings, create_skill,
     list_skills, bound to ``context``."""
-
-    def dump(value: Any) -> Any:
-        return value.model_dump(mode="json")
 
     save_knowledge_schema = _schema(
         ["key", "content"],
@@ -88,21 +110,9 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
             tags=a.get("tags"),
             source=a.get("source", ""),
         )
-        return {"saved": dump(item)}
+        return {"saved": _dump(item)}
 
-    search_knowledge_schema = _schema(
-        ["query"],
-        query=_TEXT,
-        limit=_LIMIT,
-        category={"type": "string", "enum": [c.value for c in KnowledgeCategory]},
-    )
-
-    async def search_knowledge(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        a = _args(search_knowledge_schema, arguments)
-        hits = await context.knowledge.search(
-            a["query"], limit=a.get("limit", 5), category=a.get("category")
-        )
-        return {"results": [dump(h) for h in hits]}
+    search_knowledge_schema, search_knowledge = _search_tool(context.knowledge, KnowledgeCategory)
 
     save_learning_schema = _schema(
         ["trigger"],
@@ -124,21 +134,9 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
             category=a.get("category", "general"),
             tags=a.get("tags"),
         )
-        return {"saved": dump(item)}
+        return {"saved": _dump(item)}
 
-    search_learnings_schema = _schema(
-        ["query"],
-        query=_TEXT,
-        limit=_LIMIT,
-        category={"type": "string", "enum": [c.value for c in LearningCategory]},
-    )
-
-    async def search_learnings(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        a = _args(search_learnings_schema, arguments)
-        hits = await context.learnings.search(
-            a["query"], limit=a.get("limit", 5), category=a.get("category")
-        )
-        return {"results": [dump(h) for h in hits]}
+    search_learnings_schema, search_learnings = _search_tool(context.learnings, LearningCategory)
 
     create_skill_schema = _schema(
         ["name", "description"],
@@ -160,7 +158,7 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
             parameters=a.get("parameters"),
             tags=a.get("tags"),
         )
-        return {"saved": dump(item)}
+        return {"saved": _dump(item)}
 
     list_skills_schema = _schema(
         [],
@@ -174,7 +172,7 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
         page = await context.skills.list(
             type=a.get("type"), limit=a.get("limit", 50), cursor=a.get("cursor")
         )
-        return dump(page)  # type: ignore[no-any-return]
+        return _dump(page)  # type: ignore[no-any-return]
 
     return [
         AgentTool(

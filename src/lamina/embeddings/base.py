@@ -8,6 +8,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+#: One embedding (a row) and a matrix of them: float32, unit length.
+Vector = npt.NDArray[np.float32]
 Vectors = npt.NDArray[np.float32]
 
 

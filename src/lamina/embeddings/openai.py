@@ -12,18 +12,9 @@ import numpy as np
 
 from lamina.embeddings.base import Vectors, normalize
 from lamina.errors import ErrorCode, LaminaError
+from lamina.retry import retry_after
 
 log = logging.getLogger(__name__)
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        return None
 
 
 class OpenAIEmbedder:
@@ -92,7 +83,7 @@ class OpenAIEmbedder:
             raise LaminaError(
                 ErrorCode.RATE_LIMITED,
                 "embedding provider rate limit reached",
-                retry_after=_retry_after(response),
+                retry_after=retry_after(response.headers),
             )
         if status in (401, 403):
             raise LaminaError(

@@ -10,8 +10,8 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 
+from lamina.embeddings.base import Vector
 from lamina.retry import RetryPolicy
-from lamina.store.base import Vector
 
 #: The store's generate_embedding with cache=False: (tenant, texts) -> one row per text.
 Embed = Callable[[str, Sequence[str]], Awaitable[Vector]]

@@ -2,30 +2,14 @@
 
 from lamina.governance.models import (
     DriftReport,
-    MergeStrategy,
     Policy,
-    PolicyMode,
-    Rule,
-    RuleOperator,
-    RuleTarget,
-    RuleType,
-    Severity,
     ValidationContext,
     ValidationResult,
-    Violation,
 )
 
 __all__ = [
     "DriftReport",
-    "MergeStrategy",
     "Policy",
-    "PolicyMode",
-    "Rule",
-    "RuleOperator",
-    "RuleTarget",
-    "RuleType",
-    "Severity",
     "ValidationContext",
     "ValidationResult",
-    "Violation",
 ]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from lamina.governance.models import (
+from lamina.governance.models import Policy
+from lamina.knowledge.policy import (
     MergeStrategy,
-    Policy,
     PolicyMode,
     Rule,
     RuleOperator,

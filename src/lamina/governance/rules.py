@@ -26,16 +26,14 @@ from typing import Any
 
 import re2
 
-from lamina.governance.models import (
-    MergeNote,
+from lamina.governance.models import MergeNote, Policy, ValidationContext
+from lamina.knowledge.policy import (
     MergeStrategy,
-    Policy,
     PolicyMode,
     Rule,
     RuleOperator,
     RuleTarget,
     RuleType,
-    ValidationContext,
     Violation,
 )
 

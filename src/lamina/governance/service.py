@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lamina.checks import invalid, too_long
 from lamina.config import GovernanceSettings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.governance.builtin import secrets_policy
@@ -16,17 +17,14 @@ from lamina.governance.models import (
     SEVERITY_WEIGHT,
     DriftReport,
     MergeNote,
-    MergeStrategy,
     Policy,
-    PolicyMode,
-    Severity,
     ValidationContext,
     ValidationResult,
-    Violation,
 )
 from lamina.governance.rules import CodeScanner, evaluate, merge
 from lamina.knowledge.document import check_layer
 from lamina.knowledge.models import KnowledgeItem, KnowledgeLayer, KnowledgeType
+from lamina.knowledge.policy import MergeStrategy, PolicyMode, Severity, Violation
 from lamina.knowledge.service import KnowledgeService
 
 #: Memory layers shared beyond one person or agent, and the knowledge layer each maps to.
@@ -58,21 +56,16 @@ def _context(value: object) -> ValidationContext:
     if isinstance(value, ValidationContext):
         return value
     if not isinstance(value, Mapping):
-        raise LaminaError(
-            ErrorCode.INVALID_ARGUMENT,
+        raise invalid(
             "context must be an object with path, content, dependencies, imports, config",
-            details={"field": "context"},
+            "context",
         )
     try:
         return ValidationContext.model_validate(dict(value))
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        raise LaminaError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"context.{where}: {first['msg']}",
-            details={"field": f"context.{where}"},
-        ) from None
+        raise invalid(f"context.{where}: {first['msg']}", f"context.{where}") from None
 
 
 class _Effective:
@@ -197,12 +190,8 @@ class GovernanceService:
 
     def _check_size(self, ctx: ValidationContext) -> None:
         if ctx.content is not None and len(ctx.content) > self._max_content * 16:
-            raise LaminaError(
-                ErrorCode.CONTENT_TOO_LONG,
-                f"context.content is {len(ctx.content)} characters; the maximum is "
-                f"{self._max_content * 16}",
-                details={"field": "context.content", "max_length": self._max_content * 16},
-            )
+            limit = self._max_content * 16
+            raise too_long("context.content", len(ctx.content), limit, field="context.content")
 
     async def drift(
         self,
@@ -218,17 +207,9 @@ class GovernanceService:
         tenant = self._knowledge.tenant(tenant_id)
         where, where_id = check_layer(layer, layer_id)
         if isinstance(contexts, Mapping | ValidationContext) or not isinstance(contexts, Sequence):
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT,
-                "contexts must be a list of context objects",
-                details={"field": "contexts"},
-            )
+            raise invalid("contexts must be a list of context objects", "contexts")
         if not 1 <= len(contexts) <= MAX_CONTEXTS:
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"give 1 to {MAX_CONTEXTS} contexts",
-                details={"field": "contexts"},
-            )
+            raise invalid(f"give 1 to {MAX_CONTEXTS} contexts", "contexts")
         parsed = [_context(c) for c in contexts]
         for ctx in parsed:
             self._check_size(ctx)

@@ -16,6 +16,16 @@ from lamina.knowledge.models import (
     PromotionDecision,
     PromotionStatus,
 )
+from lamina.knowledge.policy import (
+    MergeStrategy,
+    PolicyMode,
+    Rule,
+    RuleOperator,
+    RuleTarget,
+    RuleType,
+    Severity,
+    Violation,
+)
 
 __all__ = [
     "ApprovalKind",
@@ -29,7 +39,15 @@ __all__ = [
     "KnowledgeRecord",
     "KnowledgeStatus",
     "KnowledgeType",
+    "MergeStrategy",
+    "PolicyMode",
     "Promotion",
     "PromotionDecision",
     "PromotionStatus",
+    "Rule",
+    "RuleOperator",
+    "RuleTarget",
+    "RuleType",
+    "Severity",
+    "Violation",
 ]

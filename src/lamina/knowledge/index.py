@@ -8,18 +8,18 @@ import itertools
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from lamina.embeddings.base import Vector
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.knowledge.models import KnowledgeItem
 from lamina.memory.models import SearchMode
-from lamina.retry import RetryPolicy
-from lamina.store.base import Vector
-from lamina.store.context_base import (
+from lamina.memory.ports import (
     ContextItemStore,
     ContextRecord,
     ItemKind,
     ItemQuery,
     NewContextRecord,
 )
+from lamina.retry import RetryPolicy
 from lamina.text import analyze
 
 STATE_KEY = "head"

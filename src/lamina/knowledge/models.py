@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lamina.governance.models import MergeStrategy, PolicyMode, Rule, Severity, Violation
+from lamina.knowledge.policy import MergeStrategy, PolicyMode, Rule, Severity, Violation
 
 
 class KnowledgeType(StrEnum):

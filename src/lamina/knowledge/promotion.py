@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from lamina.checks import check_choice, check_text, invalid
 from lamina.errors import ErrorCode, LaminaError
 from lamina.knowledge.document import (
     FrontMatterError,
@@ -22,6 +23,7 @@ from lamina.knowledge.document import (
     promotion_path,
     render,
 )
+from lamina.knowledge.fields import MAX_MESSAGE, check_author
 from lamina.knowledge.models import (
     LAYER_RANK,
     ApprovalKind,
@@ -33,14 +35,7 @@ from lamina.knowledge.models import (
     PromotionEvent,
     PromotionStatus,
 )
-from lamina.knowledge.service import (
-    KnowledgeService,
-    Plan,
-    _author,
-    _choice,
-    _text,
-    now,
-)
+from lamina.knowledge.writes import Plan, Writer, now
 
 OPEN = (PromotionStatus.PENDING, PromotionStatus.NEEDS_REFINEMENT)
 
@@ -58,7 +53,7 @@ def _check_higher(item: KnowledgeItem, layer: KnowledgeLayer, layer_id: str | No
 class Promotions:
     """``ms.knowledge.promotions``: request, decide, get and list promotions."""
 
-    def __init__(self, knowledge: KnowledgeService) -> None:
+    def __init__(self, knowledge: Writer) -> None:
         self._k = knowledge
 
     async def _load(self, tenant: str, head: str | None, promotion_id: str) -> Promotion:
@@ -100,8 +95,8 @@ class Promotions:
         tenant = self._k.tenant(tenant_id)
         iid = check_id("id", item_id)
         layer, layer_id = check_layer(target_layer, target_layer_id)
-        why = _text("reason", reason, 2_000)
-        who = _author(author)
+        why = check_text("reason", reason, MAX_MESSAGE)
+        who = check_author(author)
 
         async def mutate(head: str | None) -> Plan:
             item = await self._k._current(tenant, head, iid)
@@ -155,38 +150,25 @@ class Promotions:
         the target layer (``target_layer``/``target_layer_id``)."""
         tenant = self._k.tenant(tenant_id)
         pid = check_id("promotion id", promotion_id)
-        verdict = _choice("decision", decision, PromotionDecision)
-        kind = None if approval is None else _choice("approval", approval, ApprovalKind)
+        verdict = check_choice("decision", decision, PromotionDecision)
+        kind = None if approval is None else check_choice("approval", approval, ApprovalKind)
         if verdict is PromotionDecision.APPROVE and kind is None:
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT,
+            raise invalid(
                 "approve needs approval: one of " + ", ".join(a.value for a in ApprovalKind),
-                details={"field": "approval"},
+                "approval",
             )
         if verdict is not PromotionDecision.APPROVE and (kind is not None or new_id):
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT,
-                "approval and new_id go with the approve decision",
-                details={"field": "approval"},
-            )
+            raise invalid("approval and new_id go with the approve decision", "approval")
         retarget = None
         if verdict is PromotionDecision.RETARGET:
             if target_layer is None:
-                raise LaminaError(
-                    ErrorCode.INVALID_ARGUMENT,
-                    "retarget needs target_layer",
-                    details={"field": "target_layer"},
-                )
+                raise invalid("retarget needs target_layer", "target_layer")
             retarget = check_layer(target_layer, target_layer_id)
         elif target_layer is not None:
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT,
-                "target_layer goes with the retarget decision",
-                details={"field": "target_layer"},
-            )
+            raise invalid("target_layer goes with the retarget decision", "target_layer")
         chosen_id = None if new_id is None else check_id("new_id", new_id)
-        why = _text("reason", reason, 2_000)
-        who = _author(author)
+        why = check_text("reason", reason, MAX_MESSAGE)
+        who = check_author(author)
 
         async def mutate(head: str | None) -> Plan:
             promotion = await self._load(tenant, head, pid)
@@ -309,7 +291,7 @@ class Promotions:
     ) -> list[Promotion]:
         """Every promotion request, oldest first (optionally of one status)."""
         tenant = self._k.tenant(tenant_id)
-        wanted = None if status is None else _choice("status", status, PromotionStatus)
+        wanted = None if status is None else check_choice("status", status, PromotionStatus)
         head = await self._k.head(tenant)
         if head is None:
             return []

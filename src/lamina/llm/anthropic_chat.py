@@ -2,41 +2,34 @@
 
 from __future__ import annotations
 
-from typing import Any
+from types import ModuleType
+from typing import Any, ClassVar
 
 import anthropic
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.llm.base import ChatRequest, ChatResponse
-from lamina.llm.errors import malformed, map_sdk_error
+from lamina.llm.sdk import SDKChatModel, malformed
 
 
-class AnthropicChatModel:
-    def __init__(
-        self,
-        model: str,
-        *,
-        api_key: str | None,
-        base_url: str | None = None,
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        max_tokens: int = 1024,
-        temperature: float | None = None,
-    ) -> None:
+class AnthropicChatModel(SDKChatModel):
+    """``temperature`` is accepted for a uniform signature and not sent: the Messages API of
+    anthropic SDK 2.x takes no sampling parameters (see docs/context.md)."""
+
+    provider = "anthropic"
+    sdk: ClassVar[ModuleType] = anthropic
+    client_class = anthropic.AsyncAnthropic
+
+    def _api_key(self, api_key: str | None) -> str:
         if not api_key:
             raise LaminaError(
                 ErrorCode.CONFIGURATION_ERROR,
                 "the anthropic chat model needs an API key (llm.api_key_env names the "
                 "environment variable; default ANTHROPIC_API_KEY)",
             )
-        self.model_id = model
-        self._max_tokens = max_tokens
-        del temperature  # accepted for a uniform signature; see generate()
-        self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout, max_retries=max_retries
-        )
+        return api_key
 
-    async def generate(self, request: ChatRequest) -> ChatResponse:
+    def _options(self, request: ChatRequest) -> dict[str, Any]:
         system = request.system
         if request.json_output:
             system = (system + "\n\n" if system else "") + "Reply with one JSON object only."
@@ -55,26 +48,19 @@ class AnthropicChatModel:
             system = f"{system}\n\n{extra_system}" if system else extra_system
         if system:
             options["system"] = system
-        # The Messages API of anthropic SDK 2.x takes no sampling parameters: temperature is
-        # not sent (see docs/context.md).
-        try:
-            message = await self._client.messages.create(**options)
-        except (anthropic.APIError, ValueError) as exc:
-            raise map_sdk_error(exc, "anthropic", anthropic) from exc
-        blocks = getattr(message, "content", None)
+        return options
+
+    async def _create(self, options: dict[str, Any]) -> Any:
+        return await self._client.messages.create(**options)
+
+    def _read(self, reply: Any) -> ChatResponse:
+        blocks = getattr(reply, "content", None)
         if not isinstance(blocks, list):
             raise malformed("anthropic", "no content blocks")
         texts = [b.text for b in blocks if getattr(b, "type", None) == "text"]
         if not texts:
             raise malformed("anthropic", "no text block in the reply")
-        usage = getattr(message, "usage", None)
-        return ChatResponse(
-            content="".join(texts),
-            model=str(getattr(message, "model", self.model_id) or self.model_id),
-            finish_reason=getattr(message, "stop_reason", None),
-            input_tokens=getattr(usage, "input_tokens", None),
-            output_tokens=getattr(usage, "output_tokens", None),
+        finish_reason = getattr(reply, "stop_reason", None)
+        return self._response(
+            reply, "".join(texts), finish_reason, ("input_tokens", "output_tokens")
         )
-
-    async def aclose(self) -> None:
-        await self._client.close()

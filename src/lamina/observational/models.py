@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from lamina.store.session_base import StoredMessage, StoredNote
+from lamina.observational.ports import StoredMessage, StoredNote
 
 
 class SessionMessage(BaseModel):
@@ -23,15 +23,7 @@ class SessionMessage(BaseModel):
 
     @classmethod
     def of(cls, m: StoredMessage) -> SessionMessage:
-        return cls(
-            session_key=m.session_key,
-            index=m.index,
-            role=m.role,
-            content=m.content,
-            tool_calls=m.tool_calls,
-            token_count=m.token_count,
-            created_at=m.created_at,
-        )
+        return cls.model_validate(m, from_attributes=True)
 
 
 class Note(BaseModel):
@@ -50,16 +42,7 @@ class Note(BaseModel):
 
     @classmethod
     def of(cls, n: StoredNote) -> Note:
-        return cls(
-            id=n.id,
-            session_key=n.session_key,
-            content=n.content,
-            token_count=n.token_count,
-            generation=n.generation,
-            source_start=n.source_start,
-            source_end=n.source_end,
-            created_at=n.created_at,
-        )
+        return cls.model_validate(n, from_attributes=True)
 
 
 class SessionView(BaseModel):

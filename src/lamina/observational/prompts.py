@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lamina.store.session_base import StoredMessage, StoredNote
+from lamina.observational.ports import StoredMessage, StoredNote
 
 OBSERVER_SYSTEM = """You compress a conversation between a user and an AI assistant into one \
 observation note for the assistant's long-term memory.

@@ -22,12 +22,11 @@ from lamina.server.a2a import A2AAdapter
 from lamina.server.auth import KeyRing
 from lamina.server.gate import Gate
 from lamina.server.health import health
-from lamina.server.metrics import ServerMetrics
 from lamina.server.ratelimit import RateLimiter
 from lamina.server.router import LLMRouter
 from lamina.server.skills import Dispatcher, ToolRegistry
-from lamina.server.threads import ThreadService
 from lamina.server.tools import ServerTool, build_tools
+from lamina.threads.service import ThreadService
 
 log = logging.getLogger("lamina.server")
 
@@ -60,7 +59,7 @@ class LaminaServer:
         self.settings = settings
         self.keys = KeyRing(settings.api_keys)
         self.registry = ToolRegistry(build_tools(ms))
-        self.metrics = ServerMetrics(ms.registry)
+        self.metrics = ms.metrics.server()
         self.threads = ThreadService(
             ms.store.threads, settings, on_cleanup=self.metrics.record_cleanup
         )

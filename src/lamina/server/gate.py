@@ -9,8 +9,8 @@ import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from lamina.metrics import ServerMetrics
 from lamina.server.auth import KeyRing, Principal, presented_key
-from lamina.server.metrics import ServerMetrics
 from lamina.server.ratelimit import RateLimiter
 
 log = logging.getLogger("lamina.server")

@@ -16,11 +16,11 @@ from mcp.server import Server, ServerRequestContext
 
 from lamina.config import Settings
 from lamina.errors import ErrorCode, LaminaError
+from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.adapter import ToolSurface
 from lamina.server.auth import KeyRing
 from lamina.server.defaults import IdentifierDefaults
-from lamina.server.metrics import ServerMetrics
 from lamina.server.skills import ToolRegistry
 from lamina.server.tools import ServerTool, build_tools
 
@@ -48,7 +48,7 @@ class MCPAdapter(ToolSurface):
         defaults: IdentifierDefaults | None = None,
     ) -> None:
         super().__init__(ms, ToolRegistry(build_tools(ms)))
-        self.metrics = metrics or ServerMetrics(ms.registry)
+        self.metrics = metrics or ms.metrics.server()
         if defaults is None:
             defaults = IdentifierDefaults(ms.settings.mcp.identifiers())
         #: Identifiers filled into tool calls that omit them (default: the ``mcp`` settings).

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lamina.errors import ErrorCode, LaminaError
+from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
-from lamina.server.metrics import ServerMetrics
 from lamina.server.router import LLMRouter
 from lamina.server.session import relevant_memories, session_context
-from lamina.server.threads import IDENTIFIERS, Thread, ThreadService
 from lamina.server.tools import ServerTool
+from lamina.threads.service import IDENTIFIERS, Thread, ThreadService
 
 log = logging.getLogger("lamina.server")
 

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from lamina.config import IdentifierFields
 from lamina.errors import ErrorCode, LaminaError
 from lamina.runtime import AsyncLamina
 
@@ -70,15 +71,7 @@ class _Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class _Ids(_Args):
-    agent_id: str | None = None
-    user_id: str | None = None
-    session_id: str | None = None
-    project_id: str | None = None
-    team_id: str | None = None
-    org_id: str | None = None
-    company_id: str | None = None
-
+class _Ids(_Args, IdentifierFields):
     def ids(self) -> dict[str, str | None]:
         return {k: getattr(self, k) for k in _Ids.model_fields}
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -165,8 +165,14 @@ def _read_tenant(src: sqlite3.Connection, tenant: str) -> dict[str, list[tuple[A
     }
 
 
-async def copy_sqlite_to_postgres(sqlite_path: Path, postgres_url: str) -> dict[str, Any]:
-    """Copy every tenant; returns the counts per table, checked equal on both sides."""
+async def copy_sqlite_to_postgres(
+    sqlite_path: Path,
+    postgres_url: str,
+    *,
+    on_progress: Callable[[int, int | None], None] | None = None,
+) -> dict[str, Any]:
+    """Copy every tenant; returns the counts per table, checked equal on both sides.
+    ``on_progress(rows copied, rows in all)`` follows each tenant."""
     src = _open_source(sqlite_path)
     try:
         meta = dict(src.execute("SELECT key, value FROM store_meta").fetchall())
@@ -183,7 +189,7 @@ async def copy_sqlite_to_postgres(sqlite_path: Path, postgres_url: str) -> dict[
         try:
             report: dict[str, dict[str, int]] = {}
             async with dst.bulk_loading():
-                await _copy_tenants(src, dst, tenants, report)
+                await _copy_tenants(src, dst, tenants, report, on_progress)
         finally:
             await dst.shutdown()
     finally:
@@ -192,8 +198,14 @@ async def copy_sqlite_to_postgres(sqlite_path: Path, postgres_url: str) -> dict[
 
 
 async def _copy_tenants(
-    src: sqlite3.Connection, dst: PostgresStore, tenants: list[str], report: dict[str, Any]
+    src: sqlite3.Connection,
+    dst: PostgresStore,
+    tenants: list[str],
+    report: dict[str, Any],
+    on_progress: Callable[[int, int | None], None] | None = None,
 ) -> None:
+    total = sum(src.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES)  # noqa: S608
+    done = 0
     for tenant in tenants:
         existing = await dst.table_counts(tenant)
         if any(existing.values()):
@@ -213,3 +225,6 @@ async def _copy_tenants(
                 f"copy of tenant {tenant!r} does not verify: {copied} != {expected}",
             )
         report[tenant] = copied
+        done += sum(copied.values())
+        if on_progress is not None:
+            on_progress(done, total)

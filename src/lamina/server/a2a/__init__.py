@@ -7,17 +7,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import BaseRoute, Route
-
 from a2a.auth.user import User
 from a2a.extensions.common import HTTP_EXTENSION_HEADER, get_requested_extensions
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.routes.common import ServerCallContextBuilder
+from google.protobuf.json_format import MessageToDict
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
 from lamina.runtime import AsyncLamina
 from lamina.server.a2a.card import SPEC_VERSION, CardBuilder
 from lamina.server.a2a.executor import LaminaExecutor, ThreadContextBuilder

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from google.protobuf.json_format import ParseDict
-
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -16,6 +14,8 @@ from a2a.types import (
     SecurityScheme,
 )
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT
+from google.protobuf.json_format import ParseDict
+
 from lamina.server.skills import ToolRegistry, describe
 
 #: The extension that carries what the A2A 1.0 card has no field for.

@@ -10,8 +10,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict, ParseDict
-
 from a2a.server.agent_execution import (
     AgentExecutor,
     RequestContext,
@@ -22,9 +20,11 @@ from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskUpdater
 from a2a.types import Part, SendMessageRequest, Task, TaskState, TaskStatus
 from a2a.utils.errors import InvalidParamsError
+from google.protobuf.json_format import MessageToDict, ParseDict
+
 from lamina.errors import ErrorCode, LaminaError
 from lamina.server.skills import Call, Dispatcher, Outcome
-from lamina.server.threads import IDENTIFIERS, Thread
+from lamina.threads.service import IDENTIFIERS, Thread
 
 log = logging.getLogger("lamina.server")
 THREAD_KEY = "lamina.thread"

@@ -8,15 +8,14 @@ import re
 import uuid
 from typing import Any
 
-from google.protobuf.json_format import MessageToDict, ParseDict
-from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-
 from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import RequestHandler
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, Task
 from a2a.utils.errors import A2A_ERROR_MAPPING, JSON_RPC_ERROR_CODE_MAP, A2AError
+from google.protobuf.json_format import MessageToDict, ParseDict
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
 _ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _STATES = {

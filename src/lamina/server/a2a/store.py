@@ -3,15 +3,15 @@ scoped to the tenant of the call (never to what the client claims)."""
 
 from __future__ import annotations
 
-from google.protobuf.json_format import MessageToJson, Parse
-
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
 from a2a.types import ListTasksRequest, ListTasksResponse, Task
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
-from lamina.store.thread_base import StoredTask, ThreadStore
+from google.protobuf.json_format import MessageToJson, Parse
+
+from lamina.threads.ports import StoredTask, ThreadStore
 
 
 def tenant_of(context: ServerCallContext) -> str:

@@ -1,0 +1,68 @@
+"""The backend: one database holding every domain's data, seen as the ports it implements.
+
+A backend (lamina.store.sqlite.SQLiteStore, lamina.store.postgres.PostgresStore) is the
+memory port itself and hands out the other domains' ports as properties; it also has a
+lifecycle (migrations on ``initialize``), a health check and capabilities. Only the
+composition root (runtime.py) and the doors (server/, cli/) see it whole: each service gets
+the one port it needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from lamina.memory.ports import ContextItemStore, MemoryStore
+from lamina.observational.ports import SessionStore
+from lamina.threads.ports import ThreadStore
+
+
+@dataclass(frozen=True)
+class StoreCapabilities:
+    vector_search: bool
+    keyword_search: bool
+    embedding_dimensions: int
+    distance_metrics: tuple[str, ...]
+    bulk_operations: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "vector_search": self.vector_search,
+            "keyword_search": self.keyword_search,
+            "embedding_dimensions": self.embedding_dimensions,
+            "distance_metrics": list(self.distance_metrics),
+            "bulk_operations": self.bulk_operations,
+        }
+
+
+@dataclass(frozen=True)
+class HealthStatus:
+    healthy: bool
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class Backend(MemoryStore, Protocol):
+    """Every port of one database, and its lifecycle."""
+
+    @property
+    def context_items(self) -> ContextItemStore:
+        """The searchable context layers' items and the knowledge index."""
+        ...
+
+    @property
+    def sessions(self) -> SessionStore:
+        """Session messages and observational memory."""
+        ...
+
+    @property
+    def threads(self) -> ThreadStore:
+        """A2A threads and tasks."""
+        ...
+
+    async def initialize(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    async def health_check(self) -> HealthStatus: ...
+
+    def capabilities(self) -> StoreCapabilities: ...

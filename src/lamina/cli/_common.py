@@ -1,0 +1,147 @@
+"""What every command module shares: the CLI state, the common options, JSON parsing and
+printing, and the error exit. Imports no command module."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+import click
+from pydantic import BaseModel
+
+from lamina.errors import ErrorCode, LaminaError
+from lamina.facade import Lamina
+
+__all__ = [
+    "IDENTIFIERS",
+    "State",
+    "any_tags_option",
+    "cursor_option",
+    "emit",
+    "fail",
+    "identifier_options",
+    "ids",
+    "json_option",
+    "options",
+    "parse_json",
+    "path_option",
+    "read_text",
+    "tag_option",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+IDENTIFIERS = ("agent_id", "user_id", "session_id", "project_id", "team_id", "org_id", "company_id")
+
+
+class State:
+    """The root options (data directory, database, config file, tenant) and the Lamina they
+    open, on first use; commands get it with ``@click.pass_obj``."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+        self._ms: Lamina | None = None
+
+    def ms(self) -> Lamina:
+        if self._ms is None:
+            self._ms = Lamina(**self.options)
+        return self._ms
+
+    def close(self) -> None:
+        if self._ms is not None:
+            self._ms.close()
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    return value
+
+
+def emit(as_json: bool, value: Any, human: Callable[[], None]) -> None:
+    """Print ``value`` as JSON with ``--json``; otherwise call ``human`` to print it."""
+    if as_json:
+        click.echo(json.dumps(_jsonable(value), ensure_ascii=False, indent=2))
+    else:
+        human()
+
+
+def fail(error: LaminaError, as_json: bool) -> NoReturn:
+    """Print an error (its object with ``--json``, else ``error: CODE: message`` on standard
+    error) and exit with status 1."""
+    if as_json:
+        click.echo(json.dumps({"error": error.to_dict()}, ensure_ascii=False, indent=2))
+    else:
+        click.echo(f"error: {error.code.value}: {error.message}", err=True)
+    sys.exit(1)
+
+
+def parse_json(raw: str | None, what: str, code: ErrorCode) -> Any:
+    """The JSON of option ``--what``; ``code`` when it does not parse."""
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise LaminaError(code, f"--{what} is not valid JSON: {exc.msg}") from None
+
+
+def read_text(path: str | None, what: str) -> str | None:
+    """The text of file ``path`` given to option ``--what`` ('-': standard input)."""
+    if path is None:
+        return None
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LaminaError(
+            ErrorCode.INVALID_ARGUMENT, f"--{what}: cannot read {path}: {exc}"
+        ) from None
+
+
+def options(*decorators: Callable[[F], F]) -> Callable[[F], F]:
+    """Several click options as one decorator, in the order given (first shown first)."""
+
+    def apply(fn: F) -> F:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+def path_option(flag: str, dest: str, *, directory: bool, help: str) -> Callable[[F], F]:
+    """An option naming a directory (``directory``) or a file, as a Path."""
+    kind = click.Path(file_okay=not directory, dir_okay=directory, path_type=Path)
+    return click.option(flag, dest, type=kind, default=None, help=help)
+
+
+#: A tag of what is saved; ``any_tags_option``: the tags a list or search matches.
+tag_option = click.option("--tag", "tags", multiple=True, help="A tag (repeatable).")
+any_tags_option = click.option(
+    "--tag", "tags", multiple=True, help="Any of these tags (repeatable)."
+)
+cursor_option = click.option("--cursor", default=None, help="next_cursor of the previous page.")
+
+
+def identifier_options(fn: F) -> F:
+    for name in reversed(IDENTIFIERS):
+        flag = "--" + name.replace("_", "-")
+        fn = click.option(flag, name, default=None, help=f"The {name.replace('_', ' ')}.")(fn)
+    return fn
+
+
+def json_option(fn: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(fn)
+
+
+def ids(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take the identifier options out of a command's keyword arguments."""
+    return {name: kwargs.pop(name) for name in IDENTIFIERS}

@@ -1,0 +1,219 @@
+"""``lamina memory ...``: scoped memories (mirrors ms.memory)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from lamina.cli._common import (
+    State,
+    any_tags_option,
+    cursor_option,
+    emit,
+    identifier_options,
+    ids,
+    json_option,
+    parse_json,
+    tag_option,
+)
+from lamina.cli.output import cell, print_hits, print_page, progress
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.models import MemoryEntry
+
+__all__ = ["memory"]
+
+
+@click.group("memory")
+def memory() -> None:
+    """Add, search, get, update, delete, list memories and read their history."""
+
+
+def _show_entry(entry: MemoryEntry) -> None:
+    names = ", ".join(f"{k}={v}" for k, v in entry.identifiers.items())
+    click.echo(f"{entry.id}  [{entry.layer.value}: {names}]  {entry.updated_at:%Y-%m-%d %H:%M:%S}")
+    click.echo(f"  {entry.content}")
+    if entry.metadata:
+        click.echo(f"  metadata: {json.dumps(entry.metadata, ensure_ascii=False)}")
+
+
+#: The columns of a memory in search results (lists have no score).
+_COLUMNS = ["score", "layer", "memory"]
+
+
+def _cells(entry: MemoryEntry) -> list[Any]:
+    names = ", ".join(f"{k}={v}" for k, v in entry.identifiers.items())
+    metadata = json.dumps(entry.metadata, ensure_ascii=False) if entry.metadata else ""
+    return [
+        entry.layer.value,
+        cell(
+            entry.content,
+            f"{entry.id}  {entry.updated_at:%Y-%m-%d %H:%M:%S}",
+            names,
+            f"metadata: {metadata}" if metadata else "",
+        ),
+    ]
+
+
+@memory.command("add")
+@click.argument("content")
+@click.option("--layer", required=True, help="agent, user, session, project, team, org, company.")
+@identifier_options
+@tag_option
+@click.option("--metadata", default=None, help="Metadata as a JSON object.")
+@click.option("--actor", default=None, help="Who makes the change (recorded in history).")
+@json_option
+@click.pass_obj
+def memory_add(state: State, /, content: str, layer: str, **kw: Any) -> None:
+    """Store CONTENT as a memory in a layer."""
+    as_json, tags, actor = kw.pop("as_json"), kw.pop("tags"), kw.pop("actor")
+    metadata = parse_json(kw.pop("metadata"), "metadata", ErrorCode.INVALID_ARGUMENT)
+    if tags:
+        if metadata is None:
+            metadata = {}
+        if not isinstance(metadata, dict):
+            raise LaminaError(ErrorCode.INVALID_ARGUMENT, "--metadata must be a JSON object")
+        existing = metadata.get("tags") or []
+        metadata["tags"] = [*existing, *tags] if isinstance(existing, list) else existing
+    entry = state.ms().memory.add(content, layer=layer, metadata=metadata, actor=actor, **ids(kw))
+    emit(as_json, entry, lambda: _show_entry(entry))
+
+
+@memory.command("embed-pending")
+@json_option
+@click.pass_obj
+def memory_embed_pending(state: State, /, as_json: bool) -> None:
+    """Embed the memories still waiting for an embedding (added with background embedding)."""
+    with progress("embedding memories", as_json=as_json) as on_progress:
+        count = state.ms().memory.embed_pending(on_progress=on_progress)
+    emit(as_json, {"embedded": count}, lambda: click.echo(f"embedded {count} memories"))
+
+
+@memory.command("search")
+@click.argument("query")
+@identifier_options
+@click.option("--layer", "layers", multiple=True, help="Only this layer (repeatable).")
+@click.option("--mode", default="semantic", show_default=True, help="semantic, keyword, hybrid.")
+@click.option("--threshold", type=float, default=None, help="Minimum score (mode's scale).")
+@click.option("--limit", type=int, default=None, help="Most results (default 10).")
+@any_tags_option
+@click.option("--filter", "filters", default=None, help='Metadata filter JSON: {"f": {"gte": 2}}.')
+@json_option
+@click.pass_obj
+def memory_search(state: State, /, query: str, **kw: Any) -> None:
+    """Search memories of every reachable layer, most specific layer first."""
+    as_json = kw.pop("as_json")
+    filters = parse_json(kw.pop("filters"), "filter", ErrorCode.INVALID_FILTER)
+    hits = state.ms().memory.search(
+        query,
+        layers=list(kw.pop("layers")) or None,
+        tags=list(kw.pop("tags")) or None,
+        filters=filters,
+        mode=kw.pop("mode"),
+        threshold=kw.pop("threshold"),
+        limit=kw.pop("limit"),
+        **ids(kw),
+    )
+
+    rows = [[f"{hit.score:.3f}", *_cells(hit.memory)] for hit in hits]
+    emit(as_json, hits, lambda: print_hits(_COLUMNS, rows, nothing="no memories found"))
+
+
+@memory.command("get")
+@click.argument("memory_id")
+@json_option
+@click.pass_obj
+def memory_get(state: State, memory_id: str, as_json: bool) -> None:
+    """Show one memory (exit status 1 when there is none)."""
+    entry = state.ms().memory.get(memory_id)
+    if entry is None:
+        raise LaminaError(
+            ErrorCode.MEMORY_NOT_FOUND, f"memory {memory_id!r} not found", details={"id": memory_id}
+        )
+    emit(as_json, entry, lambda: _show_entry(entry))
+
+
+@memory.command("update")
+@click.argument("memory_id")
+@click.option("--content", default=None, help="New content (re-embedded).")
+@click.option("--metadata", default=None, help="JSON object merged into the metadata.")
+@click.option("--actor", default=None)
+@json_option
+@click.pass_obj
+def memory_update(
+    state: State,
+    memory_id: str,
+    content: str | None,
+    metadata: str | None,
+    actor: str | None,
+    as_json: bool,
+) -> None:
+    """Change a memory's content and/or merge metadata into it."""
+    patch = parse_json(metadata, "metadata", ErrorCode.INVALID_ARGUMENT)
+    entry = state.ms().memory.update(memory_id, content=content, metadata=patch, actor=actor)
+    emit(as_json, entry, lambda: _show_entry(entry))
+
+
+@memory.command("delete")
+@click.argument("memory_id")
+@click.option("--actor", default=None)
+@json_option
+@click.pass_obj
+def memory_delete(state: State, memory_id: str, actor: str | None, as_json: bool) -> None:
+    """Delete a memory (succeeds when it is already gone)."""
+    result = state.ms().memory.delete(memory_id, actor=actor)
+    emit(
+        as_json,
+        result,
+        lambda: click.echo(f"deleted {memory_id}" if result.existed else f"{memory_id} was absent"),
+    )
+
+
+@memory.command("list")
+@identifier_options
+@click.option("--layer", "layers", multiple=True, help="Only this layer (repeatable).")
+@any_tags_option
+@click.option("--filter", "filters", default=None, help="Metadata filter JSON.")
+@click.option("--limit", type=int, default=None, help="Page size (default 50).")
+@cursor_option
+@json_option
+@click.pass_obj
+def memory_list(state: State, /, **kw: Any) -> None:
+    """List memories newest first, one page at a time."""
+    as_json = kw.pop("as_json")
+    filters = parse_json(kw.pop("filters"), "filter", ErrorCode.INVALID_FILTER)
+    page = state.ms().memory.list(
+        layers=list(kw.pop("layers")) or None,
+        tags=list(kw.pop("tags")) or None,
+        filters=filters,
+        limit=kw.pop("limit"),
+        cursor=kw.pop("cursor"),
+        **ids(kw),
+    )
+
+    rows = [_cells(entry) for entry in page.items]
+    emit(as_json, page, lambda: print_page(_COLUMNS[1:], rows, page))
+
+
+@memory.command("history")
+@click.argument("memory_id")
+@json_option
+@click.pass_obj
+def memory_history(state: State, memory_id: str, as_json: bool) -> None:
+    """Every add, update and delete of a memory, oldest first."""
+    events = state.ms().memory.history(memory_id)
+
+    def human() -> None:
+        for e in events:
+            who = f" by {e.actor}" if e.actor else ""
+            click.echo(f"{e.at:%Y-%m-%d %H:%M:%S.%f}  {e.operation.value}{who}")
+            if e.old_content != e.new_content:
+                if e.old_content is not None:
+                    click.echo(f"  - {e.old_content}")
+                if e.new_content is not None:
+                    click.echo(f"  + {e.new_content}")
+            if e.old_metadata != e.new_metadata and e.new_metadata is not None:
+                click.echo(f"  metadata: {json.dumps(e.new_metadata, ensure_ascii=False)}")
+
+    emit(as_json, events, human)

@@ -1,0 +1,1 @@
+"""Context layers: keywords, retrieval, prompt assembly and the context-aware model."""

@@ -1,0 +1,140 @@
+"""Checks of the arguments knowledge calls take: item content, policy fields, list filters,
+authors, commit ids (on top of the shared checks in ``lamina.checks``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from lamina.checks import check_choice, check_strings, check_text, invalid
+from lamina.knowledge.document import check_id
+from lamina.knowledge.index import filter_tag
+from lamina.knowledge.models import KnowledgeLayer, KnowledgeStatus, KnowledgeType
+from lamina.knowledge.policy import MergeStrategy, PolicyMode, Rule, Severity
+
+MAX_TITLE = 300
+MAX_SUMMARY = 2_000
+MAX_MESSAGE = 2_000
+MAX_LIST = 100
+MAX_LIST_ITEM = 1_000
+MAX_AUTHOR = 200
+ANY_STATUS = "any"
+
+
+def check_list(name: str, value: object) -> list[str]:
+    return check_strings(name, value, max_items=MAX_LIST, max_length=MAX_LIST_ITEM)
+
+
+def check_author(value: object) -> str:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_AUTHOR:
+        raise invalid(
+            f"author must be a non-empty string of at most {MAX_AUTHOR} characters", "author"
+        )
+    if any(c in value for c in "\n\r\x00"):
+        raise invalid("author must be one line", "author")
+    return value.strip()
+
+
+def check_message(message: object) -> str | None:
+    """A commit message given by the caller (None: the default message)."""
+    return None if message is None else check_text("message", message, MAX_MESSAGE)
+
+
+def check_commit(name: str, value: object) -> str:
+    if (
+        not isinstance(value, str)
+        or len(value) != 40
+        or any(c not in "0123456789abcdef" for c in value)
+    ):
+        raise invalid(f"{name} must be a full 40-character commit id", name)
+    return value
+
+
+def check_rules(value: object) -> list[Rule]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise invalid("rules must be a list of rule objects", "rules")
+    out = []
+    for i, raw in enumerate(value):
+        if isinstance(raw, Rule):
+            out.append(raw)
+            continue
+        try:
+            out.append(Rule.model_validate(raw))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise invalid(
+                f"rules[{i}]{'.' + where if where else ''}: {first['msg']}", "rules"
+            ) from None
+    ids = [r.id for r in out]
+    if len(set(ids)) != len(ids):
+        raise invalid("rule ids must be unique within a policy", "rules")
+    return out
+
+
+def check_item_fields(max_body: int, **given: Any) -> dict[str, Any]:
+    """The content fields given (None: not given), each checked."""
+    out: dict[str, Any] = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        if name == "title":
+            out[name] = check_text(name, value, MAX_TITLE, required=True).strip()
+        elif name == "summary":
+            out[name] = check_text(name, value, MAX_SUMMARY).strip()
+        elif name == "body":
+            out[name] = check_text(name, value, max_body)
+        elif name == "severity":
+            out[name] = check_choice(name, value, Severity)
+        elif name in ("related", "supersedes"):
+            out[name] = [check_id(name, r) for r in check_list(name, value)]
+        else:  # tags, constraints, authors
+            out[name] = check_list(name, value)
+    return out
+
+
+def check_policy_fields(
+    kind: KnowledgeType, policy_id: object, mode: object, merge_strategy: object, rules: object
+) -> dict[str, Any]:
+    """The fields only policies have, checked (with their defaults); none for other types."""
+    if kind is not KnowledgeType.POLICY:
+        if policy_id is not None or mode is not None or merge_strategy is not None or rules:
+            raise invalid(
+                "policy_id, mode, merge_strategy and rules belong to policies only", "type"
+            )
+        return {}
+    return {
+        "policy_id": None if policy_id is None else check_id("policy_id", policy_id),
+        "mode": check_choice("mode", mode or PolicyMode.OPTIONAL, PolicyMode),
+        "merge_strategy": check_choice(
+            "merge_strategy", merge_strategy or MergeStrategy.MERGE, MergeStrategy
+        ),
+        "rules": check_rules(rules),
+    }
+
+
+def check_filters(
+    type: object, layer: object, layer_id: object, status: object, tags: object
+) -> tuple[str | None, list[str]]:
+    """The index tag of the type, layer and status filters, and the tags wanted."""
+    kind = None if type is None else check_choice("type", type, KnowledgeType).value
+    where = scope = None
+    if layer is not None:
+        parsed = check_choice("layer", layer, KnowledgeLayer)
+        if layer_id is not None and parsed is not KnowledgeLayer.COMPANY:
+            scope = f"{parsed.value}/{check_id('layer_id', layer_id)}"
+        else:
+            where = parsed.value
+            if parsed is KnowledgeLayer.COMPANY:
+                scope, where = "company", None
+    elif layer_id is not None:
+        raise invalid("layer_id needs layer", "layer_id")
+    state = (
+        None
+        if status is None or status == ANY_STATUS
+        else check_choice("status", status, KnowledgeStatus).value
+    )
+    return filter_tag(kind, state, where, scope), check_list("tags", tags)

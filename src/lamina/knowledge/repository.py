@@ -1,0 +1,218 @@
+"""The tenant's knowledge repository and the search index that follows it: reads of an item
+at the head, and the sync that brings the index up to the head (incrementally from the commit
+it reflects, or rebuilt in full)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from lamina.errors import ErrorCode, LaminaError
+from lamina.knowledge.document import FrontMatterError, is_item_path, parse
+from lamina.knowledge.gitstore import GitStore
+from lamina.knowledge.index import KnowledgeIndex
+from lamina.knowledge.models import KnowledgeItem
+from lamina.memory.layers import check_tenant
+from lamina.memory.models import SearchMode
+
+logger = logging.getLogger("lamina.knowledge")
+
+#: Told (files done, files in all) as a sync or rebuild reads the repository.
+OnProgress = Callable[[int, int | None], None]
+
+
+def _item_id(path: str) -> str:
+    return path.rsplit("/", 1)[1][:-3]
+
+
+class Repository:
+    """Git (the source of truth) and the index, under one lock per tenant."""
+
+    def __init__(
+        self,
+        git: GitStore,
+        index: KnowledgeIndex,
+        *,
+        default_tenant: str,
+        ready: Callable[[], Awaitable[None]],
+        max_content_length: int,
+        max_query_length: int,
+        max_limit: int,
+        search_mode: SearchMode,
+    ) -> None:
+        self.git = git
+        self.index = index
+        self._default_tenant = default_tenant
+        self._ready = ready
+        self._max_content = max_content_length
+        self._max_query = max_query_length
+        self._max_limit = max_limit
+        self._search_mode = search_mode
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._synced: dict[str, str] = {}
+        self._policy_versions: dict[str, tuple[str | None, Any]] = {}
+
+    def tenant(self, tenant_id: str | None) -> str:
+        return check_tenant(self._default_tenant if tenant_id is None else tenant_id)
+
+    def _lock(self, tenant: str) -> asyncio.Lock:
+        return self._locks.setdefault(tenant, asyncio.Lock())
+
+    async def head(self, tenant_id: str | None = None) -> str | None:
+        """The commit the tenant's repository is at (None before its first change)."""
+        tenant = self.tenant(tenant_id)
+        return await asyncio.to_thread(self.git.head, tenant)
+
+    async def _current(self, tenant: str, head: str | None, item_id: str) -> KnowledgeItem:
+        """The item at ``head`` (the index is in step with head under the write lock)."""
+        found = await self.index.lookup(tenant, item_id)
+        if found is None or head is None:
+            raise self._not_found(tenant, item_id)
+        data = await asyncio.to_thread(self.git.read, tenant, found.path, head)
+        if data is None:
+            raise self._not_found(tenant, item_id)
+        return parse(found.path, data, head)
+
+    @staticmethod
+    def _not_found(tenant: str, item_id: str) -> LaminaError:
+        return LaminaError(
+            ErrorCode.ITEM_NOT_FOUND,
+            f"no knowledge item {item_id!r} in tenant {tenant!r}",
+            details={"id": item_id},
+        )
+
+    # -- the index follows the head ---------------------------------------------------------
+
+    async def _ensure_synced(self, tenant: str) -> str | None:
+        await self._ready()
+        head = await asyncio.to_thread(self.git.head, tenant)
+        if head is None or self._synced.get(tenant) == head:
+            return head
+        async with self._lock(tenant):
+            head = await asyncio.to_thread(self.git.head, tenant)
+            if head is not None and self._synced.get(tenant) != head:
+                await self._sync_to(tenant, head)
+        return head
+
+    async def _sync_to(
+        self, tenant: str, head: str, *, full: bool = False, on_progress: OnProgress | None = None
+    ) -> dict[str, Any]:
+        state = await self.index.state(tenant)
+        indexed = None if full or state is None else state.get("commit")
+        if indexed == head:
+            self._synced[tenant] = head
+            return {"commit": head, "indexed": 0, "removed": 0, "full": False}
+        invalid: dict[str, dict[str, Any]] = {
+            e["path"]: e for e in (state or {}).get("invalid", []) if not full
+        }
+        changed: dict[str, str | None]
+        if indexed is not None:
+            try:
+                changed = await asyncio.to_thread(self.git.changes, tenant, indexed, head)
+            except LaminaError:
+                indexed = None  # the indexed commit is gone (history rewritten): rebuild
+        if indexed is None:
+            changed = dict(await asyncio.to_thread(self.git.files, tenant, head))
+        items: list[KnowledgeItem] = []
+        removed: list[str] = []
+        paths = [path for path in changed if is_item_path(path)]
+        for done, path in enumerate(paths, 1):
+            blob = changed[path]
+            if on_progress is not None:
+                on_progress(done, len(paths))
+            invalid.pop(path, None)
+            if blob is None:
+                removed.append(_item_id(path))
+                continue
+            data = await asyncio.to_thread(self.git.blob, tenant, blob)
+            try:
+                items.append(parse(path, data, head))
+            except FrontMatterError as exc:
+                logger.warning("knowledge file skipped by the index: %s", exc.message)
+                invalid[path] = {"path": path, **exc.details, "message": exc.message}
+                removed.append(_item_id(path))
+        if indexed is None:
+            present = {i.id for i in items}
+            removed = sorted((await self.index.all_ids(tenant)) - present)
+        for item_id in removed:
+            await self.index.remove(tenant, item_id)
+        await self.index.put(tenant, items)
+        policies_changed = indexed is None or any("/policies/" in p for p in changed)
+        await self.index.set_state(
+            tenant,
+            {
+                **(state or {}),
+                "commit": head,
+                "invalid": sorted(invalid.values(), key=lambda e: e["path"]),
+                "policies": head if policies_changed else (state or {}).get("policies"),
+            },
+        )
+        self._synced[tenant] = head
+        logger.info(
+            "knowledge index of %s at %s: %d indexed, %d removed%s",
+            tenant,
+            head[:12],
+            len(items),
+            len(removed),
+            " (full rebuild)" if indexed is None else "",
+        )
+        return {
+            "commit": head,
+            "indexed": len(items),
+            "removed": len(removed),
+            "full": indexed is None,
+        }
+
+    async def sync(
+        self, *, tenant_id: str | None = None, on_progress: OnProgress | None = None
+    ) -> dict[str, Any]:
+        """Bring the search index up to the repository's head (changes since the commit it
+        reflects); reads do this on their own when the index is behind. ``on_progress`` is
+        told (files read, files in all) as it goes."""
+        tenant = self.tenant(tenant_id)
+        await self._ready()
+        async with self._lock(tenant):
+            head = await asyncio.to_thread(self.git.head, tenant)
+            if head is None:
+                return {"commit": None, "indexed": 0, "removed": 0, "full": False}
+            return await self._sync_to(tenant, head, on_progress=on_progress)
+
+    async def rebuild(
+        self, *, tenant_id: str | None = None, on_progress: OnProgress | None = None
+    ) -> dict[str, Any]:
+        """Rebuild the whole search index from the repository's head (``on_progress`` as
+        for ``sync``)."""
+        tenant = self.tenant(tenant_id)
+        await self._ready()
+        async with self._lock(tenant):
+            head = await asyncio.to_thread(self.git.head, tenant)
+            if head is None:
+                for item_id in await self.index.all_ids(tenant):
+                    await self.index.remove(tenant, item_id)
+                return {"commit": None, "indexed": 0, "removed": 0, "full": True}
+            return await self._sync_to(tenant, head, full=True, on_progress=on_progress)
+
+    async def policy_version(self, tenant: str, *, sync: bool = True) -> str | None:
+        """The last commit that changed a policy (what the merged policies depend on)."""
+        head = await self._ensure_synced(tenant) if sync else self._synced.get(tenant)
+        cached = self._policy_versions.get(tenant)
+        if cached is not None and cached[0] == head:
+            return str(cached[1]) if cached[1] is not None else None
+        state = await self.index.state(tenant) or {}
+        version = state.get("policies")
+        self._policy_versions[tenant] = (state.get("commit"), version)
+        return version if isinstance(version, str) else None
+
+    async def check(self, *, tenant_id: str | None = None) -> dict[str, Any]:
+        """Health of the tenant's repository and of its index."""
+        tenant = self.tenant(tenant_id)
+        repo = await asyncio.to_thread(self.git.check, tenant)
+        state = await self.index.state(tenant)
+        if repo["status"] == "missing" and state is None:
+            repo["status"] = "empty"  # nothing written yet: not a failure
+        repo["indexed_commit"] = None if state is None else state.get("commit")
+        repo["invalid_files"] = [] if state is None else state.get("invalid", [])
+        repo["healthy"] = repo["status"] in ("ok", "empty")
+        return repo

@@ -1,0 +1,118 @@
+"""How every knowledge change is written: a mutation plans the files of one commit on the
+current head, under the tenant's write lock (in the process and across processes), and the
+index follows the commit before the lock is released."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from lamina.knowledge.document import MANIFEST, dump_yaml
+from lamina.knowledge.models import KnowledgeItem, KnowledgeLayer
+from lamina.knowledge.policy import Violation
+from lamina.knowledge.repository import Repository
+
+
+class WriteGuard(Protocol):
+    """Checks content about to enter a shared layer: raises POLICY_VIOLATION on a block and
+    returns the violations that do not block."""
+
+    async def __call__(
+        self, tenant: str, layer: KnowledgeLayer, layer_id: str | None, path: str, content: str
+    ) -> list[Violation]: ...
+
+
+def now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+@dataclass
+class Plan:
+    """What one write commits: files (None deletes), the message, and what to return."""
+
+    files: dict[str, bytes | None]
+    message: str
+    items: list[KnowledgeItem] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    violations: list[Violation] = field(default_factory=list)
+    result: Any = None
+    #: Generated ids: the last number used per type.
+    counters: dict[str, int] = field(default_factory=dict)
+
+
+Mutation = Callable[[str | None], Awaitable[Plan]]
+
+
+class Writer(Repository):
+    """The repository with its write path: one commit per change."""
+
+    #: Set by the runtime: governance of writes (secrets, policies).
+    guard: WriteGuard | None = None
+
+    async def _write(self, tenant: str, author: str, mutate: Mutation) -> tuple[Plan, str]:
+        """Run ``mutate`` on the current head under the tenant's write lock and commit its
+        plan; the index follows the commit before the lock is released."""
+        await self._ready()
+        async with self._lock(tenant):
+            handle = await asyncio.to_thread(self.git.acquire, tenant)
+            try:
+                head = await asyncio.to_thread(self.git.head, tenant)
+                if head is not None and self._synced.get(tenant) != head:
+                    await self._sync_to(tenant, head)
+                plan = await mutate(head)
+                files = dict(plan.files)
+                if head is None:
+                    files[MANIFEST] = self._manifest(tenant)
+                commit = await asyncio.to_thread(
+                    self.git.commit, tenant, head, files, message=plan.message, author=author
+                )
+                for item_id in plan.removed:
+                    await self.index.remove(tenant, item_id)
+                stamped = [i.model_copy(update={"commit": commit}) for i in plan.items]
+                await self.index.put(tenant, stamped)
+                state = dict(await self.index.state(tenant) or {})
+                state["commit"] = commit
+                if any("/policies/" in p for p in files):
+                    state["policies"] = commit
+                if plan.counters:
+                    state["counters"] = {**state.get("counters", {}), **plan.counters}
+                await self.index.set_state(tenant, state)
+                self._synced[tenant] = commit
+                plan.items = stamped
+                return plan, commit
+            finally:
+                await asyncio.to_thread(self.git.release, handle)
+
+    @staticmethod
+    def _manifest(tenant: str) -> bytes:
+        """The repository's self-description, written with its first commit."""
+        return dump_yaml(
+            {
+                "format": 1,
+                "kind": "lamina-knowledge",
+                "tenant": tenant,
+                "layers": {
+                    "company": "company/",
+                    "org": "orgs/<org_id>/",
+                    "team": "teams/<team_id>/",
+                    "project": "projects/<project_id>/",
+                },
+                "types": {
+                    "adr": "adrs/",
+                    "policy": "policies/",
+                    "pattern": "patterns/",
+                    "spec": "specs/",
+                },
+                "item": "<layer dir>/<type dir>/<id>.md: Markdown with YAML front matter",
+                "promotions": "promotions/<id>.yaml",
+            }
+        )
+
+    async def _check(self, tenant: str, item: KnowledgeItem) -> list[Violation]:
+        if self.guard is None:
+            return []
+        text = "\n".join([item.title, item.summary, *item.constraints, item.body])
+        return await self.guard(tenant, item.layer, item.layer_id, item.path, text)

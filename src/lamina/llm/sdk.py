@@ -1,0 +1,126 @@
+"""What the SDK-backed chat models share: the client (key, base_url, timeout, retries), the
+call, provider failures as LaminaErrors, and the reply as a ChatResponse.
+
+The openai and anthropic SDKs are built alike (one async client class taking the same
+options, one exception hierarchy of the same shape), so each provider module says only how a
+ChatRequest becomes the provider's request and how its reply is read.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from types import ModuleType
+from typing import Any, ClassVar
+
+from lamina.errors import ErrorCode, LaminaError
+from lamina.llm.base import ChatRequest, ChatResponse
+from lamina.retry import retry_after
+
+
+class SDKChatModel(ABC):
+    """A ChatModel over an official provider SDK (``sdk`` is the openai or anthropic module)."""
+
+    provider: ClassVar[str]
+    sdk: ClassVar[ModuleType]
+    #: The SDK's async client class (``openai.AsyncOpenAI``, ``anthropic.AsyncAnthropic``).
+    client_class: ClassVar[type[Any]]
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        max_tokens: int = 1024,
+        temperature: float | None = None,
+    ) -> None:
+        key = self._api_key(api_key)
+        self.model_id = model
+        self._max_tokens = max_tokens
+        self._temperature = temperature
+        # The SDK retries transient failures itself (with backoff and Retry-After).
+        self._client: Any = self.client_class(
+            api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+        )
+
+    @abstractmethod
+    def _api_key(self, api_key: str | None) -> str:
+        """The key the client is built with; CONFIGURATION_ERROR when there must be one."""
+
+    @abstractmethod
+    def _options(self, request: ChatRequest) -> dict[str, Any]:
+        """The provider's request for ``request``."""
+
+    @abstractmethod
+    async def _create(self, options: dict[str, Any]) -> Any:
+        """One call of the provider's API."""
+
+    @abstractmethod
+    def _read(self, reply: Any) -> ChatResponse:
+        """The provider's reply as a ChatResponse; ``malformed()`` when it is not one."""
+
+    async def generate(self, request: ChatRequest) -> ChatResponse:
+        options = self._options(request)
+        try:
+            reply = await self._create(options)
+        except (self.sdk.APIError, ValueError) as exc:
+            raise map_sdk_error(exc, self.provider, self.sdk) from exc
+        return self._read(reply)
+
+    def _response(
+        self, reply: Any, content: str, finish_reason: str | None, usage: tuple[str, str]
+    ) -> ChatResponse:
+        """``usage`` names the reply's input and output token fields."""
+        counts = getattr(reply, "usage", None)
+        return ChatResponse(
+            content=content,
+            model=str(getattr(reply, "model", self.model_id) or self.model_id),
+            finish_reason=finish_reason,
+            input_tokens=getattr(counts, usage[0], None),
+            output_tokens=getattr(counts, usage[1], None),
+        )
+
+    async def aclose(self) -> None:
+        await self._client.close()
+
+
+def map_sdk_error(exc: Exception, provider: str, sdk: Any) -> LaminaError:
+    """``sdk`` is the openai or anthropic module: their exception classes have one shape."""
+    where = f"{provider} chat model"
+    if isinstance(exc, sdk.APITimeoutError):
+        return LaminaError(ErrorCode.PROVIDER_ERROR, f"{where}: the request timed out")
+    if isinstance(exc, sdk.APIConnectionError):
+        return LaminaError(ErrorCode.PROVIDER_ERROR, f"{where}: cannot connect ({exc})")
+    if isinstance(exc, sdk.RateLimitError):
+        return LaminaError(
+            ErrorCode.RATE_LIMITED,
+            f"{where}: rate limited",
+            retry_after=retry_after(getattr(getattr(exc, "response", None), "headers", None)),
+        )
+    if isinstance(exc, sdk.AuthenticationError | sdk.PermissionDeniedError):
+        return LaminaError(ErrorCode.UNAUTHORIZED, f"{where}: the API key was refused")
+    if isinstance(exc, sdk.APIStatusError):
+        status = int(exc.status_code)
+        if status >= 500 or status in (408, 409):
+            return LaminaError(
+                ErrorCode.PROVIDER_ERROR, f"{where}: server error {status}", retryable=True
+            )
+        return LaminaError(
+            ErrorCode.PROVIDER_ERROR,
+            f"{where}: request refused with status {status}: {exc.message}",
+            retryable=False,
+            details={"status": status},
+        )
+    if isinstance(exc, sdk.APIResponseValidationError | ValueError):
+        return malformed(provider, str(exc))
+    return LaminaError(ErrorCode.PROVIDER_ERROR, f"{where}: {type(exc).__name__}: {exc}")
+
+
+def malformed(provider: str, what: str) -> LaminaError:
+    return LaminaError(
+        ErrorCode.PROVIDER_ERROR,
+        f"{provider} chat model returned a malformed response: {what}",
+        retryable=False,
+    )

@@ -1,0 +1,181 @@
+"""The hierarchy project → team → org → company: registering its links, and resolving the
+identifiers a call gives into the scopes it reaches (parents not given come from the
+registered links, else from the tenant-wide defaults, else ``default``)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lamina.checks import invalid
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.base import MemoryBase
+from lamina.memory.layers import (
+    Identifiers,
+    MemoryLayer,
+    accessible_layers,
+    parse_layers,
+    scope_for,
+    scope_key,
+)
+from lamina.memory.models import HierarchyLink
+from lamina.memory.ports import Scope
+
+#: The parent a project, team or org has when neither it nor the tenant registered one.
+DEFAULT_PARENT = "default"
+
+
+class Hierarchy(MemoryBase):
+    """``register_hierarchy``, ``set_hierarchy_defaults``, ``resolve_identifiers``, and the
+    resolution every other operation uses."""
+
+    async def _parent(self, tenant: str, level: str, child: str) -> str:
+        found = await self._retry.run(
+            "hierarchy", lambda: self._store.get_parent(tenant, level, child)
+        )
+        return found or DEFAULT_PARENT
+
+    async def _resolve(self, tenant: str, ids: Identifiers) -> Identifiers:
+        """Fill team, org and company from the registered hierarchy where not given."""
+        team, org, company = ids.team_id, ids.org_id, ids.company_id
+        if team is None and ids.project_id is not None:
+            team = await self._parent(tenant, "project", ids.project_id)
+        if org is None and team is not None:
+            org = await self._parent(tenant, "team", team)
+        if company is None and org is not None:
+            company = await self._parent(tenant, "org", org)
+        return ids.with_parents(team, org, company)
+
+    async def _scopes(
+        self, tenant: str, ids: Identifiers, layers: Sequence[str | MemoryLayer] | str | None
+    ) -> list[Scope]:
+        requested = parse_layers(layers)
+        resolved = await self._resolve(tenant, ids)
+        targets = requested if requested is not None else accessible_layers(resolved)
+        if not targets:
+            raise LaminaError(
+                ErrorCode.MISSING_IDENTIFIER,
+                "no memory layer is reachable: give user_id, project_id, team_id, org_id, "
+                "company_id, or agent_id/session_id with user_id",
+                details={"identifier": "user_id"},
+            )
+        scopes = []
+        for layer in targets:
+            scope = scope_for(layer, resolved)
+            scopes.append(Scope(layer, scope, scope_key(layer, scope)))
+        return scopes
+
+    async def _link(self, tenant: str, link: HierarchyLink) -> None:
+        await self._retry.run(
+            "hierarchy",
+            lambda: self._store.set_parent(tenant, link.level, link.child_id, link.parent_id),
+        )
+
+    async def register_hierarchy(
+        self,
+        *,
+        project_id: str | None = None,
+        team_id: str | None = None,
+        org_id: str | None = None,
+        company_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> list[HierarchyLink]:
+        """Register the links given: project → team, team → org, org → company."""
+
+        def links() -> list[HierarchyLink]:
+            ids = Identifiers(
+                project_id=project_id, team_id=team_id, org_id=org_id, company_id=company_id
+            )
+            chain = [
+                ("project", ids.project_id),
+                ("team", ids.team_id),
+                ("org", ids.org_id),
+                ("company", ids.company_id),
+            ]
+            return [
+                HierarchyLink(level=level, child_id=child, parent_id=parent)
+                for (level, child), (_, parent) in itertools.pairwise(chain)
+                if child is not None and parent is not None
+            ]
+
+        return await self._register(
+            "register_hierarchy",
+            tenant_id,
+            links,
+            "give at least one adjacent pair: project_id+team_id, team_id+org_id or "
+            "org_id+company_id",
+        )
+
+    async def set_hierarchy_defaults(
+        self,
+        *,
+        team_id: str | None = None,
+        org_id: str | None = None,
+        company_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> list[HierarchyLink]:
+        """Tenant-wide parents for projects, teams and orgs that registered none."""
+
+        def links() -> list[HierarchyLink]:
+            ids = Identifiers(team_id=team_id, org_id=org_id, company_id=company_id)
+            return [
+                HierarchyLink(level=child_level, child_id="*", parent_id=parent)
+                for child_level, parent in (
+                    ("project", ids.team_id),
+                    ("team", ids.org_id),
+                    ("org", ids.company_id),
+                )
+                if parent is not None
+            ]
+
+        return await self._register(
+            "set_hierarchy_defaults", tenant_id, links, "give team_id, org_id and/or company_id"
+        )
+
+    async def _register(
+        self,
+        operation: str,
+        tenant_id: str | None,
+        links: Callable[[], list[HierarchyLink]],
+        missing: str,
+    ) -> list[HierarchyLink]:
+        """Store the links (``missing``: the error when there are none)."""
+
+        async def run() -> list[HierarchyLink]:
+            tenant = self._tenant(tenant_id)
+            found = links()
+            if not found:
+                raise invalid(missing)
+            for link in found:
+                await self._link(tenant, link)
+            return found
+
+        return await self._observe(operation, run)
+
+    async def resolve_identifiers(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project_id: str | None = None,
+        team_id: str | None = None,
+        org_id: str | None = None,
+        company_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> dict[str, Any]:
+        """The identifiers after hierarchy resolution, and the layers they reach."""
+
+        async def run() -> dict[str, Any]:
+            tenant = self._tenant(tenant_id)
+            ids = Identifiers(
+                agent_id, user_id, session_id, project_id, team_id, org_id, company_id
+            )
+            resolved = await self._resolve(tenant, ids)
+            return {
+                "identifiers": resolved.given(),
+                "layers": [layer.value for layer in accessible_layers(resolved)],
+            }
+
+        return await self._observe("resolve_identifiers", run)

@@ -1,0 +1,286 @@
+"""The memory ports: what memories and searchable items need stored, and their records.
+
+Stores speak in tenants, layers and scope keys; the memory service above them resolves
+identifiers, validates input, retries and merges. ``tests/conformance`` runs one suite
+against every implementation (lamina.store.sqlite, lamina.store.postgres).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import Any, Protocol
+
+from lamina.embeddings.base import Vector
+from lamina.memory.filters import MetadataFilter
+from lamina.memory.layers import MemoryLayer
+from lamina.memory.models import HistoryEvent, MemoryEntry, MemoryPage, SearchMode
+
+
+@dataclass(frozen=True)
+class Scope:
+    """One layer's slice of a tenant: ``key`` is ``scope_key(layer, identifiers)``."""
+
+    layer: MemoryLayer
+    identifiers: dict[str, str]
+    key: str
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    id: str
+    tenant_id: str
+    scope: Scope
+    content: str
+    metadata: dict[str, Any]
+    #: None: embedded later in the background (EmbeddingBuffer); until then keyword search
+    #: finds the memory and semantic search does not.
+    embedding: Vector | None
+
+
+@dataclass(frozen=True)
+class LayerSearch:
+    """A search within one scope. ``threshold`` applies to the mode's own score.
+
+    ``text`` is the query as given; ``terms`` its keyword terms (lamina.text.analyze:
+    Snowball stems without stop words); ``vector`` its embedding (None in keyword mode).
+    """
+
+    tenant_id: str
+    scope: Scope
+    mode: SearchMode
+    text: str
+    vector: Vector | None
+    terms: tuple[str, ...]
+    threshold: float | None
+    limit: int
+    filter: MetadataFilter
+    semantic_weight: float = 0.5
+
+
+@dataclass(frozen=True)
+class ScoredMemory:
+    entry: MemoryEntry
+    score: float
+    semantic_score: float | None
+    keyword_score: float | None
+    vector: Vector | None
+
+
+def updated_entry(
+    old: MemoryEntry,
+    *,
+    content: str | None,
+    metadata_patch: dict[str, Any] | None,
+    embedding_model: str | None,
+) -> MemoryEntry:
+    """What ``update`` makes of ``old``: every store applies the same rules.
+
+    Metadata merges key by key (a None value removes the key); ``updated_at`` moves forward
+    even within one clock tick; ``embedding_model`` is given when the content was re-embedded.
+    """
+    metadata = dict(old.metadata)
+    for key, value in (metadata_patch or {}).items():
+        if value is None:
+            metadata.pop(key, None)
+        else:
+            metadata[key] = value
+    return old.model_copy(
+        update={
+            "content": old.content if content is None else content,
+            "metadata": metadata,
+            "updated_at": max(datetime.now(UTC), old.updated_at + timedelta(microseconds=1)),
+            "embedding_model": embedding_model or old.embedding_model,
+            "embedding_generated": old.embedding_generated or embedding_model is not None,
+        }
+    )
+
+
+class MemoryStore(Protocol):
+    """Persistence and search of memories, their history, embeddings and hierarchy."""
+
+    async def generate_embedding(
+        self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
+    ) -> Vector:
+        """Vectors for ``texts``, cached by content hash: the embedder sees each text once.
+
+        ``cache=False`` (search queries) neither reads nor writes the persistent cache.
+        """
+        ...
+
+    async def add(self, memory: NewMemory, *, actor: str | None = None) -> MemoryEntry: ...
+
+    async def bulk_add(
+        self, memories: Sequence[NewMemory], *, actor: str | None = None
+    ) -> list[MemoryEntry]: ...
+
+    async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None: ...
+
+    async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        """(id, content) of memories still waiting for their embedding, oldest first."""
+        ...
+
+    async def set_embeddings(self, tenant_id: str, items: Sequence[tuple[str, str, Vector]]) -> int:
+        """Store (id, content, vector) embeddings of memories that still have none and whose
+        content is still ``content`` (no history event: content does not change)."""
+        ...
+
+    async def update(
+        self,
+        tenant_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        embedding: Vector | None = None,
+        metadata_patch: dict[str, Any] | None = None,
+        actor: str | None = None,
+    ) -> MemoryEntry:
+        """MEMORY_NOT_FOUND when absent. A patch value of None removes that key."""
+        ...
+
+    async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
+        """True when a memory was removed; absent ids are not an error."""
+        ...
+
+    async def bulk_delete(
+        self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
+    ) -> int: ...
+
+    async def search(self, request: LayerSearch) -> list[ScoredMemory]: ...
+
+    async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]: ...
+
+    async def set_parent(self, tenant_id: str, level: str, child_id: str, parent_id: str) -> None:
+        """Register a hierarchy link; ``child_id`` ``*`` sets the tenant-wide default."""
+        ...
+
+    async def get_parent(self, tenant_id: str, level: str, child_id: str) -> str | None:
+        """The registered parent, else the tenant default, else None."""
+        ...
+
+    async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
+
+    async def list(
+        self,
+        tenant_id: str,
+        scopes: Sequence[Scope],
+        flt: MetadataFilter,
+        *,
+        limit: int,
+        cursor: str | None,
+    ) -> MemoryPage: ...
+
+
+# -- searchable items ---------------------------------------------------------------------
+#
+# User knowledge, agent learnings, skill patterns and external references (context/) and the
+# knowledge repository's search index (knowledge/index.py) live in one table: one row per
+# version of an item, identified within its tenant and kind by a key (the knowledge key, the
+# skill or reference name, the learning's trigger). Only the latest version of a key is
+# listed and searched; older versions stay readable. Both domains share this port, so it
+# sits here, below them.
+
+
+class ItemKind(StrEnum):
+    KNOWLEDGE = "knowledge"
+    LEARNING = "learning"
+    SKILL = "skill"
+    REFERENCE = "reference"
+    #: The knowledge repository's search index: one row per item, and its state row.
+    DOCUMENT = "document"
+    DOCUMENT_INDEX = "document_index"
+
+
+@dataclass(frozen=True)
+class ContextRecord:
+    id: str
+    tenant_id: str
+    kind: ItemKind
+    key: str
+    version: int
+    is_latest: bool
+    category: str | None
+    content: str
+    data: dict[str, Any]
+    tags: list[str]
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class NewContextRecord:
+    tenant_id: str
+    kind: ItemKind
+    key: str
+    category: str | None
+    content: str
+    data: dict[str, Any]
+    tags: list[str]
+    embedding: Vector | None
+
+
+@dataclass(frozen=True)
+class ItemQuery:
+    """A search of one kind of item. ``terms`` are analysed stems for the embedded store's
+    BM25 index; ``text`` is the raw query for stores that analyse it themselves."""
+
+    tenant_id: str
+    kind: ItemKind
+    text: str
+    terms: tuple[str, ...]
+    vector: Vector | None
+    mode: SearchMode
+    limit: int
+    category: str | None = None
+    tags: tuple[str, ...] = field(default=())
+    semantic_weight: float = 0.7
+
+
+# A change to one item's data (given its key and data), applied atomically to its latest
+# version (counters, scores).
+DataChange = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+class ContextItemStore(Protocol):
+    async def put_item(self, item: NewContextRecord, *, versioned: bool) -> ContextRecord:
+        """Save ``item`` under its key. ``versioned``: a new version becomes the latest and the
+        older ones are kept; otherwise the latest version is replaced in place (its version
+        number goes up by one). A new key starts at version 1."""
+        ...
+
+    async def get_item(
+        self, tenant_id: str, kind: ItemKind, key: str, *, all_versions: bool = False
+    ) -> list[ContextRecord]:
+        """The latest version of ``key`` (or every version, newest first); [] if unknown.
+        ``key`` may also be an item id."""
+        ...
+
+    async def list_items(
+        self,
+        tenant_id: str,
+        kind: ItemKind,
+        *,
+        category: str | None,
+        tags: Sequence[str],
+        limit: int,
+        cursor: str | None,
+    ) -> tuple[list[ContextRecord], str | None, int]:
+        """Latest versions, oldest first: (page, next cursor, total matching)."""
+        ...
+
+    async def delete_item(self, tenant_id: str, kind: ItemKind, key: str) -> int:
+        """Delete every version of ``key`` (or of the item with that id); rows deleted."""
+        ...
+
+    async def modify_items(
+        self, tenant_id: str, kind: ItemKind, keys: Sequence[str], change: DataChange
+    ) -> list[ContextRecord]:
+        """Apply ``change`` to the data of the latest version of each key, in one
+        transaction; returns the records changed (unknown keys are skipped)."""
+        ...
+
+    async def search_items(self, query: ItemQuery) -> list[tuple[ContextRecord, float]]:
+        """Best latest versions first, with scores in [0, 1] (hybrid: as memory search)."""
+        ...

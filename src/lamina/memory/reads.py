@@ -1,0 +1,210 @@
+"""The read path: search (every reachable layer at once, merged by precedence and score,
+near-duplicates dropped), get, list and history."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from lamina.checks import check_id, check_number, check_query, invalid
+from lamina.embeddings.base import Vector
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.filters import parse_filter
+from lamina.memory.hierarchy import Hierarchy
+from lamina.memory.layers import Identifiers, MemoryLayer
+from lamina.memory.models import HistoryEvent, MemoryEntry, MemoryPage, SearchHit, SearchMode
+from lamina.memory.ports import LayerSearch, ScoredMemory
+from lamina.text import analyze
+
+#: Counting memories per layer costs a scan on PostgreSQL: searches refresh the gauge at most
+#: this often (seconds).
+STORAGE_GAUGE_INTERVAL = 10.0
+
+
+class MemoryReads(Hierarchy):
+    """``search``, ``get``, ``list`` and ``history``."""
+
+    async def search(
+        self,
+        query: str,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project_id: str | None = None,
+        team_id: str | None = None,
+        org_id: str | None = None,
+        company_id: str | None = None,
+        layers: Sequence[str | MemoryLayer] | str | None = None,
+        mode: str | SearchMode = SearchMode.SEMANTIC,
+        threshold: float | None = None,
+        limit: int | None = None,
+        tags: Sequence[str] | str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        tenant_id: str | None = None,
+    ) -> list[SearchHit]:
+        """Search every reachable layer (or ``layers``) at once; see docs/search.md."""
+
+        async def run() -> list[SearchHit]:
+            tenant = self._tenant(tenant_id)
+            text = check_query(query, self._settings.max_query_length)
+            try:
+                search_mode = SearchMode(mode)
+            except ValueError:
+                raise invalid(
+                    f"invalid search mode {mode!r}; valid: semantic, keyword, hybrid"
+                ) from None
+            count = self._limit(limit, self._settings.search_limit)
+            min_score = self._threshold(search_mode, threshold)
+            flt = parse_filter(tags, filters)
+            ids = Identifiers(
+                agent_id, user_id, session_id, project_id, team_id, org_id, company_id
+            )
+            scopes = await self._scopes(tenant, ids, layers)
+            vector = None
+            if search_mode is not SearchMode.KEYWORD:
+                vector = await self._embed_query(tenant, text)
+            terms = tuple(analyze(text)) if search_mode is not SearchMode.SEMANTIC else ()
+            requests = [
+                LayerSearch(
+                    tenant,
+                    scope,
+                    search_mode,
+                    text,
+                    vector,
+                    terms,
+                    min_score,
+                    count * 2,
+                    flt,
+                    self._settings.hybrid_semantic_weight,
+                )
+                for scope in scopes
+            ]
+            per_layer = await asyncio.gather(*(self._search_layer(r) for r in requests))
+            found: list[ScoredMemory] = []
+            for scope, results in zip(scopes, per_layer, strict=True):
+                self._metrics.search_results.labels(scope.layer.value).observe(len(results))
+                found.extend(results)
+            await self._refresh_storage_gauge()
+            return self._merge(found, count)
+
+        return await self._observe("search", run)
+
+    async def _embed_query(self, tenant: str, query: str) -> Vector:
+        return await self._queries.get(tenant, query)
+
+    async def _search_layer(self, request: LayerSearch) -> list[ScoredMemory]:
+        return await self._retry.run("search", lambda: self._store.search(request))
+
+    def _threshold(self, mode: SearchMode, threshold: float | None) -> float | None:
+        if threshold is not None:
+            return check_number("threshold", threshold)
+        if mode is SearchMode.SEMANTIC:
+            return self._settings.search_threshold
+        if mode is SearchMode.HYBRID:
+            return self._settings.hybrid_threshold
+        return None
+
+    def _merge(self, found: list[ScoredMemory], limit: int) -> list[SearchHit]:
+        """Precedence, then score; near-duplicates keep the most specific layer."""
+        found.sort(key=lambda s: (s.entry.layer.precedence, -s.score))
+        kept: list[ScoredMemory] = []
+        kept_vectors: list[Vector] = []
+        threshold = self._settings.dedup_threshold
+        for item in found:
+            if (
+                item.vector is not None
+                and kept_vectors
+                and float(np.max(np.stack(kept_vectors) @ item.vector)) >= threshold
+            ):
+                continue
+            kept.append(item)
+            if item.vector is not None:
+                kept_vectors.append(item.vector)
+            if len(kept) == limit:
+                break
+        return [
+            SearchHit(
+                memory=s.entry,
+                score=s.score,
+                semantic_score=s.semantic_score,
+                keyword_score=s.keyword_score,
+            )
+            for s in kept
+        ]
+
+    async def _refresh_storage_gauge(self) -> None:
+        """memory_storage_size, counted at most every STORAGE_GAUGE_INTERVAL seconds."""
+        now = time.monotonic()
+        if now - self._gauge_refreshed < STORAGE_GAUGE_INTERVAL:
+            return
+        self._gauge_refreshed = now
+        for layer_name, size in (await self._store.count_by_layer(None)).items():
+            self._metrics.storage_size.labels(layer_name).set(size)
+
+    async def get(self, memory_id: str, *, tenant_id: str | None = None) -> MemoryEntry | None:
+        """The memory, or None when no memory has this id."""
+
+        async def run() -> MemoryEntry | None:
+            tenant = self._tenant(tenant_id)
+            mid = check_id(memory_id)
+            return await self._retry.run("get", lambda: self._store.get(tenant, mid))
+
+        return await self._observe("get", run)
+
+    async def history(self, memory_id: str, *, tenant_id: str | None = None) -> list[HistoryEvent]:
+        """Every add, update and delete of the memory, oldest first (also once deleted)."""
+
+        async def run() -> list[HistoryEvent]:
+            tenant = self._tenant(tenant_id)
+            mid = check_id(memory_id)
+            events = await self._retry.run("history", lambda: self._store.history(tenant, mid))
+            if not events:
+                raise LaminaError(
+                    ErrorCode.MEMORY_NOT_FOUND,
+                    f"memory {mid!r} has no history: it never existed",
+                    details={"id": mid},
+                )
+            return events
+
+        return await self._observe("history", run)
+
+    async def list(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project_id: str | None = None,
+        team_id: str | None = None,
+        org_id: str | None = None,
+        company_id: str | None = None,
+        layers: Sequence[str | MemoryLayer] | str | None = None,
+        tags: Sequence[str] | str | None = None,
+        filters: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+        tenant_id: str | None = None,
+    ) -> MemoryPage:
+        """Newest first; ``next_cursor`` continues where the page ended, unaffected by inserts."""
+
+        async def run() -> MemoryPage:
+            tenant = self._tenant(tenant_id)
+            count = self._limit(limit, self._settings.list_limit)
+            flt = parse_filter(tags, filters)
+            if cursor is not None and not isinstance(cursor, str):
+                raise invalid("cursor must be a string")
+            ids = Identifiers(
+                agent_id, user_id, session_id, project_id, team_id, org_id, company_id
+            )
+            scopes = await self._scopes(tenant, ids, layers)
+            return await self._retry.run(
+                "list",
+                lambda: self._store.list(tenant, scopes, flt, limit=count, cursor=cursor or None),
+            )
+
+        return await self._observe("list", run)

@@ -1,0 +1,277 @@
+"""The write path: add, bulk_add, update, delete and bulk_delete. Content is checked,
+scoped through the hierarchy, governed (the write guard), embedded, then stored."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from lamina.checks import (
+    check_actor,
+    check_content,
+    check_flag,
+    check_id,
+    check_metadata,
+    invalid,
+)
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.backfill import Backfill
+from lamina.memory.hierarchy import Hierarchy
+from lamina.memory.layers import (
+    IDENTIFIER_NAMES,
+    Identifiers,
+    MemoryLayer,
+    parse_layer,
+    scope_for,
+    scope_key,
+)
+from lamina.memory.models import DeleteResult, MemoryEntry
+from lamina.memory.ports import NewMemory, Scope
+
+
+class MemoryInput(BaseModel):
+    """One memory for ``bulk_add``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    content: str
+    layer: str
+    agent_id: str | None = None
+    user_id: str | None = None
+    session_id: str | None = None
+    project_id: str | None = None
+    team_id: str | None = None
+    org_id: str | None = None
+    company_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+class WriteGuard(Protocol):
+    """Checks content entering ``layer``; ``identifiers`` are resolved through the hierarchy."""
+
+    async def __call__(
+        self, tenant: str, layer: str, identifiers: Mapping[str, str], content: str
+    ) -> list[dict[str, Any]]: ...
+
+
+def _flag(entry: MemoryEntry, flagged: Mapping[str, list[dict[str, Any]]]) -> MemoryEntry:
+    found = flagged.get(entry.id)
+    return entry.model_copy(update={"violations": found}) if found else entry
+
+
+class MemoryWrites(Hierarchy, Backfill):
+    """``add``, ``bulk_add``, ``update``, ``delete`` and ``bulk_delete``."""
+
+    #: Set by the runtime: checks content entering a shared layer (governance). It raises
+    #: POLICY_VIOLATION on a block and returns the violations that do not block.
+    write_guard: WriteGuard | None = None
+
+    async def add(
+        self,
+        content: str,
+        *,
+        layer: str | MemoryLayer,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project_id: str | None = None,
+        team_id: str | None = None,
+        org_id: str | None = None,
+        company_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        actor: str | None = None,
+        tenant_id: str | None = None,
+        background_embedding: bool = False,
+    ) -> MemoryEntry:
+        """Store one memory in ``layer``; returns the full entry.
+
+        ``background_embedding``: return without waiting for the embedding; the embedding
+        buffer adds it shortly (keyword search finds the memory at once, semantic search
+        once it is embedded)."""
+        ids = dict(
+            agent_id=agent_id,
+            user_id=user_id,
+            session_id=session_id,
+            project_id=project_id,
+            team_id=team_id,
+            org_id=org_id,
+            company_id=company_id,
+        )
+
+        async def run() -> MemoryEntry:
+            tenant = self._tenant(tenant_id)
+            defer = check_flag("background_embedding", background_embedding)
+            prepared, flagged = await self._prepare(
+                tenant, [(content, layer, ids, metadata)], defer
+            )
+            new = prepared[0]
+            who = check_actor(actor)
+            entry = await self._retry.run("add", lambda: self._store.add(new, actor=who))
+            if defer:
+                self.embedding_buffer.trigger(tenant)
+            return _flag(entry, flagged)
+
+        return await self._observe("add", run)
+
+    async def _prepare(
+        self,
+        tenant: str,
+        items: Sequence[tuple[object, str | MemoryLayer, dict[str, str | None], object]],
+        defer: bool = False,
+    ) -> tuple[list[NewMemory], dict[str, list[dict[str, Any]]]]:
+        """Checked, scoped and embedded memories, and the non-blocking policy violations
+        found in them (by memory id)."""
+        checked = []
+        flagged: dict[str, list[dict[str, Any]]] = {}
+        for content, layer, ids, metadata in items:
+            mem_layer = parse_layer(layer)
+            text = check_content(content, self._settings.max_content_length)
+            meta = check_metadata(metadata)
+            resolved = await self._resolve(tenant, Identifiers(**ids))
+            scope = scope_for(mem_layer, resolved)
+            mid = str(uuid.uuid4())
+            if self.write_guard is not None:
+                found = await self.write_guard(tenant, mem_layer.value, resolved.given(), text)
+                if found:
+                    flagged[mid] = found
+            checked.append((mid, text, Scope(mem_layer, scope, scope_key(mem_layer, scope)), meta))
+        texts = [text for _, text, _, _ in checked]
+        if defer:
+            return [
+                NewMemory(mid, tenant, scope, text, meta, None)
+                for mid, text, scope, meta in checked
+            ], flagged
+        vectors = await self._retry.run(
+            "embed", lambda: self._store.generate_embedding(tenant, texts)
+        )
+        return [
+            NewMemory(mid, tenant, scope, text, meta, vectors[i])
+            for i, (mid, text, scope, meta) in enumerate(checked)
+        ], flagged
+
+    async def bulk_add(
+        self,
+        items: Sequence[MemoryInput | Mapping[str, Any]],
+        *,
+        actor: str | None = None,
+        tenant_id: str | None = None,
+        background_embedding: bool = False,
+    ) -> list[MemoryEntry]:
+        """Store many memories in one transaction: all are stored or none
+        (``background_embedding`` as for ``add``)."""
+
+        async def run() -> list[MemoryEntry]:
+            tenant = self._tenant(tenant_id)
+            parsed: list[MemoryInput] = []
+            for i, item in enumerate(items):
+                try:
+                    parsed.append(
+                        item if isinstance(item, MemoryInput) else MemoryInput.model_validate(item)
+                    )
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    where = ".".join(str(p) for p in first["loc"])
+                    raise invalid(f"item {i}: {first['msg']} at {where}", index=i) from None
+            defer = check_flag("background_embedding", background_embedding)
+            prepared, flagged = await self._prepare(
+                tenant,
+                [
+                    (p.content, p.layer, {n: getattr(p, n) for n in IDENTIFIER_NAMES}, p.metadata)
+                    for p in parsed
+                ],
+                defer,
+            )
+            who = check_actor(actor)
+            if not prepared:
+                return []
+            entries = await self._retry.run(
+                "bulk_add", lambda: self._store.bulk_add(prepared, actor=who)
+            )
+            if defer:
+                self.embedding_buffer.trigger(tenant)
+            return [_flag(e, flagged) for e in entries]
+
+        return await self._observe("bulk_add", run)
+
+    async def update(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        actor: str | None = None,
+        tenant_id: str | None = None,
+    ) -> MemoryEntry:
+        """New content is re-embedded; metadata merges (a None value removes the key)."""
+
+        async def run() -> MemoryEntry:
+            tenant = self._tenant(tenant_id)
+            mid = check_id(memory_id)
+            if content is None and metadata is None:
+                raise invalid("update needs content, metadata or both")
+            text = (
+                None
+                if content is None
+                else check_content(content, self._settings.max_content_length)
+            )
+            patch = None if metadata is None else check_metadata(metadata, partial=True)
+            who = check_actor(actor)
+            vector = None
+            flagged: list[dict[str, Any]] = []
+            if text is not None:
+                current = await self._store.get(tenant, mid)
+                if current is None:
+                    raise LaminaError(
+                        ErrorCode.MEMORY_NOT_FOUND, f"memory {mid!r} not found", details={"id": mid}
+                    )
+                if self.write_guard is not None:
+                    ids = await self._resolve(tenant, Identifiers(**current.identifiers))
+                    flagged = await self.write_guard(tenant, current.layer.value, ids.given(), text)
+                vector = (
+                    await self._retry.run(
+                        "embed", lambda: self._store.generate_embedding(tenant, [text])
+                    )
+                )[0]
+            entry = await self._retry.run(
+                "update",
+                lambda: self._store.update(
+                    tenant, mid, content=text, embedding=vector, metadata_patch=patch, actor=who
+                ),
+            )
+            return _flag(entry, {entry.id: flagged})
+
+        return await self._observe("update", run)
+
+    async def delete(
+        self, memory_id: str, *, actor: str | None = None, tenant_id: str | None = None
+    ) -> DeleteResult:
+        """Remove a memory; deleting an absent id succeeds too. History is kept."""
+
+        async def run() -> DeleteResult:
+            tenant = self._tenant(tenant_id)
+            mid = check_id(memory_id)
+            who = check_actor(actor)
+            existed = await self._retry.run(
+                "delete", lambda: self._store.delete(tenant, mid, actor=who)
+            )
+            return DeleteResult(success=True, id=mid, existed=existed)
+
+        return await self._observe("delete", run)
+
+    async def bulk_delete(
+        self, memory_ids: Sequence[str], *, actor: str | None = None, tenant_id: str | None = None
+    ) -> int:
+        """Remove many memories in one transaction; returns how many existed."""
+
+        async def run() -> int:
+            tenant = self._tenant(tenant_id)
+            ids = [check_id(m) for m in memory_ids]
+            who = check_actor(actor)
+            return await self._retry.run(
+                "bulk_delete", lambda: self._store.bulk_delete(tenant, ids, actor=who)
+            )
+
+        return await self._observe("bulk_delete", run)

@@ -1,0 +1,1 @@
+"""Observational memory: session messages, the Observer and the Reflector."""

@@ -1,0 +1,80 @@
+"""What every ``ms.sessions`` operation shares: the session store, settings, token counter,
+retries, the session keys and message checks, and the un-observed token counts."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from lamina.checks import check_key, invalid
+from lamina.config import ObservationalMemorySettings
+from lamina.llm.base import ChatModel
+from lamina.memory.layers import check_tenant
+from lamina.observational.ports import SessionStore
+from lamina.retry import RetryPolicy
+from lamina.tokens import TokenCounter
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+MAX_SESSION_KEY = 256
+Key = tuple[str, str]  # (tenant, session key)
+
+
+def check_session_key(value: object) -> str:
+    return check_key("session_key", value, strip=False, max_length=MAX_SESSION_KEY)
+
+
+def check_tool_calls(calls: object) -> list[dict[str, Any]]:
+    if calls is None:
+        return []
+    if not isinstance(calls, list | tuple):
+        raise invalid("tool_calls must be a list of {name, input, output}", "tool_calls")
+    out = []
+    for call in calls:
+        if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+            raise invalid("each tool call needs a string name", "tool_calls")
+        unknown = set(call) - {"name", "input", "output"}
+        if unknown:
+            raise invalid(f"unknown tool call field(s): {sorted(unknown)}", "tool_calls")
+        out.append({"name": call["name"], "input": call.get("input"), "output": call.get("output")})
+    return out
+
+
+class SessionBase:
+    """The state of ``ms.sessions`` and the helpers of every operation."""
+
+    def __init__(
+        self,
+        sessions: SessionStore,
+        settings: ObservationalMemorySettings,
+        *,
+        default_tenant: str,
+        counter: TokenCounter,
+        retry: RetryPolicy,
+        ready: Callable[[], Awaitable[None]],
+        max_content_length: int,
+        model_factory: Callable[[], ChatModel] | None = None,
+    ) -> None:
+        self.settings = settings
+        self._sessions = sessions
+        self._default_tenant = default_tenant
+        self._counter = counter
+        self._retry = retry
+        self._ready = ready
+        self._max_content = max_content_length
+        self._model_factory = model_factory
+        self._model: ChatModel | None = None
+        self._owner = f"lamina-{uuid.uuid4()}"
+        self._unobserved: dict[Key, int] = {}
+
+    def _tenant(self, tenant_id: str | None) -> str:
+        return check_tenant(self._default_tenant if tenant_id is None else tenant_id)
+
+    async def _call(self, operation: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        await self._ready()
+        return await self._retry.run(operation, fn)
+
+    async def _count_unobserved(self, key: Key) -> int:
+        through = await self._sessions.observed_through(*key)
+        rest = await self._sessions.list_messages(*key, start=through + 1)
+        return sum(m.token_count for m in rest)

@@ -1,0 +1,231 @@
+"""A session's record: its messages (appended, listed, compacted), its observations and
+reflections, and what of them fits the next model call (``recent_*``, within the budgets)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from lamina.checks import check_content, check_int, invalid
+from lamina.observational.base import ROLES, check_session_key, check_tool_calls
+from lamina.observational.models import Note, SessionMessage, SessionView
+from lamina.observational.ports import NewMessage, StoredNote
+from lamina.observational.runs import ObserverRuns
+
+
+def _limit(limit: int | None) -> int | None:
+    """How many (None: all)."""
+    return None if limit is None else check_int("limit", limit, minimum=1)
+
+
+class SessionRecords(ObserverRuns):
+    """Messages, observations and reflections as stored (appending may queue the observer)."""
+
+    async def append(
+        self,
+        session_key: str,
+        role: str,
+        content: str,
+        *,
+        tool_calls: Sequence[Mapping[str, Any]] | None = None,
+        tenant_id: str | None = None,
+    ) -> SessionMessage:
+        """Append one message; with observational memory on, maybe queue the observer."""
+        added = await self.append_many(
+            session_key,
+            [{"role": role, "content": content, "tool_calls": tool_calls}],
+            tenant_id=tenant_id,
+        )
+        return added[0]
+
+    async def append_many(
+        self,
+        session_key: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tenant_id: str | None = None,
+    ) -> list[SessionMessage]:
+        """Append messages ({role, content, tool_calls?}) in one transaction."""
+        tenant = self._tenant(tenant_id)
+        key = check_session_key(session_key)
+        new = []
+        for m in messages:
+            if not isinstance(m, Mapping):
+                raise invalid("each message must be an object with role and content")
+            role = m.get("role")
+            if role not in ROLES:
+                raise invalid(f"role must be one of {sorted(ROLES)}", "role")
+            content = m.get("content")
+            calls = check_tool_calls(m.get("tool_calls"))
+            if not isinstance(content, str) or (not content.strip() and not calls):
+                raise invalid("content must be a non-empty string", "content")
+            if content.strip():
+                check_content(content, self._max_content)
+            text = content + "".join(f"\n{c['name']} {c['input']} {c['output']}" for c in calls)
+            new.append(NewMessage(role, content, self._counter.count(text), calls))
+        if not new:
+            return []
+        stored = await self._call(
+            "append", lambda: self._sessions.append_messages(tenant, key, new)
+        )
+        if self.settings.enabled:
+            await self._note_tokens((tenant, key), sum(m.token_count for m in stored))
+        return [SessionMessage.of(m) for m in stored]
+
+    async def messages(
+        self,
+        session_key: str,
+        *,
+        start: int = 0,
+        limit: int | None = None,
+        tenant_id: str | None = None,
+    ) -> list[SessionMessage]:
+        tenant = self._tenant(tenant_id)
+        key = check_session_key(session_key)
+        check_int("start", start, minimum=0)
+        limit = _limit(limit)
+        rows = await self._call(
+            "list messages",
+            lambda: self._sessions.list_messages(tenant, key, start=start, limit=limit),
+        )
+        return [SessionMessage.of(m) for m in rows]
+
+    async def recent_messages(
+        self, session_key: str, *, tenant_id: str | None = None
+    ) -> list[SessionMessage]:
+        """The un-observed messages, newest kept, within max_message_token_budget: what goes
+        to the model after the system prompt."""
+        tenant = self._tenant(tenant_id)
+        key = check_session_key(session_key)
+        through = await self._call(
+            "observed through", lambda: self._sessions.observed_through(tenant, key)
+        )
+        rows = await self._call(
+            "list messages", lambda: self._sessions.list_messages(tenant, key, start=through + 1)
+        )
+        budget, kept = self.settings.max_message_token_budget, []
+        for m in reversed(rows):
+            cost = m.token_count + self._counter.per_message
+            if cost > budget:
+                break
+            kept.append(m)
+            budget -= cost
+        return [SessionMessage.of(m) for m in reversed(kept)]
+
+    async def compact(
+        self, session_key: str, up_to_index: int, summary: str, *, tenant_id: str | None = None
+    ) -> SessionMessage:
+        """Replace messages 0..up_to_index by one system message "[Compacted Summary]\\n…"."""
+        tenant = self._tenant(tenant_id)
+        key = check_session_key(session_key)
+        check_int("up_to_index", up_to_index)
+        text = check_content(summary, self._max_content)
+        message = await self._call(
+            "compact",
+            lambda: self._sessions.compact_messages(
+                tenant, key, up_to_index, text, self._counter.count(text)
+            ),
+        )
+        self._unobserved.pop((tenant, key), None)
+        return SessionMessage.of(message)
+
+    async def list_sessions(self, *, tenant_id: str | None = None) -> list[tuple[str, int]]:
+        tenant = self._tenant(tenant_id)
+        result: list[tuple[str, int]] = await self._call(
+            "list sessions", lambda: self._sessions.list_sessions(tenant)
+        )
+        return result
+
+    async def show(self, session_key: str, *, tenant_id: str | None = None) -> SessionView:
+        tenant = self._tenant(tenant_id)
+        key = check_session_key(session_key)
+        messages = await self._call(
+            "list messages", lambda: self._sessions.list_messages(tenant, key)
+        )
+        through = await self._call(
+            "observed through", lambda: self._sessions.observed_through(tenant, key)
+        )
+        observations = await self._notes(tenant, key, reflections=False, limit=None)
+        reflections = await self._notes(tenant, key, reflections=True, limit=None)
+        return SessionView(
+            session_key=key,
+            messages=[SessionMessage.of(m) for m in messages],
+            observations=[Note.of(n) for n in observations],
+            reflections=[Note.of(n) for n in reflections],
+            observed_through=through,
+            unobserved_tokens=sum(m.token_count for m in messages if m.index > through),
+        )
+
+    async def _notes(
+        self, tenant: str, key: str, *, reflections: bool, limit: int | None
+    ) -> list[StoredNote]:
+        result: list[StoredNote] = await self._call(
+            "list notes",
+            lambda: self._sessions.list_notes(tenant, key, reflections=reflections, limit=limit),
+        )
+        return result
+
+    async def observations(
+        self, session_key: str, *, limit: int | None = None, tenant_id: str | None = None
+    ) -> list[Note]:
+        """The ``limit`` most recent observations (all if None), oldest first."""
+        return await self._list_notes(session_key, limit, tenant_id, reflections=False)
+
+    async def reflections(
+        self, session_key: str, *, limit: int | None = None, tenant_id: str | None = None
+    ) -> list[Note]:
+        """The ``limit`` most recent reflections (all if None), oldest first."""
+        return await self._list_notes(session_key, limit, tenant_id, reflections=True)
+
+    async def _list_notes(
+        self, session_key: str, limit: int | None, tenant_id: str | None, *, reflections: bool
+    ) -> list[Note]:
+        notes = await self._notes(
+            self._tenant(tenant_id),
+            check_session_key(session_key),
+            reflections=reflections,
+            limit=_limit(limit),
+        )
+        return [Note.of(n) for n in notes]
+
+    async def delete_observations(self, session_key: str, *, tenant_id: str | None = None) -> int:
+        return await self._delete_notes(session_key, tenant_id, reflections=False)
+
+    async def delete_reflections(self, session_key: str, *, tenant_id: str | None = None) -> int:
+        return await self._delete_notes(session_key, tenant_id, reflections=True)
+
+    async def _delete_notes(
+        self, session_key: str, tenant_id: str | None, *, reflections: bool
+    ) -> int:
+        tenant, key = self._tenant(tenant_id), check_session_key(session_key)
+        count: int = await self._call(
+            "delete reflections" if reflections else "delete observations",
+            lambda: self._sessions.delete_notes(tenant, key, reflections=reflections),
+        )
+        self._unobserved.pop((tenant, key), None)
+        return count
+
+    # The conversation-memory source of the context retriever and prompt assembly.
+
+    async def recent_observations(
+        self, session_key: str, limit: int, *, tenant_id: str | None = None
+    ) -> list[str]:
+        """At most max_observations_in_context (0: unlimited) of the latest, oldest first."""
+        cap = self.settings.max_observations_in_context
+        return await self._recent_notes(session_key, limit, cap, tenant_id, reflections=False)
+
+    async def recent_reflections(
+        self, session_key: str, limit: int, *, tenant_id: str | None = None
+    ) -> list[str]:
+        """At most max_reflections_in_context (0: unlimited) of the latest, oldest first."""
+        cap = self.settings.max_reflections_in_context
+        return await self._recent_notes(session_key, limit, cap, tenant_id, reflections=True)
+
+    async def _recent_notes(
+        self, session_key: str, limit: int, cap: int, tenant_id: str | None, *, reflections: bool
+    ) -> list[str]:
+        n = limit if cap == 0 else min(limit, cap)
+        notes = await self._notes(
+            self._tenant(tenant_id), session_key, reflections=reflections, limit=n
+        )
+        return [note.content for note in notes]

@@ -1,0 +1,145 @@
+"""The sessions port: what observational memory needs stored, and its records.
+
+A session is an ordered list of messages, indexed 0..n-1. Observations cover a range of
+message indexes; reflections condense observations (generation 1) or reflections (higher
+generations) and keep the range they cover. A lease names the one process observing a
+session at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from lamina.text import words
+
+
+@dataclass(frozen=True)
+class NewMessage:
+    role: str
+    content: str
+    token_count: int
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    session_key: str
+    index: int
+    role: str
+    content: str
+    tool_calls: list[dict[str, Any]]
+    token_count: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredNote:
+    """An observation (generation 0) or a reflection (generation >= 1)."""
+
+    id: str
+    session_key: str
+    content: str
+    token_count: int
+    generation: int
+    source_start: int
+    source_end: int
+    created_at: datetime
+
+
+class SessionStore(Protocol):
+    async def append_messages(
+        self, tenant_id: str, session_key: str, messages: Sequence[NewMessage]
+    ) -> list[StoredMessage]:
+        """Append in order; indexes continue from the last message."""
+        ...
+
+    async def list_messages(
+        self, tenant_id: str, session_key: str, *, start: int = 0, limit: int | None = None
+    ) -> list[StoredMessage]: ...
+
+    async def compact_messages(
+        self, tenant_id: str, session_key: str, up_to_index: int, summary: str, tokens: int
+    ) -> StoredMessage:
+        """Atomically: delete messages 0..up_to_index, insert the system message
+        "[Compacted Summary]\\n<summary>" at index 0 dated before the remaining messages,
+        renumber the rest from 1, and move the source ranges of observations and
+        reflections with them (ranges inside the compacted part become 0..0). An index
+        past the last message is INVALID_ARGUMENT."""
+        ...
+
+    async def add_note(
+        self,
+        tenant_id: str,
+        session_key: str,
+        content: str,
+        tokens: int,
+        generation: int,
+        source: tuple[int, int],
+        *,
+        replaces: Sequence[str] = (),
+    ) -> StoredNote:
+        """Store an observation (generation 0) or reflection; delete the notes ``replaces``
+        names in the same transaction."""
+        ...
+
+    async def list_notes(
+        self, tenant_id: str, session_key: str, *, reflections: bool, limit: int | None = None
+    ) -> list[StoredNote]:
+        """The ``limit`` most recent observations or reflections (all if None), oldest
+        first."""
+        ...
+
+    async def delete_notes(self, tenant_id: str, session_key: str, *, reflections: bool) -> int:
+        """Delete a session's observations or reflections; 0 when it has none."""
+        ...
+
+    async def observed_through(self, tenant_id: str, session_key: str) -> int:
+        """The highest message index any observation or reflection covers; -1 if none."""
+        ...
+
+    async def acquire_lease(
+        self, tenant_id: str, session_key: str, owner: str, seconds: float
+    ) -> bool:
+        """Take the session's lease for ``owner`` unless another owner holds a live one."""
+        ...
+
+    async def release_lease(self, tenant_id: str, session_key: str, owner: str) -> None: ...
+
+    async def list_sessions(self, tenant_id: str) -> list[tuple[str, int]]:
+        """(session key, message count) of every session of the tenant."""
+        ...
+
+    async def add_graph(
+        self,
+        tenant_id: str,
+        session_key: str,
+        entities: Sequence[tuple[str, str]],
+        relations: Sequence[tuple[str, str, str]],
+    ) -> tuple[int, int]:
+        """Upsert entities (name, type) and relations (source, relation, target) — names are
+        matched case- and space-insensitively, endpoints created when unknown; returns the
+        new (entities, relations)."""
+        ...
+
+    async def graph_neighbourhood(
+        self,
+        tenant_id: str,
+        text: str,
+        *,
+        session_key: str | None,
+        depth: int,
+        limit: int,
+    ) -> list[tuple[str, str, str]]:
+        """Relations (source, relation, target) within ``depth`` hops of the entities whose
+        name occurs in ``text`` (as whole words, any case), nearest first; only the
+        session's relations when ``session_key`` is set."""
+        ...
+
+
+def normalise_entity(name: str) -> str:
+    """Lower-case words, punctuation dropped: how entity names and queries are matched."""
+    return " ".join(words(name))

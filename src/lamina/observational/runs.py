@@ -1,0 +1,285 @@
+"""The observer, the reflector and graph extraction: background runs queued when a
+session's un-observed tokens reach the threshold, and the same runs on demand. A session is
+processed under its lease (one observer per session, across processes); an LLM failure in the
+background is logged and leaves the data as it was, for the next trigger."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from functools import cached_property
+
+from lamina.buffer import BackgroundBuffer
+from lamina.checks import check_content
+from lamina.config import LLMSettings, ObservationalMemorySettings
+from lamina.errors import ErrorCode, LaminaError
+from lamina.llm.base import ChatModel, request
+from lamina.observational.base import Key, SessionBase, check_session_key
+from lamina.observational.graph import GraphExtraction, parse_extraction
+from lamina.observational.models import Note
+from lamina.observational.ports import StoredMessage, StoredNote
+from lamina.observational.prompts import (
+    GRAPH_SYSTEM,
+    OBSERVER_SYSTEM,
+    REFLECTOR_SYSTEM,
+    render_messages,
+    render_notes,
+)
+
+log = logging.getLogger("lamina.observational.service")
+
+
+def observer_llm_settings(om: ObservationalMemorySettings, primary: LLMSettings) -> LLMSettings:
+    """The observer's model: observational_memory.provider/model, else the primary one."""
+    if not om.model:
+        return primary
+    return primary.model_copy(
+        update={
+            "provider": om.provider or primary.provider,
+            "model": om.model,
+            "base_url": om.base_url if om.base_url is not None else primary.base_url,
+            "api_key_env": om.api_key_env if om.api_key_env is not None else primary.api_key_env,
+        }
+    )
+
+
+class ObserverRuns(SessionBase):
+    """The observer and reflector runs, graph extraction, and their buffers."""
+
+    @cached_property
+    def buffer(self) -> BackgroundBuffer[Key]:
+        """Sessions queued for the observer."""
+        return BackgroundBuffer(
+            "observation buffer",
+            self._process,
+            queue_size=self.settings.queue_size,
+            workers=self.settings.workers,
+        )
+
+    @cached_property
+    def graph_buffer(self) -> BackgroundBuffer[tuple[str, str, str, str]]:
+        """Feeds graph extraction: (tenant, session, observation id, observation text)."""
+        return BackgroundBuffer(
+            "graph buffer", self._extract_graph, queue_size=self.settings.queue_size, workers=1
+        )
+
+    async def start(self) -> None:
+        if self.settings.enabled:
+            self._chat_model()  # a configuration problem shows at start, not at the 1st trigger
+            self.buffer.start()
+            if self.settings.graph:
+                self.graph_buffer.start()
+
+    async def close(self) -> None:
+        await self.buffer.stop()
+        await self.graph_buffer.stop()
+        if self._model is not None:
+            await self._model.aclose()
+            self._model = None
+
+    def _chat_model(self) -> ChatModel:
+        if self._model is None:
+            if self._model_factory is None:
+                raise LaminaError(
+                    ErrorCode.CONFIGURATION_ERROR,
+                    "observational memory needs a chat model: set observational_memory.model "
+                    "or llm.model",
+                )
+            self._model = self._model_factory()
+        return self._model
+
+    def dropped_count(self) -> int:
+        return self.buffer.dropped_count()
+
+    def graph_dropped_count(self) -> int:
+        return self.graph_buffer.dropped_count()
+
+    @property
+    def graph_enabled(self) -> bool:
+        return self.settings.enabled and self.settings.graph
+
+    async def flush(self) -> None:
+        """Wait until every queued session (and graph extraction) has been processed."""
+        await self.buffer.drain()
+        await self.graph_buffer.drain()
+
+    async def _note_tokens(self, key: Key, tokens: int) -> None:
+        pending = self._unobserved.get(key)
+        if pending is None:
+            pending = await self._count_unobserved(key)  # first touch in this process
+        else:
+            pending += tokens
+        self._unobserved[key] = pending
+        if pending >= self.settings.message_token_threshold:
+            self.buffer.trigger(key)
+
+    async def observe(self, session_key: str, *, tenant_id: str | None = None) -> Note | None:
+        """Observe the un-observed messages now, whatever their tokens; None if there were
+        none or another process holds the session. LLM failures raise here."""
+        key = (self._tenant(tenant_id), check_session_key(session_key))
+        await self._ready()
+        return await self._leased(key, lambda: self._observe(key, force=True, quiet=False))
+
+    async def reflect(self, session_key: str, *, tenant_id: str | None = None) -> Note | None:
+        """Condense the session's observations into a reflection now (None if it has none)."""
+        key = (self._tenant(tenant_id), check_session_key(session_key))
+        await self._ready()
+        return await self._leased(key, lambda: self._reflect(key, force=True, quiet=False))
+
+    async def _leased(self, key: Key, work: Callable[[], Awaitable[Note | None]]) -> Note | None:
+        owned = await self._retry.run(
+            "lease",
+            lambda: self._sessions.acquire_lease(*key, self._owner, self.settings.lease_seconds),
+        )
+        if not owned:
+            log.info("session %r is being observed by another process", key[1])
+            return None
+        try:
+            return await work()
+        finally:
+            try:
+                await self._sessions.release_lease(*key, self._owner)
+            except LaminaError as exc:  # the lease expires on its own
+                log.warning("releasing the lease of session %r failed: %s", key[1], exc)
+
+    async def _process(self, key: Key) -> None:
+        """The background unit of work for one session."""
+
+        async def run() -> Note | None:
+            await self._observe(key, force=False, quiet=True)
+            await self._reflect(key, force=False, quiet=True)
+            await self._meta_reflect(key, quiet=True)
+            return None
+
+        await self._leased(key, run)
+        self._unobserved[key] = await self._count_unobserved(key)
+
+    async def _generate(self, system: str, text: str, what: str, quiet: bool) -> str | None:
+        try:
+            reply = await self._chat_model().generate(request(("user", text), system=system))
+        except LaminaError as exc:
+            if not quiet:
+                raise
+            log.warning("%s failed (kept the raw history; the next trigger retries): %s", what, exc)
+            return None
+        content = reply.content.strip()
+        if not content:
+            if not quiet:
+                raise LaminaError(
+                    ErrorCode.PROVIDER_ERROR, f"the {what} returned nothing", retryable=False
+                )
+            log.warning("%s returned nothing; the next trigger retries", what)
+            return None
+        return content
+
+    async def _observe(self, key: Key, *, force: bool, quiet: bool) -> Note | None:
+        through = await self._sessions.observed_through(*key)
+        pending: list[StoredMessage] = await self._sessions.list_messages(*key, start=through + 1)
+        tokens = sum(m.token_count for m in pending)
+        if not pending or (not force and tokens < self.settings.message_token_threshold):
+            return None
+        text = await self._generate(OBSERVER_SYSTEM, render_messages(pending), "observer", quiet)
+        if text is None:
+            return None
+        note = await self._sessions.add_note(
+            *key, text, self._counter.count(text), 0, (pending[0].index, pending[-1].index)
+        )
+        if self.settings.graph and self.graph_buffer.running:
+            self.graph_buffer.trigger((*key, note.id, text))
+        if self.settings.compact:
+            await self._sessions.compact_messages(
+                *key, pending[-1].index, text, self._counter.count(text)
+            )
+        return Note.of(note)
+
+    async def _reflect(self, key: Key, *, force: bool, quiet: bool) -> Note | None:
+        """Observations → one reflection of generation 1, when their tokens reach the
+        threshold (or ``force``)."""
+        observations = await self._sessions.list_notes(*key, reflections=False)
+        tokens = sum(n.token_count for n in observations)
+        if not observations or (not force and tokens < self.settings.observation_token_threshold):
+            return None
+        return await self._condense(key, observations, 1, "reflector", quiet)
+
+    async def _meta_reflect(self, key: Key, *, quiet: bool) -> Note | None:
+        """Reflections → one of generation max + 1, when there are enough of them."""
+        reflections = await self._sessions.list_notes(*key, reflections=True)
+        if len(reflections) < self.settings.reflection_consolidation_threshold:
+            return None
+        generation = max(n.generation for n in reflections) + 1
+        return await self._condense(key, reflections, generation, "meta-reflection", quiet)
+
+    async def _condense(
+        self, key: Key, notes: list[StoredNote], generation: int, what: str, quiet: bool
+    ) -> Note | None:
+        text = await self._generate(REFLECTOR_SYSTEM, render_notes(notes), what, quiet)
+        if text is None:
+            return None
+        source = (min(n.source_start for n in notes), max(n.source_end for n in notes))
+        note = await self._sessions.add_note(
+            *key,
+            text,
+            self._counter.count(text),
+            generation,
+            source,
+            replaces=[n.id for n in notes],
+        )
+        return Note.of(note)
+
+    async def _extract_graph(self, item: tuple[str, str, str, str]) -> None:
+        tenant, key, _note_id, text = item
+        try:
+            graph = await self._extract(text)
+        except LaminaError as exc:
+            log.warning("graph extraction for session %r failed: %s", key, exc)
+            return
+        await self._save_graph(tenant, key, graph)
+
+    async def extract_graph(
+        self, session_key: str, text: str, *, tenant_id: str | None = None
+    ) -> tuple[int, int]:
+        """Extract entities and relations from ``text`` now (errors raised); returns the new
+        (entities, relations)."""
+        tenant, key = self._tenant(tenant_id), check_session_key(session_key)
+        body = check_content(text, self._max_content)
+        await self._ready()
+        return await self._save_graph(tenant, key, await self._extract(body))
+
+    async def _extract(self, text: str) -> GraphExtraction:
+        """The entities and relations the model finds in ``text``."""
+        reply = await self._chat_model().generate(
+            request(("user", text), system=GRAPH_SYSTEM, json_output=True)
+        )
+        return parse_extraction(reply.content)
+
+    async def _save_graph(self, tenant: str, key: str, graph: GraphExtraction) -> tuple[int, int]:
+        result: tuple[int, int] = await self._retry.run(
+            "save graph",
+            lambda: self._sessions.add_graph(
+                tenant,
+                key,
+                [(e.name, e.type) for e in graph.entities],
+                [(r.source, r.relation, r.target) for r in graph.relations],
+            ),
+        )
+        return result
+
+    async def graph_context(
+        self, query: str, session_key: str | None = None, *, tenant_id: str | None = None
+    ) -> list[str]:
+        """Relations near the entities ``query`` names (graph_depth hops, graph_limit lines),
+        as "source relation target"; only the session's when a session key is given."""
+        tenant = self._tenant(tenant_id)
+        if not isinstance(query, str) or not query.strip():
+            return []
+        rows = await self._call(
+            "graph",
+            lambda: self._sessions.graph_neighbourhood(
+                tenant,
+                query,
+                session_key=session_key or None,
+                depth=self.settings.graph_depth,
+                limit=self.settings.graph_limit,
+            ),
+        )
+        return [f"{a} {b} {c}" for a, b, c in rows]

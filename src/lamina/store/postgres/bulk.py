@@ -1,0 +1,161 @@
+"""Bulk loading and tenant import on PostgreSQL (``lamina db copy``, benchmarks)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from lamina.store.postgres.db import Database, translate
+from lamina.store.postgres.filters import to_pg_vector
+
+#: Every table holding tenant rows (what ``db copy`` moves and verifies).
+TENANT_TABLES = (
+    "memories",
+    "memory_history",
+    "embedding_cache",
+    "hierarchy",
+    "context_items",
+    "session_messages",
+    "observations",
+    "reflections",
+)
+
+
+class BulkLoading:
+    """Loading many rows at once into the store's database (a mixin of PostgresStore)."""
+
+    _db: Database
+
+    @asynccontextmanager
+    async def bulk_loading(self, index_build_memory: str = "1GB") -> AsyncIterator[bool]:
+        """Load into an empty database fast: the HNSW index is built once, after the load.
+
+        Inserting row by row into an HNSW index runs at under 1,000 rows/s on two cores; a
+        parallel build afterwards is several times faster. Applies only when ``memories`` is
+        empty and the connecting user is a superuser (it must see every tenant's rows to
+        know); otherwise rows are indexed as they arrive. Yields whether the index was
+        deferred. The table is locked against other writers while the index is rebuilt.
+        """
+        try:
+            admin = await psycopg.AsyncConnection.connect(self._db.url, autocommit=True)
+        except psycopg.Error as exc:
+            raise translate(exc, "bulk load") from exc
+        async with admin:
+            row = await (
+                await admin.execute(
+                    "SELECT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user) "
+                    "AND NOT EXISTS (SELECT 1 FROM memories)"
+                )
+            ).fetchone()
+            deferred = bool(row and row[0])
+            if deferred:
+                await admin.execute("DROP INDEX IF EXISTS memories_embedding")
+            try:
+                yield deferred
+            finally:
+                if deferred:
+                    await admin.execute(
+                        "SELECT set_config('maintenance_work_mem', %s, false)",
+                        (index_build_memory,),
+                    )
+                    await admin.execute(
+                        "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
+                        "USING hnsw (embedding vector_cosine_ops)"
+                    )
+
+    async def table_counts(self, tenant_id: str) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        async with self._db.transaction(tenant_id, "count") as conn:
+            for table in TENANT_TABLES:
+                row = await (
+                    await conn.execute(
+                        f"SELECT count(*) FROM {table} WHERE tenant_id = %s",  # noqa: S608
+                        (tenant_id,),
+                    )
+                ).fetchone()
+                counts[table] = int(row[0]) if row else 0
+        return counts
+
+    async def import_tenant(self, tenant_id: str, rows: dict[str, list[tuple[Any, ...]]]) -> None:
+        """Write exported rows of one tenant in one transaction (``lamina db copy``)."""
+        async with self._db.transaction(tenant_id, "import") as conn, conn.cursor() as cur:
+            await cur.executemany(
+                "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "
+                "metadata, embedding, embedding_model, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        tenant_id,
+                        *r[:3],
+                        Jsonb(r[3]),
+                        r[4],
+                        Jsonb(r[5]),
+                        None if r[6] is None else to_pg_vector(r[6]),
+                        *r[7:10],
+                    )
+                    for r in rows["memories"]
+                ],
+            )
+            await cur.executemany(
+                "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, "
+                "old_content, new_content, old_metadata, new_metadata, actor, at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        tenant_id,
+                        *r[:5],
+                        None if r[5] is None else Jsonb(r[5]),
+                        None if r[6] is None else Jsonb(r[6]),
+                        *r[7:9],
+                    )
+                    for r in rows["memory_history"]
+                ],
+            )
+            await cur.executemany(
+                "INSERT INTO embedding_cache VALUES (%s, %s, %s, %s, %s)",
+                [(tenant_id, *r) for r in rows["embedding_cache"]],
+            )
+            await cur.executemany(
+                "INSERT INTO hierarchy VALUES (%s, %s, %s, %s, %s)",
+                [(tenant_id, *r) for r in rows["hierarchy"]],
+            )
+            await cur.executemany(
+                "INSERT INTO context_items (tenant_id, kind, id, key, version, is_latest, "
+                "category, content, data, tags, embedding, created_at, updated_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (
+                        tenant_id,
+                        *r[:7],
+                        Jsonb(r[7]),
+                        Jsonb(r[8]),
+                        None if r[9] is None else to_pg_vector(r[9]),
+                        r[10],
+                        r[11],
+                    )
+                    for r in rows.get("context_items", [])
+                ],
+            )
+            await cur.executemany(
+                "INSERT INTO session_messages (tenant_id, session_key, idx, role, content, "
+                "tool_calls, token_count, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [
+                    (tenant_id, *r[:4], Jsonb(r[4]), r[5], r[6])
+                    for r in rows.get("session_messages", [])
+                ],
+            )
+            await cur.executemany(
+                "INSERT INTO observations (tenant_id, id, session_key, content, token_count, "
+                "source_start, source_end, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                [(tenant_id, *r) for r in rows.get("observations", [])],
+            )
+            await cur.executemany(
+                "INSERT INTO reflections (tenant_id, id, session_key, content, token_count, "
+                "generation, source_start, source_end, created_at) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(tenant_id, *r) for r in rows.get("reflections", [])],
+            )

@@ -1,0 +1,271 @@
+"""PostgreSQL plumbing: the URL check, the connection pool and per-tenant transactions,
+migrations, error translation, and the PostgreSQL side of the shared SQL (its dialect, and
+programs awaited statement by statement)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import psycopg
+from pgvector.psycopg import register_vector_async
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
+
+from lamina.embeddings.base import Vector
+from lamina.errors import ErrorCode, LaminaError
+from lamina.store.postgres.filters import from_pg_vector, to_pg_vector
+from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.meta import pending_migrations
+from lamina.store.sql.program import Lock, Program, Step, drive_async
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_MIGRATION_LOCK = 72_616_201  # pg_advisory_xact_lock key for schema migrations
+_TRANSIENT = (
+    pg_errors.SerializationFailure,
+    pg_errors.DeadlockDetected,
+    pg_errors.QueryCanceled,
+    pg_errors.AdminShutdown,
+    pg_errors.CannotConnectNow,
+)
+
+
+def check_url(url: str) -> str:
+    """CONFIGURATION_ERROR unless ``url`` is a well-formed PostgreSQL URL."""
+    if not url.startswith(("postgresql://", "postgres://")):
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"not a PostgreSQL URL: {url!r} (expected postgresql://user@host:port/database)",
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+        conninfo_to_dict(url)
+    except ValueError as exc:
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR, f"malformed PostgreSQL URL {url!r}: {exc}"
+        ) from None
+    except psycopg.ProgrammingError as exc:
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR, f"malformed PostgreSQL URL: {exc}"
+        ) from None
+    return url
+
+
+def translate(exc: Exception, operation: str) -> LaminaError:
+    if isinstance(exc, LaminaError):
+        return exc
+    if isinstance(exc, (*_TRANSIENT, PoolTimeout, psycopg.OperationalError)):
+        return LaminaError(
+            ErrorCode.PROVIDER_ERROR, f"PostgreSQL unavailable during {operation}: {exc}"
+        )
+    if isinstance(exc, pg_errors.InsufficientPrivilege | pg_errors.InvalidSchemaName):
+        return LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"the database user lacks a privilege (or a schema it may use) needed for "
+            f"{operation}: {exc}",
+        )
+    if isinstance(exc, pg_errors.UniqueViolation):
+        return LaminaError(ErrorCode.INVALID_ARGUMENT, "a memory with this id already exists")
+    log.error("PostgreSQL error during %s: %s", operation, exc)
+    return LaminaError(ErrorCode.INTERNAL_ERROR, f"database error during {operation}")
+
+
+class Database:
+    """A pool of connections as lamina_app; every call is one transaction that first sets
+    ``lamina.tenant_id``, and the row-level security policies hide every other tenant."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_min: int,
+        pool_max: int,
+        statement_timeout_ms: int,
+        connect_timeout: float,
+    ) -> None:
+        self.url = check_url(url)
+        self.connect_timeout = connect_timeout
+        self._statement_timeout_ms = statement_timeout_ms
+        self._pool_min, self._pool_max = pool_min, pool_max
+        self._pool = self._new_pool()
+
+    def _new_pool(self) -> AsyncConnectionPool[Any]:
+        return AsyncConnectionPool(
+            self.url,
+            min_size=self._pool_min,
+            max_size=self._pool_max,
+            open=False,
+            timeout=self.connect_timeout,
+            configure=self._configure,
+            kwargs={"connect_timeout": max(1, int(self.connect_timeout))},
+        )
+
+    async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        await conn.set_autocommit(True)
+        await register_vector_async(conn)
+        await conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        await conn.execute("SET ROLE lamina_app")
+        await conn.execute(f"SET statement_timeout = {int(self._statement_timeout_ms)}")
+        await conn.set_autocommit(False)
+
+    async def open(self) -> None:
+        if self._pool.closed:
+            self._pool = self._new_pool()
+        try:
+            await self._pool.open(wait=True, timeout=self.connect_timeout)
+        except BaseException:
+            await self._pool.close()
+            raise
+
+    async def close(self) -> None:
+        await self._pool.close()
+
+    async def connect(self, **kwargs: Any) -> psycopg.AsyncConnection[Any]:
+        """A connection of its own as the connecting user (migrations, bulk loading)."""
+        return await psycopg.AsyncConnection.connect(
+            self.url, connect_timeout=max(1, int(self.connect_timeout)), **kwargs
+        )
+
+    @asynccontextmanager
+    async def transaction(self, tenant_id: str | None, operation: str) -> AsyncIterator[Any]:
+        """One transaction as lamina_app, scoped to ``tenant_id``."""
+        try:
+            async with self._pool.connection() as conn, conn.transaction():
+                if tenant_id is not None:
+                    await conn.execute(
+                        "SELECT set_config('lamina.tenant_id', %s, true)", (tenant_id,)
+                    )
+                yield conn
+        except LaminaError:
+            raise
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise translate(exc, operation) from exc
+
+    async def read(
+        self, tenant_id: str | None, operation: str, program: Program[T], *, snapshot: bool = False
+    ) -> T:
+        """Run a shared SQL program (lamina.store.sql.program.Executor)."""
+        return await self.write(tenant_id, operation, program)
+
+    async def write(self, tenant_id: str | None, operation: str, program: Program[T]) -> T:
+        async with self.transaction(tenant_id, operation) as conn:
+            return await run(conn, program)
+
+    async def migrate(self, target: int | None, dimensions: int, model_id: str) -> int:
+        """Apply pending migrations as the connecting user, one process at a time; returns
+        the schema version."""
+        async with await self.connect() as conn:
+            available = await (
+                await conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'")
+            ).fetchone()
+            if available is None:
+                raise LaminaError(
+                    ErrorCode.CONFIGURATION_ERROR,
+                    "the PostgreSQL extension 'vector' (pgvector) is not installed on the "
+                    "server: install the postgresql-<version>-pgvector package, or build it "
+                    "from source (scripts/pg-setup does this on Debian)",
+                )
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute(
+                    "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
+                    "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+                )
+                rows = await (
+                    await conn.execute("SELECT version FROM schema_migrations")
+                ).fetchall()
+                done = {r[0] for r in rows}
+                version = max(done, default=0)
+                pending = pending_migrations("lamina.store.postgres.migrations", done, target)
+                for migration in pending:
+                    log.info("applying migration %s", migration.name)
+                    sql = migration.sql.replace("{dimensions}", str(int(dimensions)))
+                    await conn.execute(sql.encode())
+                    await conn.execute(
+                        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
+                        (migration.number, migration.name),
+                    )
+                    version = max(version, migration.number)
+                existing = await (await conn.execute("SELECT key FROM store_meta")).fetchall()
+                if ("embedding_model",) not in existing:
+                    await conn.execute(
+                        "INSERT INTO store_meta VALUES ('embedding_model', %s), "
+                        "('embedding_dimensions', %s)",
+                        (model_id, str(dimensions)),
+                    )
+        return version
+
+
+async def run(conn: Any, program: Program[T]) -> T:
+    """Run a shared SQL program on ``conn``, awaiting each statement."""
+
+    async def execute(step: Step | Lock) -> Any:
+        if isinstance(step, Lock):
+            await conn.execute(
+                f"SELECT pg_advisory_xact_lock(hashtextextended(%s, {int(step.space)}))",
+                (step.key,),
+            )
+            return None
+        if step.fetch == "many":
+            async with conn.cursor() as cur:
+                await cur.executemany(step.sql, step.params)
+            return None
+        cursor = await conn.execute(step.sql, step.params)
+        if step.fetch == "rows":
+            return await cursor.fetchall()
+        if step.fetch == "row":
+            return await cursor.fetchone()
+        return cursor.rowcount
+
+    return await drive_async(program, execute)
+
+
+class PostgresDialect(Dialect):
+    seq = "seq"
+    graph_id = "id"
+    true = "true"
+    false = "false"
+    greatest = "greatest"
+    strpos = "strpos"
+    for_update = " FOR UPDATE"
+    no_limit = None
+
+    def is_true(self, column: str) -> str:
+        return column
+
+    def json(self, value: Any) -> Jsonb:
+        return Jsonb(value)
+
+    def from_json(self, value: Any) -> Any:
+        return value
+
+    def time(self, value: datetime) -> datetime:
+        return value
+
+    def from_time(self, value: Any) -> datetime:
+        assert isinstance(value, datetime)
+        return value
+
+    def vector(self, value: Vector) -> Any:
+        return to_pg_vector(value)
+
+    def from_vector(self, value: Any) -> Vector | None:
+        return from_pg_vector(value)
+
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} = ANY(%s)", [list(values)]
+
+    def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
+        return f"{column} ?| %s", [list(tags)]
+
+
+POSTGRES = PostgresDialect()

@@ -1,0 +1,131 @@
+"""SQL helpers of the PostgreSQL store: metadata filters as JSONB conditions (with
+lamina.memory.filters semantics) and vectors to and from pgvector.
+
+The reference semantics (``filters.matches``) are strict about types: booleans equal only
+booleans, numbers compare with numbers and strings with strings (by code point), ``ne``
+also matches a missing field. Every value travels as a bound parameter.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+from psycopg.types.json import Jsonb
+
+from lamina.embeddings.base import Vector
+from lamina.memory.filters import Condition, MetadataFilter
+
+
+class _Sql:
+    """Builds one condition left to right, so parameters follow their placeholders."""
+
+    def __init__(self, column: str, path: tuple[str, ...], params: list[Any]) -> None:
+        self.column, self.path, self.params = column, list(path), params
+
+    def field(self) -> str:
+        self.params.append(self.path)
+        return f"({self.column} #> %s::text[])"
+
+    def param(self, value: Any, cast: str = "") -> str:
+        self.params.append(value)
+        return f"%s{cast}"
+
+
+def _condition(column: str, cond: Condition, params: list[Any]) -> str:
+    op, value = cond.op, cond.value
+    q = _Sql(column, cond.path, params)
+    if op == "eq":
+        return f"coalesce({q.field()} = {q.param(Jsonb(value))}, false)"
+    if op == "ne":
+        return f"NOT coalesce({q.field()} = {q.param(Jsonb(value))}, false)"
+    if op == "in":
+        values = [Jsonb(v) for v in value]
+        return f"coalesce({q.field()} = ANY({q.param(values, '::jsonb[]')}), false)"
+    if op == "contains":
+        array_test = (
+            f"(jsonb_typeof({q.field()}) = 'array' AND {q.field()} @> {q.param(Jsonb([value]))})"
+        )
+        if not isinstance(value, str):
+            return f"coalesce({array_test}, false)"
+        text_test = (
+            f"(jsonb_typeof({q.field()}) = 'string' AND "
+            f"strpos({q.field()} #>> '{{}}', {q.param(value)}) > 0)"
+        )
+        return f"coalesce({array_test} OR {text_test}, false)"
+    sql_op = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}[op]
+    if isinstance(value, str):
+        return (
+            f"coalesce(jsonb_typeof({q.field()}) = 'string' AND ({q.field()} #>> '{{}}') "
+            f'COLLATE "C" {sql_op} {q.param(value)} COLLATE "C", false)'
+        )
+    return (
+        f"coalesce(jsonb_typeof({q.field()}) = 'number' AND "
+        f"({q.field()} #>> '{{}}')::numeric {sql_op} {q.param(value, '::numeric')}, false)"
+    )
+
+
+def filter_sql(flt: MetadataFilter, column: str = "metadata") -> tuple[str, list[Any]]:
+    """A SQL condition (``TRUE`` for an empty filter) and its parameters."""
+    parts: list[str] = []
+    params: list[Any] = []
+    if flt.tags:
+        parts.append(f"(jsonb_typeof({column} -> 'tags') = 'array' AND ({column} -> 'tags') ?| %s)")
+        params.append(list(flt.tags))
+    for cond in flt.conditions:
+        parts.append(_condition(column, cond, params))
+    return (" AND ".join(parts) or "TRUE"), params
+
+
+def to_pg_vector(vector: Vector) -> Any:
+    """A NumPy vector as a pgvector parameter."""
+    from pgvector import Vector as PgVector
+
+    return PgVector(np.asarray(vector, dtype=np.float32))
+
+
+def from_pg_vector(value: Any) -> Vector | None:
+    if value is None:
+        return None
+    if hasattr(value, "to_numpy"):  # pgvector.Vector
+        value = value.to_numpy()
+    return np.asarray(value, dtype=np.float32)
+
+
+#: Query words used for keyword search on PostgreSQL (the first ones given).
+MAX_KEYWORD_TERMS = 6
+#: Rows ranked at most when a search falls back to "any one word" (see keyword_levels).
+ANY_WORD_CAP = 2000
+
+
+def keyword_levels(words: list[str]) -> list[str]:
+    """tsquery texts for "at least k of the words", k = n down to 1.
+
+    ts_rank has to read every row it ranks, and "any of the words" can match a large part
+    of a table. Rows holding more of the query's words rank higher anyway, so a search
+    ranks the rows of the strictest level that still yields enough of them (the last
+    level, any one word, ranks at most ANY_WORD_CAP rows)."""
+    terms = list(dict.fromkeys(words))[:MAX_KEYWORD_TERMS]
+    return [
+        " | ".join("(" + " & ".join(combo) + ")" for combo in itertools.combinations(terms, k))
+        for k in range(len(terms), 0, -1)
+    ]
+
+
+async def choose_keyword_level(
+    conn: Any,
+    probe_sql: str,
+    before: tuple[Any, ...],
+    after: tuple[Any, ...],
+    words: list[str],
+    want: int,
+) -> tuple[str, bool]:
+    """(tsquery text, is the any-word level) of the strictest level with ``want`` rows.
+    ``probe_sql`` takes ``before``, the tsquery text, ``after`` and a row limit."""
+    levels = keyword_levels(words)
+    for level in levels[:-1]:
+        row = await (await conn.execute(probe_sql, (*before, level, *after, want))).fetchone()
+        if row and int(row[0]) >= want:
+            return level, False
+    return levels[-1], True

@@ -1,0 +1,72 @@
+"""What differs between SQLite and PostgreSQL, for SQL written once (lamina.store.sql).
+
+Each backend subclasses ``Dialect`` once (sqlite/db.py, postgres/db.py). Statements use
+``%s`` placeholders on both; names and literals come from the attributes below, values
+pass through the adapters (JSON as text or JSONB, timestamps as ISO text or timestamptz,
+vectors as float32 blobs or pgvector).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any, ClassVar
+
+from lamina.embeddings.base import Vector
+
+
+class Dialect(ABC):
+    #: The column ordering a table's rows by insertion (SQLite ``pk``, PostgreSQL ``seq``).
+    seq: ClassVar[str]
+    #: The key of the graph tables: entities' ``<id>``, relations' ``source_<id>`` and
+    #: ``target_<id>`` (SQLite ``pk``, PostgreSQL ``id``).
+    graph_id: ClassVar[str]
+    #: Boolean literals.
+    true: ClassVar[str]
+    false: ClassVar[str]
+    #: The scalar maximum of two values (SQLite ``max``, PostgreSQL ``greatest``).
+    greatest: ClassVar[str]
+    #: The position of a substring: ``<strpos>(text, part)`` (``instr``, ``strpos``).
+    strpos: ClassVar[str]
+    #: Ends a SELECT of rows the transaction goes on to change (PostgreSQL locks them;
+    #: SQLite's write transactions hold the whole file).
+    for_update: ClassVar[str]
+    #: The LIMIT that means "all rows".
+    no_limit: ClassVar[int | None]
+
+    @abstractmethod
+    def is_true(self, column: str) -> str:
+        """A condition that a boolean column is true (written so partial indexes apply)."""
+
+    @abstractmethod
+    def json(self, value: Any) -> Any:
+        """A JSON value as a parameter."""
+
+    @abstractmethod
+    def from_json(self, value: Any) -> Any:
+        """A JSON column's value as Python data."""
+
+    @abstractmethod
+    def time(self, value: datetime) -> Any:
+        """A timestamp as a parameter."""
+
+    @abstractmethod
+    def from_time(self, value: Any) -> datetime:
+        """A timestamp column's value."""
+
+    @abstractmethod
+    def vector(self, value: Vector) -> Any:
+        """An embedding as a parameter."""
+
+    @abstractmethod
+    def from_vector(self, value: Any) -> Vector | None:
+        """An embedding column's value (None when NULL)."""
+
+    @abstractmethod
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        """A condition that ``column`` is one of ``values`` (not empty), and its parameters."""
+
+    @abstractmethod
+    def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
+        """A condition that the JSON array ``column`` holds one of ``tags``."""

@@ -1,0 +1,463 @@
+"""Memories (lamina.memory.ports.MemoryStore) in SQL, for both backends.
+
+Writes, reads, history, the hierarchy, listing and the embedding cache are shared; search
+and the per-layer counts are the backend's own (in-process indexes on SQLite, pgvector and
+tsvector on PostgreSQL), and so is the metadata filter's SQL.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from lamina.embeddings.base import Embedder, Vector
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.filters import MetadataFilter
+from lamina.memory.layers import MemoryLayer
+from lamina.memory.models import HistoryEvent, HistoryOperation, MemoryEntry, MemoryPage
+from lamina.memory.ports import LayerSearch, NewMemory, Scope, ScoredMemory, updated_entry
+from lamina.store.cursors import decode_cursor, encode_cursor
+from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.program import Executor, Program, count, many, row, rows
+
+#: The columns of an entry, after the row sequence (``{seq}``); the embedding comes last.
+ENTRY = (
+    "id, tenant_id, layer, identifiers, content, metadata, embedding_model, created_at, "
+    "updated_at, embedding"
+)
+_HISTORY = (
+    "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, old_content, "
+    "new_content, old_metadata, new_metadata, actor, at) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+)
+#: Keys per statement where a statement lists them (SQLite allows 32,766 parameters).
+_CHUNK = 500
+
+
+class SqlMemories(ABC):
+    """The MemoryStore protocol but search and counts, which each backend adds."""
+
+    def __init__(self, executor: Executor, dialect: Dialect, embedder: Embedder) -> None:
+        self._exec = executor
+        self._d = dialect
+        self.embedder = embedder
+        #: Every column a query reads: the row sequence, then ``ENTRY``.
+        self._columns = f"{dialect.seq}, {ENTRY}"
+
+    @abstractmethod
+    async def search(self, request: LayerSearch) -> list[ScoredMemory]: ...
+
+    @abstractmethod
+    async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
+
+    @abstractmethod
+    def _filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
+        """The SQL condition of a non-empty metadata filter, and its parameters."""
+
+    def _index_columns(self, content: str) -> dict[str, Any]:
+        """Extra columns a backend derives from the content for its keyword index."""
+        return {}
+
+    def _entry(self, values: Sequence[Any]) -> MemoryEntry:
+        d = self._d
+        return MemoryEntry(
+            id=values[1],
+            tenant_id=values[2],
+            layer=MemoryLayer(values[3]),
+            identifiers=d.from_json(values[4]),
+            content=values[5],
+            metadata=d.from_json(values[6]),
+            embedding_model=values[7],
+            created_at=d.from_time(values[8]),
+            updated_at=d.from_time(values[9]),
+            embedding_generated=values[10] is not None,
+        )
+
+    def _scored(
+        self, values: Sequence[Any], score: float, semantic: float | None, keyword: float | None
+    ) -> ScoredMemory:
+        vector = self._d.from_vector(values[10])
+        return ScoredMemory(self._entry(values), score, semantic, keyword, vector)
+
+    # -- embeddings -------------------------------------------------------------------------
+
+    async def generate_embedding(
+        self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
+    ) -> Vector:
+        if not cache:
+            return await self.embedder.embed(list(texts))
+        hashes = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
+        unique = dict(zip(hashes, texts, strict=True))
+        cached = await self._exec.read(
+            tenant_id, "embedding cache", self._cached(tenant_id, list(unique))
+        )
+        missing = [h for h in unique if h not in cached]
+        if missing:
+            vectors = await self.embedder.embed([unique[h] for h in missing])
+            fresh = dict(zip(missing, vectors, strict=True))
+            await self._exec.write(tenant_id, "embedding cache", self._cache(tenant_id, fresh))
+            cached.update(fresh)
+        out = np.empty((len(texts), self.embedder.dimensions), dtype=np.float32)
+        for i, h in enumerate(hashes):
+            out[i] = cached[h]
+        return out
+
+    def _cached(self, tenant_id: str, hashes: list[str]) -> Program[dict[str, Vector]]:
+        found: dict[str, Vector] = {}
+        for start in range(0, len(hashes), _CHUNK):
+            chunk, params = self._d.any_of("content_hash", hashes[start : start + _CHUNK])
+            for h, blob in (
+                yield rows(
+                    "SELECT content_hash, vector FROM embedding_cache WHERE tenant_id = %s "  # noqa: S608
+                    f"AND model = %s AND {chunk}",
+                    tenant_id,
+                    self.embedder.model_id,
+                    *params,
+                )
+            ):
+                found[h] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def _cache(self, tenant_id: str, vectors: dict[str, Vector]) -> Program[None]:
+        now = self._d.time(datetime.now(UTC))
+        model = self.embedder.model_id
+        yield many(
+            "INSERT INTO embedding_cache VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [
+                (tenant_id, model, h, v.astype(np.float32).tobytes(), now)
+                for h, v in vectors.items()
+            ],
+        )
+
+    async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        def read() -> Program[list[tuple[str, str]]]:
+            found = yield rows(
+                "SELECT id, content FROM memories WHERE tenant_id = %s AND embedding IS NULL "  # noqa: S608
+                f"ORDER BY {self._d.seq} LIMIT %s",
+                tenant_id,
+                limit,
+            )
+            return [(str(i), str(c)) for i, c in found]
+
+        return await self._exec.read(tenant_id, "unembedded", read())
+
+    async def set_embeddings(self, tenant_id: str, items: Sequence[tuple[str, str, Vector]]) -> int:
+        model = self.embedder.model_id
+
+        def write() -> Program[int]:
+            done = 0
+            for memory_id, content, vector in items:
+                done += yield count(
+                    "UPDATE memories SET embedding = %s, embedding_model = %s WHERE "
+                    "tenant_id = %s AND id = %s AND content = %s AND embedding IS NULL",
+                    self._d.vector(vector),
+                    model,
+                    tenant_id,
+                    memory_id,
+                    content,
+                )
+            return done
+
+        return await self._exec.write(tenant_id, "set embeddings", write())
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def add(self, memory: NewMemory, *, actor: str | None = None) -> MemoryEntry:
+        return (await self._exec.write(memory.tenant_id, "add", self._insert([memory], actor)))[0]
+
+    async def bulk_add(
+        self, memories: Sequence[NewMemory], *, actor: str | None = None
+    ) -> list[MemoryEntry]:
+        if not memories:
+            return []
+        return await self._exec.write(
+            memories[0].tenant_id, "bulk_add", self._insert(list(memories), actor)
+        )
+
+    def _insert(self, memories: list[NewMemory], actor: str | None) -> Program[list[MemoryEntry]]:
+        d = self._d
+        now = datetime.now(UTC)
+        model = self.embedder.model_id
+        stored = [
+            {
+                "tenant_id": m.tenant_id,
+                "id": m.id,
+                "layer": m.scope.layer.value,
+                "scope_key": m.scope.key,
+                "identifiers": d.json(m.scope.identifiers),
+                "content": m.content,
+                "metadata": d.json(m.metadata),
+                "embedding": None if m.embedding is None else d.vector(m.embedding),
+                **self._index_columns(m.content),
+                "embedding_model": None if m.embedding is None else model,
+                "created_at": d.time(now),
+                "updated_at": d.time(now),
+            }
+            for m in memories
+        ]
+        # COPY is refused under row-level security; executemany pipelines the inserts.
+        yield many(
+            f"INSERT INTO memories ({', '.join(stored[0])}) "  # noqa: S608
+            f"VALUES ({', '.join(['%s'] * len(stored[0]))})",
+            [tuple(values.values()) for values in stored],
+        )
+        yield many(
+            _HISTORY,
+            [
+                (
+                    *(v["tenant_id"], v["id"], "add", v["layer"], None, v["content"]),
+                    *(None, v["metadata"], actor, v["updated_at"]),
+                )
+                for v in stored
+            ],
+        )
+        return [
+            MemoryEntry(
+                id=m.id,
+                tenant_id=m.tenant_id,
+                layer=m.scope.layer,
+                identifiers=m.scope.identifiers,
+                content=m.content,
+                metadata=m.metadata,
+                created_at=now,
+                updated_at=now,
+                embedding_generated=m.embedding is not None,
+                embedding_model=None if m.embedding is None else model,
+            )
+            for m in memories
+        ]
+
+    async def update(
+        self,
+        tenant_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        embedding: Vector | None = None,
+        metadata_patch: dict[str, Any] | None = None,
+        actor: str | None = None,
+    ) -> MemoryEntry:
+        return await self._exec.write(
+            tenant_id,
+            "update",
+            self._update(tenant_id, memory_id, content, embedding, metadata_patch, actor),
+        )
+
+    def _update(
+        self,
+        tenant_id: str,
+        memory_id: str,
+        content: str | None,
+        embedding: Vector | None,
+        patch: dict[str, Any] | None,
+        actor: str | None,
+    ) -> Program[MemoryEntry]:
+        d = self._d
+        found = yield row(
+            f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
+            f"{d.for_update}",
+            tenant_id,
+            memory_id,
+        )
+        if found is None:
+            raise LaminaError(
+                ErrorCode.MEMORY_NOT_FOUND,
+                f"memory {memory_id!r} not found",
+                details={"id": memory_id},
+            )
+        old = self._entry(found)
+        new = updated_entry(
+            old,
+            content=content,
+            metadata_patch=patch,
+            embedding_model=None if embedding is None else self.embedder.model_id,
+        )
+        sets: dict[str, Any] = {
+            "metadata": d.json(new.metadata),
+            "updated_at": d.time(new.updated_at),
+        }
+        if content is not None:
+            sets["content"] = content
+            sets.update(self._index_columns(content))
+        if embedding is not None:
+            sets["embedding"] = d.vector(embedding)
+            sets["embedding_model"] = self.embedder.model_id
+        assignments = ", ".join(f"{column} = %s" for column in sets)
+        yield count(
+            f"UPDATE memories SET {assignments} WHERE tenant_id = %s AND id = %s",  # noqa: S608
+            *sets.values(),
+            tenant_id,
+            memory_id,
+        )
+        yield count(
+            _HISTORY,
+            tenant_id,
+            memory_id,
+            "update",
+            old.layer.value,
+            old.content,
+            new.content,
+            d.json(old.metadata),
+            sets["metadata"],
+            actor,
+            sets["updated_at"],
+        )
+        return new
+
+    async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
+        return (
+            await self._exec.write(tenant_id, "delete", self._delete(tenant_id, [memory_id], actor))
+            == 1
+        )
+
+    async def bulk_delete(
+        self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
+    ) -> int:
+        return await self._exec.write(
+            tenant_id, "bulk_delete", self._delete(tenant_id, list(memory_ids), actor)
+        )
+
+    def _delete(self, tenant_id: str, memory_ids: list[str], actor: str | None) -> Program[int]:
+        d = self._d
+        now = d.time(datetime.now(UTC))
+        ids = list(dict.fromkeys(memory_ids))
+        removed = 0
+        for start in range(0, len(ids), _CHUNK):
+            chunk, params = d.any_of("id", ids[start : start + _CHUNK])
+            deleted = yield rows(
+                f"DELETE FROM memories WHERE tenant_id = %s AND {chunk} "  # noqa: S608
+                "RETURNING id, layer, content, metadata",
+                tenant_id,
+                *params,
+            )
+            yield many(
+                _HISTORY,
+                [
+                    (
+                        *(tenant_id, r[0], "delete", r[1], r[2], None),
+                        *(d.json(d.from_json(r[3])), None, actor, now),
+                    )
+                    for r in deleted
+                ],
+            )
+            removed += len(deleted)
+        return removed
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
+        def get() -> Program[MemoryEntry | None]:
+            found = yield row(
+                f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s",  # noqa: S608
+                tenant_id,
+                memory_id,
+            )
+            return None if found is None else self._entry(found)
+
+        return await self._exec.read(tenant_id, "get", get())
+
+    async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
+        d = self._d
+
+        def read() -> Program[list[HistoryEvent]]:
+            found = yield rows(
+                "SELECT memory_id, operation, at, layer, old_content, new_content, old_metadata, "
+                "new_metadata, actor FROM memory_history WHERE tenant_id = %s "
+                "AND memory_id = %s ORDER BY seq",
+                tenant_id,
+                memory_id,
+            )
+            return [
+                HistoryEvent(
+                    memory_id=r[0],
+                    operation=HistoryOperation(r[1]),
+                    at=d.from_time(r[2]),
+                    layer=MemoryLayer(r[3]),
+                    old_content=r[4],
+                    new_content=r[5],
+                    old_metadata=None if r[6] is None else d.from_json(r[6]),
+                    new_metadata=None if r[7] is None else d.from_json(r[7]),
+                    actor=r[8],
+                )
+                for r in found
+            ]
+
+        return await self._exec.read(tenant_id, "history", read())
+
+    async def list(
+        self,
+        tenant_id: str,
+        scopes: Sequence[Scope],
+        flt: MetadataFilter,
+        *,
+        limit: int,
+        cursor: str | None,
+    ) -> MemoryPage:
+        before = decode_cursor(cursor) if cursor else None
+        if not scopes:
+            return MemoryPage(items=[], next_cursor=None, total_count=0)
+        pairs = " OR ".join(["(layer = %s AND scope_key = %s)"] * len(scopes))
+        where = f"tenant_id = %s AND ({pairs})"
+        params: list[Any] = [tenant_id]
+        for scope in scopes:
+            params += [scope.layer.value, scope.key]
+        if not flt.empty:
+            condition, values = self._filter(flt)
+            where += f" AND {condition}"
+            params += values
+        seq = self._d.seq
+
+        def page() -> Program[MemoryPage]:
+            total = yield row(f"SELECT count(*) FROM memories WHERE {where}", *params)  # noqa: S608
+            page_where = where + ("" if before is None else f" AND {seq} < %s")
+            page_params = params + ([] if before is None else [before])
+            found = yield rows(
+                f"SELECT {self._columns} FROM memories WHERE {page_where} "  # noqa: S608
+                f"ORDER BY {seq} DESC LIMIT %s",
+                *page_params,
+                limit + 1,
+            )
+            more = len(found) > limit
+            found = found[:limit]
+            return MemoryPage(
+                items=[self._entry(r) for r in found],
+                next_cursor=encode_cursor(found[-1][0]) if more else None,
+                total_count=total[0],
+            )
+
+        return await self._exec.read(tenant_id, "list", page(), snapshot=True)
+
+    # -- hierarchy --------------------------------------------------------------------------
+
+    async def set_parent(self, tenant_id: str, level: str, child_id: str, parent_id: str) -> None:
+        def write() -> Program[None]:
+            yield count(
+                "INSERT INTO hierarchy VALUES (%s, %s, %s, %s, %s) ON CONFLICT "
+                "(tenant_id, level, child_id) DO UPDATE SET parent_id = excluded.parent_id, "
+                "updated_at = excluded.updated_at",
+                tenant_id,
+                level,
+                child_id,
+                parent_id,
+                self._d.time(datetime.now(UTC)),
+            )
+
+        await self._exec.write(tenant_id, "set_parent", write())
+
+    async def get_parent(self, tenant_id: str, level: str, child_id: str) -> str | None:
+        def read() -> Program[str | None]:
+            found = yield row(
+                "SELECT parent_id FROM hierarchy WHERE tenant_id = %s AND level = %s "
+                "AND child_id IN (%s, '*') ORDER BY child_id = '*' LIMIT 1",
+                tenant_id,
+                level,
+                child_id,
+            )
+            return None if found is None else str(found[0])
+
+        return await self._exec.read(tenant_id, "get_parent", read())

@@ -1,0 +1,195 @@
+"""A2A threads and tasks (lamina.threads.ports) in SQL, for both backends.
+
+Only the cross-tenant sweep differs: SQLite runs it directly, PostgreSQL through SECURITY
+DEFINER functions (row-level security hides other tenants' rows from lamina_app).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.program import Executor, Program, count, row, rows
+from lamina.threads.ports import CleanupCounts, StoredTask, StoredThread
+
+_THREAD = "thread_id, created_at, updated_at, expired_at, context, context_expires_at, version"
+_TASK = "task_id, context_id, state, updated_ns, data"
+
+
+def _thread(values: Sequence[Any]) -> StoredThread:
+    return StoredThread(values[0], values[1], values[2], values[3] is not None, *values[4:7])
+
+
+def _task(values: Sequence[Any]) -> StoredTask:
+    return StoredTask(values[0], values[1], values[2], values[3], values[4])
+
+
+class SqlThreads(ABC):
+    """The ThreadStore protocol; a backend adds the cross-tenant ``cleanup`` and count."""
+
+    def __init__(self, executor: Executor, dialect: Dialect) -> None:
+        self._exec = executor
+        self._d = dialect
+
+    @abstractmethod
+    async def cleanup(self, now: float, idle_ttl: float, retention: float) -> CleanupCounts: ...
+
+    @abstractmethod
+    async def count_active(self, now: float, idle_ttl: float) -> int: ...
+
+    async def open_thread(
+        self, tenant_id: str, thread_id: str, now: float, idle_ttl: float
+    ) -> tuple[StoredThread, bool]:
+        return await self._exec.write(
+            tenant_id, "open_thread", self._open(tenant_id, thread_id, now, idle_ttl)
+        )
+
+    def _open(
+        self, tenant_id: str, thread_id: str, now: float, idle_ttl: float
+    ) -> Program[tuple[StoredThread, bool]]:
+        key = (tenant_id, thread_id)
+        created = yield rows(
+            "INSERT INTO a2a_threads (tenant_id, thread_id, created_at, updated_at) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING RETURNING thread_id",
+            *key,
+            now,
+            now,
+        )
+        if created:
+            return StoredThread(thread_id, now, now, False, "{}", None, 0), True
+        found = yield row(
+            f"SELECT {_THREAD} FROM a2a_threads WHERE tenant_id = %s "  # noqa: S608
+            f"AND thread_id = %s{self._d.for_update}",
+            *key,
+        )
+        thread = _thread(found)
+        if thread.expired:
+            return thread, False
+        if thread.updated_at + idle_ttl <= now:
+            yield count(
+                "UPDATE a2a_threads SET expired_at = %s, context = '{}', "
+                "context_expires_at = NULL, version = version + 1 "
+                "WHERE tenant_id = %s AND thread_id = %s",
+                now,
+                *key,
+            )
+            return StoredThread(
+                thread_id, thread.created_at, thread.updated_at, True, "{}", None, 0
+            ), False
+        yield count(
+            "UPDATE a2a_threads SET updated_at = %s WHERE tenant_id = %s AND thread_id = %s",
+            now,
+            *key,
+        )
+        return _thread((*found[:2], now, *found[3:])), False
+
+    async def get_thread(self, tenant_id: str, thread_id: str) -> StoredThread | None:
+        return await self._exec.read(tenant_id, "get_thread", self._get(tenant_id, thread_id))
+
+    def _get(self, tenant_id: str, thread_id: str) -> Program[StoredThread | None]:
+        found = yield row(
+            f"SELECT {_THREAD} FROM a2a_threads WHERE tenant_id = %s AND thread_id = %s",  # noqa: S608
+            tenant_id,
+            thread_id,
+        )
+        return None if found is None else _thread(found)
+
+    async def save_context(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        context: str,
+        expires_at: float,
+        expected_version: int,
+    ) -> bool:
+        def save() -> Program[bool]:
+            changed = yield count(
+                "UPDATE a2a_threads SET context = %s, context_expires_at = %s, "
+                "version = version + 1 WHERE tenant_id = %s AND thread_id = %s "
+                "AND version = %s AND expired_at IS NULL",
+                context,
+                expires_at,
+                tenant_id,
+                thread_id,
+                expected_version,
+            )
+            return bool(changed == 1)
+
+        return await self._exec.write(tenant_id, "save_context", save())
+
+    async def save_task(self, tenant_id: str, task: StoredTask) -> None:
+        def save() -> Program[None]:
+            yield count(
+                "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
+                "context_id = excluded.context_id, state = excluded.state, "
+                "updated_ns = excluded.updated_ns, data = excluded.data",
+                tenant_id,
+                task.task_id,
+                task.context_id,
+                task.state,
+                task.updated_ns,
+                task.data,
+            )
+
+        await self._exec.write(tenant_id, "save_task", save())
+
+    async def get_task(self, tenant_id: str, task_id: str) -> StoredTask | None:
+        def get() -> Program[StoredTask | None]:
+            found = yield row(
+                f"SELECT {_TASK} FROM a2a_tasks WHERE tenant_id = %s AND task_id = %s",  # noqa: S608
+                tenant_id,
+                task_id,
+            )
+            return None if found is None else _task(found)
+
+        return await self._exec.read(tenant_id, "get_task", get())
+
+    async def list_tasks(
+        self,
+        tenant_id: str,
+        *,
+        context_id: str | None,
+        state: int | None,
+        updated_after_ns: int | None,
+        before: tuple[int, str] | None,
+        limit: int,
+    ) -> tuple[list[StoredTask], int]:
+        where: list[str] = ["tenant_id = %s"]
+        args: list[Any] = [tenant_id]
+        for condition, value in (
+            ("context_id = %s", context_id),
+            ("state = %s", state),
+            ("updated_ns >= %s", updated_after_ns),
+        ):
+            if value is not None:
+                where.append(condition)
+                args.append(value)
+
+        def page() -> Program[tuple[list[StoredTask], int]]:
+            total = yield row(
+                f"SELECT count(*) FROM a2a_tasks WHERE {' AND '.join(where)}",  # noqa: S608
+                *args,
+            )
+            if before is not None:
+                where.append("(updated_ns, task_id) < (%s, %s)")
+                args.extend(before)
+            found = yield rows(
+                f"SELECT {_TASK} FROM a2a_tasks WHERE {' AND '.join(where)} "  # noqa: S608
+                "ORDER BY updated_ns DESC, task_id DESC LIMIT %s",
+                *args,
+                limit,
+            )
+            return [_task(r) for r in found], int(total[0])
+
+        return await self._exec.read(tenant_id, "list_tasks", page(), snapshot=True)
+
+    async def delete_task(self, tenant_id: str, task_id: str) -> None:
+        def delete() -> Program[None]:
+            yield count(
+                "DELETE FROM a2a_tasks WHERE tenant_id = %s AND task_id = %s", tenant_id, task_id
+            )
+
+        await self._exec.write(tenant_id, "delete_task", delete())

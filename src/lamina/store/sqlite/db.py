@@ -1,0 +1,259 @@
+"""SQLite plumbing for the embedded store: connections, migrations, transactions, errors,
+and the SQLite side of the shared SQL (its dialect, and programs run in a worker thread)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from lamina.embeddings.base import Vector
+from lamina.errors import ErrorCode, LaminaError
+from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.meta import pending_migrations
+from lamina.store.sql.program import Lock, Program, Step, drive
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_TRANSIENT = ("locked", "busy", "disk i/o", "unable to open")
+
+
+def translate(exc: sqlite3.Error, operation: str) -> LaminaError:
+    """A LaminaError for a database failure; transient ones are retryable."""
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.IntegrityError) and "memories.id" in text:
+        return LaminaError(ErrorCode.INVALID_ARGUMENT, "a memory with this id already exists")
+    if isinstance(exc, sqlite3.OperationalError) and any(t in text for t in _TRANSIENT):
+        return LaminaError(
+            ErrorCode.PROVIDER_ERROR, f"database busy or unavailable during {operation}: {exc}"
+        )
+    if "not a database" in text or "malformed" in text:
+        return LaminaError(
+            ErrorCode.PROVIDER_ERROR,
+            f"the database file is damaged ({exc}); restore it from a backup",
+            retryable=False,
+        )
+    log.error("database error during %s: %s", operation, exc)
+    return LaminaError(ErrorCode.INTERNAL_ERROR, f"database error during {operation}")
+
+
+class Database:
+    """One SQLite file in WAL mode; one connection per thread, all closed on ``close``."""
+
+    def __init__(
+        self, path: Path, functions: dict[str, tuple[int, Any]], busy_timeout: float = 30.0
+    ) -> None:
+        self.path = path
+        self.busy_timeout = busy_timeout
+        self._functions = functions
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._guard = threading.Lock()
+        self._closed = False
+
+    def connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        if self._closed:
+            raise LaminaError(ErrorCode.INTERNAL_ERROR, "the store has been shut down")
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self.busy_timeout,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        for name, (nargs, fn) in self._functions.items():
+            conn.create_function(name, nargs, fn, deterministic=True)
+        with self._guard:
+            self._all.append(conn)
+        self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def write_transaction(self) -> Iterator[sqlite3.Connection]:
+        """An IMMEDIATE transaction: writers queue on the file lock, never half-commit."""
+        conn = self.connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: several statements see one consistent state."""
+        conn = self.connection()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def migrate(self, target: int | None = None) -> int:
+        """Apply pending migrations in order (up to ``target``, tests pin older schemas);
+        returns the schema version."""
+        with self.write_transaction() as conn:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
+            version = max(done, default=0)
+            for migration in pending_migrations("lamina.store.sqlite.migrations", done, target):
+                log.info("applying migration %s to %s", migration.name, self.path)
+                for statement in _statements(migration.sql):
+                    conn.execute(statement)
+                conn.execute(
+                    "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
+                    (migration.number, migration.name),
+                )
+                version = max(version, migration.number)
+        return version
+
+    # -- running work in a worker thread ----------------------------------------------------
+
+    async def call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a worker thread, database errors translated."""
+        return await asyncio.to_thread(self._call, operation, fn, *args)
+
+    def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        try:
+            return fn(*args)
+        except sqlite3.Error as exc:
+            raise translate(exc, operation) from exc
+
+    async def read(
+        self, tenant_id: str | None, operation: str, program: Program[T], *, snapshot: bool = False
+    ) -> T:
+        """Run a shared SQL program that only reads (lamina.store.sql.program.Executor)."""
+        return await self.call(operation, self._read, program, snapshot)
+
+    def _read(self, program: Program[T], snapshot: bool) -> T:
+        if not snapshot:
+            return run(self.connection(), program)
+        with self.snapshot() as conn:
+            return run(conn, program)
+
+    async def write(self, tenant_id: str | None, operation: str, program: Program[T]) -> T:
+        """Run a shared SQL program in an IMMEDIATE transaction."""
+        return await self.call(operation, self._write, program)
+
+    def _write(self, program: Program[T]) -> T:
+        with self.write_transaction() as conn:
+            return run(conn, program)
+
+    def close(self) -> None:
+        with self._guard:
+            self._closed = True
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:  # pragma: no cover - closing is best effort
+                    log.warning("closing a connection to %s failed", self.path)
+            self._all.clear()
+        self._local = threading.local()
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a migration into statements (sqlite3.complete_statement handles triggers)."""
+    buffer = ""
+    for line in script.splitlines(keepends=True):
+        if not buffer and line.lstrip().startswith("--"):
+            continue
+        buffer += line
+        if sqlite3.complete_statement(buffer):
+            if buffer.strip():
+                yield buffer.strip()
+            buffer = ""
+    if buffer.strip():
+        yield buffer.strip()
+
+
+def run(conn: sqlite3.Connection, program: Program[T]) -> T:
+    """Run a shared SQL program on ``conn`` (in the calling thread)."""
+
+    def execute(step: Step | Lock) -> Any:
+        if isinstance(step, Lock):
+            return None  # write transactions are IMMEDIATE: they already run one at a time
+        sql = step.sql.replace("%s", "?")
+        if step.fetch == "many":
+            conn.executemany(sql, step.params)
+            return None
+        cursor = conn.execute(sql, step.params)
+        if step.fetch == "rows":
+            return cursor.fetchall()
+        if step.fetch == "row":
+            return cursor.fetchone()
+        return cursor.rowcount
+
+    return drive(program, execute)
+
+
+def dumps(value: Any) -> str:
+    """JSON text as every column of the SQLite file holds it."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def timestamp(value: datetime) -> str:
+    return value.isoformat(timespec="microseconds")
+
+
+class SQLiteDialect(Dialect):
+    seq = "pk"
+    graph_id = "pk"
+    true = "1"
+    false = "0"
+    greatest = "max"
+    strpos = "instr"
+    for_update = ""
+    no_limit = -1
+
+    def is_true(self, column: str) -> str:
+        return f"{column} = 1"
+
+    def json(self, value: Any) -> str:
+        return dumps(value)
+
+    def from_json(self, value: Any) -> Any:
+        return json.loads(value)
+
+    def time(self, value: datetime) -> str:
+        return timestamp(value)
+
+    def from_time(self, value: Any) -> datetime:
+        return datetime.fromisoformat(value)
+
+    def vector(self, value: Vector) -> bytes:
+        return np.asarray(value, dtype=np.float32).tobytes()
+
+    def from_vector(self, value: Any) -> Vector | None:
+        return None if value is None else np.frombuffer(value, dtype=np.float32)
+
+    def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
+        return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+
+    def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
+        marks = ", ".join("%s" for _ in tags)
+        return (
+            f"EXISTS (SELECT 1 FROM json_each({column}) WHERE value IN ({marks}))",  # noqa: S608
+            list(tags),
+        )
+
+
+SQLITE = SQLiteDialect()

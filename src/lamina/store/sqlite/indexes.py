@@ -1,0 +1,157 @@
+"""The embedded store's in-process indexes, kept in step with the SQLite file.
+
+Each process holds an exact vector index and a BM25 keyword index per partition (a memory
+scope, or a kind of context item). Triggers append every change of a row's vector, terms or
+partition to a log table; ``sync`` applies the entries this process has not seen, whoever
+wrote them, before every search. The same machinery serves every indexed table.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lamina.embeddings.base import Vector
+from lamina.store.sqlite.db import Database
+from lamina.store.sqlite.lexical_index import LexicalIndex
+from lamina.store.sqlite.vector_index import PartitionKey, VectorIndex
+from lamina.text import decode_terms
+
+
+@dataclass(frozen=True)
+class IndexedTable:
+    """Where a table's rows and change log are. ``partition`` is an SQL expression list over
+    the row alias ``m`` giving (tenant, a, b); a NULL tenant means "not in the index"."""
+
+    table: str
+    log: str
+    log_column: str
+    partition: str
+    pruned_key: str
+    #: The schema version that created the table.
+    since: int = 1
+
+
+MEMORIES = IndexedTable(
+    "memories",
+    "index_log",
+    "memory_pk",
+    "m.tenant_id, m.layer, m.scope_key",
+    "index_log_pruned_through",
+)
+CONTEXT_ITEMS = IndexedTable(
+    "context_items",
+    "context_index_log",
+    "item_pk",
+    "CASE WHEN m.is_latest = 1 THEN m.tenant_id END, m.kind, ''",
+    "context_index_log_pruned_through",
+    since=2,
+)
+
+
+class SyncedIndexes:
+    """Thread-safe: one lock guards both indexes and the position in the log."""
+
+    def __init__(self, db: Database, dimensions: int, source: IndexedTable = MEMORIES) -> None:
+        self._db = db
+        self._source = source
+        self._vectors = VectorIndex(dimensions)
+        self._lexicon = LexicalIndex()
+        self._lock = threading.Lock()
+        self._loaded = False
+        self._applied_seq = 0
+
+    def sync(self) -> None:
+        """Bring both indexes up to date with every committed write (any process)."""
+        conn = self._db.connection()
+        src = self._source
+        with self._lock:
+            if self._loaded:
+                top, pruned = conn.execute(
+                    f"SELECT (SELECT max(seq) FROM {src.log}), "  # noqa: S608
+                    "(SELECT value FROM store_meta WHERE key = ?)",
+                    (src.pruned_key,),
+                ).fetchone()
+                if (top or 0) <= self._applied_seq:
+                    return
+                if pruned is not None and int(pruned) > self._applied_seq:
+                    self._loaded = False  # this process fell behind the pruned log
+            if not self._loaded:
+                self._load(conn)
+                return
+            rows = conn.execute(
+                f"SELECT l.seq, l.{src.log_column}, {src.partition}, m.embedding, "  # noqa: S608
+                f"m.lexicon FROM {src.log} l LEFT JOIN {src.table} m "
+                f"ON m.pk = l.{src.log_column} WHERE l.seq > ? ORDER BY l.seq",
+                (self._applied_seq,),
+            ).fetchall()
+            self._apply(rows)
+
+    def _apply(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        for seq, pk, tenant, layer, key, blob, lexicon in rows:
+            if tenant is None:
+                self._vectors.remove(pk)
+                self._lexicon.remove(pk)
+            else:
+                part = (tenant, layer, key)
+                if blob is None:
+                    self._vectors.remove(pk)
+                else:
+                    self._vectors.upsert(pk, part, np.frombuffer(blob, dtype=np.float32))
+                self._lexicon.upsert(pk, part, decode_terms(lexicon))
+            self._applied_seq = max(self._applied_seq, seq)
+
+    def _load(self, conn: sqlite3.Connection) -> None:
+        self._vectors.clear()
+        self._lexicon.clear()
+        src = self._source
+        with self._db.snapshot():
+            top = conn.execute(
+                f"SELECT coalesce(max(seq), 0) FROM {src.log}"  # noqa: S608
+            ).fetchone()[0]
+            sizes = conn.execute(
+                f"SELECT {src.partition}, count(*) FROM {src.table} m "  # noqa: S608
+                "WHERE m.embedding IS NOT NULL GROUP BY 1, 2, 3"
+            ).fetchall()
+            for tenant, layer, key, count in sizes:
+                if tenant is not None:
+                    self._vectors.reserve((tenant, layer, key), count)
+            rows = conn.execute(
+                f"SELECT ?, m.pk, {src.partition}, m.embedding, m.lexicon "  # noqa: S608
+                f"FROM {src.table} m ORDER BY m.pk",
+                (top,),
+            )
+            self._applied_seq = 0
+            self._apply(rows)
+            self._applied_seq = top
+        self._loaded = True
+
+    def vector_hits(
+        self, key: PartitionKey, query: Vector, min_score: float | None, limit: int | None
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            return self._vectors.search(key, query, min_score, limit)
+
+    def keyword_hits(
+        self, key: PartitionKey, terms: list[str], limit: int | None
+    ) -> list[tuple[int, float]]:
+        with self._lock:
+            return self._lexicon.search(key, terms, limit)
+
+    def cosines(self, pks: Iterable[int], query: Vector) -> dict[int, float | None]:
+        """Cosine of ``query`` with each stored vector (None for a memory without one)."""
+        out: dict[int, float | None] = {}
+        with self._lock:
+            for pk in pks:
+                vector = self._vectors.vector(pk)
+                out[pk] = None if vector is None else float(vector @ query)
+        return out
+
+    def counts_by_layer(self, tenant_id: str | None) -> dict[str, int]:
+        with self._lock:
+            return self._vectors.counts_by_layer(tenant_id)

@@ -1,0 +1,108 @@
+"""The embedded store: one SQLite file (WAL) and in-process vector and BM25 indexes.
+
+It is the memory port itself (memories.py) and hands out the other domains' ports:
+context items, sessions and threads, all in the same file.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+from lamina.backend import HealthStatus, StoreCapabilities
+from lamina.embeddings.base import Embedder
+from lamina.errors import ErrorCode, LaminaError
+from lamina.store.sql.meta import capabilities, check_model
+from lamina.store.sql.sessions import SqlSessions
+from lamina.store.sqlite.context_items import SQLiteContextItems
+from lamina.store.sqlite.db import SQLITE, Database
+from lamina.store.sqlite.indexes import CONTEXT_ITEMS, MEMORIES, IndexedTable, SyncedIndexes
+from lamina.store.sqlite.memories import SQLiteMemories, match_udf
+from lamina.store.sqlite.threads import SQLiteThreads
+
+log = logging.getLogger(__name__)
+
+_LOG_KEEP = 10_000
+_LOG_PRUNE_AT = 100_000
+
+
+def _prune_log(conn: sqlite3.Connection, source: IndexedTable) -> None:
+    """Keep an index log short; processes that fell behind the cut reload their indexes."""
+    lo, hi = conn.execute(f"SELECT min(seq), max(seq) FROM {source.log}").fetchone()  # noqa: S608
+    if hi is not None and hi - lo > _LOG_PRUNE_AT:
+        conn.execute(f"DELETE FROM {source.log} WHERE seq <= ?", (hi - _LOG_KEEP,))  # noqa: S608
+        conn.execute(
+            "INSERT OR REPLACE INTO store_meta VALUES (?, ?)",
+            (source.pruned_key, str(hi - _LOG_KEEP)),
+        )
+
+
+class SQLiteStore(SQLiteMemories):
+    """Every port on one SQLite file. Safe for many threads and processes."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        embedder: Embedder,
+        *,
+        busy_timeout: float = 30.0,
+        schema_target: int | None = None,
+    ) -> None:
+        self.path = Path(path)
+        self._schema_target = schema_target  # None: the newest schema (tests pin older ones)
+        db = Database(self.path, {"ms_match": (2, match_udf)}, busy_timeout)
+        super().__init__(db, SyncedIndexes(db, embedder.dimensions), embedder)
+        self.context_items = SQLiteContextItems(
+            db, SyncedIndexes(db, embedder.dimensions, CONTEXT_ITEMS)
+        )
+        self.sessions = SqlSessions(db, SQLITE)
+        self.threads = SQLiteThreads(db)
+        self.schema_version = 0
+
+    async def initialize(self) -> None:
+        await self._db.call("initialize", self._initialize)
+
+    def _initialize(self) -> None:
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LaminaError(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"cannot create data directory {self.path.parent}: {exc}",
+            ) from exc
+        self.schema_version = self._db.migrate(self._schema_target)
+        model, dims = self.embedder.model_id, self.embedder.dimensions
+        with self._db.write_transaction() as conn:
+            meta = dict(conn.execute("SELECT key, value FROM store_meta").fetchall())
+            if "embedding_model" not in meta:
+                conn.executemany(
+                    "INSERT INTO store_meta VALUES (?, ?)",
+                    [("embedding_model", model), ("embedding_dimensions", str(dims))],
+                )
+            else:
+                check_model(meta, self.embedder, f"the store {self.path}", "a new data directory")
+            for source in (MEMORIES, CONTEXT_ITEMS):
+                if source.since <= self.schema_version:
+                    _prune_log(conn, source)
+
+    async def shutdown(self) -> None:
+        self._db.close()
+
+    async def health_check(self) -> HealthStatus:
+        details = {"store": "sqlite", "path": str(self.path)}
+        try:
+            count = await self._db.call(
+                "health_check",
+                lambda: (
+                    self._db.connection().execute("SELECT count(*) FROM memories").fetchone()[0]
+                ),
+            )
+        except LaminaError as exc:
+            return HealthStatus(False, {**details, "error": exc.message})
+        return HealthStatus(
+            True, {**details, "memories": count, "schema_version": self.schema_version}
+        )
+
+    def capabilities(self) -> StoreCapabilities:
+        return capabilities(self.embedder)

@@ -1,0 +1,99 @@
+"""The threads port: what A2A threads (contextId) and tasks need stored, and their records.
+
+A thread row holds who owns it (tenant_id), when it was created and last used, and its
+conversation context: a JSON object the server keeps per thread, with its own expiry and a
+version for compare-and-swap writes. A task row holds one A2A task as JSON, with the
+columns ListTasks filters and sorts on. Times are seconds since the epoch (floats).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class StoredThread:
+    thread_id: str
+    created_at: float
+    updated_at: float
+    expired: bool
+    #: The conversation context as JSON text ("{}" when none or expired).
+    context: str
+    #: When the conversation context expires (None: there is none).
+    context_expires_at: float | None
+    version: int
+
+
+@dataclass(frozen=True)
+class StoredTask:
+    task_id: str
+    context_id: str
+    #: The A2A TaskState number.
+    state: int
+    #: Sort key of ListTasks: the status timestamp in nanoseconds (0 when absent).
+    updated_ns: int
+    #: The task as JSON text.
+    data: str
+
+
+@dataclass(frozen=True)
+class CleanupCounts:
+    threads_expired: int
+    states_removed: int
+    threads_purged: int
+    tasks_purged: int
+
+
+class ThreadStore(Protocol):
+    async def open_thread(
+        self, tenant_id: str, thread_id: str, now: float, idle_ttl: float
+    ) -> tuple[StoredThread, bool]:
+        """Create the thread (True) or record activity on it (False). A thread marked
+        expired, or idle for ``idle_ttl`` seconds or more, is (marked) expired and returned
+        unchanged with ``expired`` set."""
+        ...
+
+    async def get_thread(self, tenant_id: str, thread_id: str) -> StoredThread | None: ...
+
+    async def save_context(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        context: str,
+        expires_at: float,
+        expected_version: int,
+    ) -> bool:
+        """Replace the conversation context if the version is still ``expected_version``
+        (then it becomes expected_version + 1); False when another writer came first."""
+        ...
+
+    async def cleanup(self, now: float, idle_ttl: float, retention: float) -> CleanupCounts:
+        """Across tenants: mark threads idle past ``idle_ttl`` expired (clearing their
+        context), clear conversation contexts past their expiry, and delete threads expired
+        for ``retention`` seconds together with their tasks."""
+        ...
+
+    async def count_active(self, now: float, idle_ttl: float) -> int:
+        """Threads, across tenants, neither expired nor idle past ``idle_ttl``."""
+        ...
+
+    async def save_task(self, tenant_id: str, task: StoredTask) -> None: ...
+
+    async def get_task(self, tenant_id: str, task_id: str) -> StoredTask | None: ...
+
+    async def list_tasks(
+        self,
+        tenant_id: str,
+        *,
+        context_id: str | None,
+        state: int | None,
+        updated_after_ns: int | None,
+        before: tuple[int, str] | None,
+        limit: int,
+    ) -> tuple[list[StoredTask], int]:
+        """One page, newest first by (updated_ns, task_id), strictly after the cursor
+        ``before``; and the number of tasks matching the filters."""
+        ...
+
+    async def delete_task(self, tenant_id: str, task_id: str) -> None: ...

@@ -1,0 +1,201 @@
+"""Threads: one per A2A contextId, owned by one tenant, persisted in the store.
+
+A thread remembers its conversation context: the identifiers the client gave (user_id,
+project_id, ...), which later tool calls in the thread use as defaults, the session context
+it was opened with, and its last tool calls. The context expires ``state_ttl`` after its last
+write; the thread itself expires when idle for ``thread_ttl`` and cannot be continued. A
+context larger than ``max_state_bytes`` is refused and nothing is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from lamina.config import ServerSettings
+from lamina.errors import ErrorCode, LaminaError
+from lamina.threads.ports import CleanupCounts, StoredThread, ThreadStore
+
+log = logging.getLogger("lamina.server")
+
+IDENTIFIERS = ("agent_id", "user_id", "session_id", "project_id", "team_id", "org_id", "company_id")
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Thread:
+    thread_id: str
+    tenant_id: str
+    created_at: float
+    updated_at: float
+    conversation_context: dict[str, Any]
+    #: True when this call created the thread.
+    new: bool
+    version: int
+
+    @property
+    def identifiers(self) -> dict[str, str]:
+        ids = self.conversation_context.get("identifiers", {})
+        return {k: v for k, v in ids.items() if k in IDENTIFIERS and isinstance(v, str)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thread_id": self.thread_id,
+            "tenant_id": self.tenant_id,
+            "created_at": _iso(self.created_at),
+            "updated_at": _iso(self.updated_at),
+            "conversation_context": self.conversation_context,
+        }
+
+
+class ThreadService:
+    def __init__(
+        self,
+        store: ThreadStore,
+        settings: ServerSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_cleanup: Callable[[CleanupCounts], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._settings = settings
+        self._clock = clock
+        self._on_cleanup = on_cleanup
+        self._task: asyncio.Task[None] | None = None
+
+    def _expired_error(self, thread_id: str) -> LaminaError:
+        ttl = self._settings.thread_ttl
+        idle = f"{ttl / 3600:g} h" if ttl >= 3600 else f"{ttl:g} s"
+        return LaminaError(
+            ErrorCode.THREAD_EXPIRED,
+            f"thread {thread_id!r} expired after {idle} without activity: "
+            "start a new thread (omit contextId)",
+            details={"thread_id": thread_id, "thread_ttl_seconds": self._settings.thread_ttl},
+        )
+
+    def _decode(self, tenant_id: str, row: StoredThread, new: bool) -> Thread:
+        context: dict[str, Any] = {}
+        if row.context_expires_at is None or row.context_expires_at > self._clock():
+            try:
+                loaded = json.loads(row.context)
+            except ValueError:
+                log.error("thread %s of tenant %s: unreadable context", row.thread_id, tenant_id)
+                loaded = {}
+            context = loaded if isinstance(loaded, dict) else {}
+        return Thread(
+            row.thread_id, tenant_id, row.created_at, row.updated_at, context, new, row.version
+        )
+
+    async def open(self, tenant_id: str, thread_id: str) -> Thread:
+        """The thread, created on first use; THREAD_EXPIRED when it has expired."""
+        row, created = await self._store.open_thread(
+            tenant_id, thread_id, self._clock(), self._settings.thread_ttl
+        )
+        if row.expired:
+            raise self._expired_error(thread_id)
+        return self._decode(tenant_id, row, created)
+
+    async def get(self, tenant_id: str, thread_id: str) -> Thread | None:
+        row = await self._store.get_thread(tenant_id, thread_id)
+        if row is None:
+            return None
+        if row.expired or row.updated_at + self._settings.thread_ttl <= self._clock():
+            raise self._expired_error(thread_id)
+        return self._decode(tenant_id, row, False)
+
+    def _encode(self, context: dict[str, Any]) -> str:
+        text = json.dumps(context, ensure_ascii=False, separators=(",", ":"), default=str)
+        size = len(text.encode("utf-8"))
+        if size > self._settings.max_state_bytes:
+            raise LaminaError(
+                ErrorCode.THREAD_STATE_TOO_LARGE,
+                f"the thread's conversation context would be {size} bytes, over the limit of "
+                f"{self._settings.max_state_bytes}: nothing was written; start a new thread",
+                details={"size": size, "max_bytes": self._settings.max_state_bytes},
+            )
+        return text
+
+    def check_fits(self, thread: Thread, change: Callable[[dict[str, Any]], None]) -> None:
+        """Raise THREAD_STATE_TOO_LARGE if ``change`` would make the context too large."""
+        context = json.loads(json.dumps(thread.conversation_context, default=str))
+        change(context)
+        self._encode(context)
+
+    async def update(
+        self, tenant_id: str, thread_id: str, change: Callable[[dict[str, Any]], None]
+    ) -> dict[str, Any]:
+        """Apply ``change`` to the thread's context and write it (compare-and-swap, retried
+        when another request wrote in between). Returns the new context."""
+        for _ in range(20):
+            row = await self._store.get_thread(tenant_id, thread_id)
+            if row is None or row.expired:
+                raise self._expired_error(thread_id)
+            context = self._decode(tenant_id, row, False).conversation_context
+            change(context)
+            turns = context.get("turns")
+            if isinstance(turns, list) and len(turns) > self._settings.max_turns:
+                del turns[: len(turns) - self._settings.max_turns]
+            text = self._encode(context)
+            expires = self._clock() + self._settings.state_ttl
+            if await self._store.save_context(tenant_id, thread_id, text, expires, row.version):
+                return context
+        raise LaminaError(
+            ErrorCode.CONFLICT,
+            f"thread {thread_id!r} is being written by many requests at once: try again",
+            details={"thread_id": thread_id},
+        )
+
+    async def cleanup(self) -> CleanupCounts:
+        counts = await self._store.cleanup(
+            self._clock(), self._settings.thread_ttl, self._settings.expired_retention
+        )
+        if self._on_cleanup is not None:
+            self._on_cleanup(counts)
+        if counts.threads_expired or counts.states_removed or counts.threads_purged:
+            log.info(
+                "thread cleanup: %d expired, %d contexts removed, %d threads and %d tasks purged",
+                counts.threads_expired,
+                counts.states_removed,
+                counts.threads_purged,
+                counts.tasks_purged,
+            )
+        return counts
+
+    async def active(self) -> int:
+        return await self._store.count_active(self._clock(), self._settings.thread_ttl)
+
+    async def recover(self) -> int:
+        """On start: expire what expired while no server ran, count the active threads."""
+        await self.cleanup()
+        active = await self.active()
+        log.info("recovered %d active thread(s) from the store", active)
+        return active
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="lamina-thread-cleanup")
+
+    async def _loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.cleanup_interval)
+            try:
+                await self.cleanup()
+            except LaminaError as exc:
+                log.warning("thread cleanup failed: %s", exc)
+            except Exception:
+                log.exception("thread cleanup failed")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None

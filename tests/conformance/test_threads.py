@@ -1,0 +1,85 @@
+"""The thread-store contract (lamina.threads.ports), the same on every store."""
+
+from __future__ import annotations
+
+from lamina.threads.ports import StoredTask
+from tests.conformance.conftest import Harness
+
+TTL = 100.0
+
+
+def test_threads_open_touch_and_expire_when_idle(harness: Harness) -> None:
+    h, t = harness, harness.store.threads
+    thread, created = h.run(t.open_thread("t1", "a", 1000.0, TTL))
+    assert created and not thread.expired
+    assert (thread.created_at, thread.updated_at, thread.context, thread.version) == (
+        1000.0,
+        1000.0,
+        "{}",
+        0,
+    )
+    again, created = h.run(t.open_thread("t1", "a", 1050.0, TTL))
+    assert not created and again.updated_at == 1050.0 and again.created_at == 1000.0
+    assert h.run(t.get_thread("t2", "a")) is None  # another tenant's thread is invisible
+    assert h.run(t.save_context("t1", "a", '{"k": 1}', 2000.0, 0))
+    assert not h.run(t.save_context("t1", "a", '{"k": 2}', 2000.0, 0))  # stale version
+    stored = h.run(t.get_thread("t1", "a"))
+    assert stored is not None
+    assert (stored.context, stored.context_expires_at, stored.version) == ('{"k": 1}', 2000.0, 1)
+
+    late, created = h.run(t.open_thread("t1", "a", 1050.0 + TTL, TTL))
+    assert late.expired and not created and late.context == "{}"
+    expired = h.run(t.get_thread("t1", "a"))
+    assert expired is not None and expired.expired and expired.context == "{}"
+    assert not h.run(t.save_context("t1", "a", "{}", 9999.0, expired.version))
+    still, _ = h.run(t.open_thread("t1", "a", 1060.0 + TTL, TTL))
+    assert still.expired
+
+
+def test_cleanup_and_counts_cross_tenants(harness: Harness) -> None:
+    h, t = harness, harness.store.threads
+    h.run(t.open_thread("t1", "idle", 0.0, TTL))
+    h.run(t.open_thread("t2", "stale-context", 50.0, TTL))
+    assert h.run(t.save_context("t2", "stale-context", '{"x": 1}', 60.0, 0))
+    h.run(t.open_thread("t2", "live", 90.0, TTL))
+    h.run(t.save_task("t1", StoredTask("task-1", "idle", 1, 5, "{}")))
+    assert h.run(t.count_active(90.0, TTL)) == 3
+
+    counts = h.run(t.cleanup(120.0, TTL, 1000.0))
+    assert (counts.threads_expired, counts.states_removed) == (1, 1)
+    assert (counts.threads_purged, counts.tasks_purged) == (0, 0)
+    assert h.run(t.count_active(120.0, TTL)) == 2
+    stale = h.run(t.get_thread("t2", "stale-context"))
+    assert stale is not None and stale.context == "{}" and stale.context_expires_at is None
+
+    purged = h.run(t.cleanup(120.0 + 1000.0, TTL, 1000.0))
+    assert purged.threads_purged >= 1 and purged.tasks_purged == 1
+    assert h.run(t.get_thread("t1", "idle")) is None
+    assert h.run(t.get_task("t1", "task-1")) is None
+
+
+def test_tasks_upsert_filter_page_and_delete(harness: Harness) -> None:
+    h, t = harness, harness.store.threads
+    for i in range(5):
+        task = StoredTask(f"task-{i}", "ctx-a" if i % 2 == 0 else "ctx-b", i % 3, 100 + i, "{}")
+        h.run(t.save_task("t1", task))
+    h.run(t.save_task("t2", StoredTask("task-0", "ctx-a", 0, 1, '{"other": true}')))
+    h.run(t.save_task("t1", StoredTask("task-4", "ctx-a", 2, 104, '{"v": 2}')))  # upsert
+    got = h.run(t.get_task("t1", "task-4"))
+    assert got is not None and got.data == '{"v": 2}'
+    assert h.run(t.get_task("t1", "missing")) is None
+
+    def ids(**kwargs: object) -> tuple[list[str], int]:
+        args = {"context_id": None, "state": None, "updated_after_ns": None, "before": None}
+        args.update(kwargs)
+        page, total = h.run(t.list_tasks("t1", limit=2, **args))
+        return [task.task_id for task in page], total
+
+    assert ids() == (["task-4", "task-3"], 5)
+    assert ids(before=(103, "task-3")) == (["task-2", "task-1"], 5)
+    assert ids(context_id="ctx-a") == (["task-4", "task-2"], 3)
+    assert ids(state=2, updated_after_ns=103) == (["task-4"], 1)
+
+    h.run(t.delete_task("t1", "task-4"))
+    assert h.run(t.get_task("t1", "task-4")) is None
+    assert h.run(t.get_task("t2", "task-0")) is not None

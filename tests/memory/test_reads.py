@@ -1,0 +1,91 @@
+"""The read path (memory/reads.py): search precedence, dedup, thresholds, modes, filters, list."""
+
+from __future__ import annotations
+
+import pytest
+
+from lamina import ErrorCode, Lamina, LaminaError
+
+
+def test_precedence_before_score_and_layers_filter(ms: Lamina) -> None:
+    ms.memory.add("Use PostgreSQL for every new service", layer="company", company_id="default")
+    ms.memory.add(
+        "Databases are chosen per project by the architects", layer="project", project_id="p"
+    )
+    hits = ms.memory.search("Use PostgreSQL for every new service", project_id="p", threshold=0.0)
+    assert [h.memory.layer.value for h in hits] == ["project", "company"]
+    assert hits[1].score > hits[0].score  # company matches better, project still comes first
+    only = ms.memory.search("PostgreSQL", project_id="p", layers=["company"], threshold=0.0)
+    assert [h.memory.layer.value for h in only] == ["company"]
+    with pytest.raises(LaminaError) as err:
+        ms.memory.search("PostgreSQL", project_id="p", layers=["session"])
+    assert err.value.code is ErrorCode.MISSING_IDENTIFIER
+
+
+def test_near_duplicates_keep_the_most_specific_layer(ms: Lamina) -> None:
+    ms.memory.add("Code reviews need two approvals", layer="company", company_id="default")
+    user = ms.memory.add("Code reviews need two approvals.", layer="user", user_id="u")
+    ms.memory.add("Lunch is at noon", layer="user", user_id="u")
+    hits = ms.memory.search("code review approvals", user_id="u", project_id="p", threshold=0.3)
+    assert [h.memory.id for h in hits] == [user.id]
+
+
+def test_default_threshold_and_limit(ms: Lamina) -> None:
+    ms.memory.bulk_add(
+        [
+            {
+                "content": f"I enjoy hiking in the mountains, trip {i}",
+                "layer": "user",
+                "user_id": "u",
+            }
+            for i in range(15)
+        ]
+    )
+    ms.memory.add("Invoices are sent on the first of the month", layer="user", user_id="u")
+    hits = ms.memory.search("I enjoy hiking in the mountains", user_id="u")
+    assert len(hits) == 10 and all(h.score >= 0.7 for h in hits)
+    everything = ms.memory.search(
+        "I enjoy hiking in the mountains", user_id="u", threshold=-1.0, limit=50
+    )
+    assert any("Invoices" in h.memory.content for h in everything)
+    assert ms.memory.search("quantum chromodynamics lecture", user_id="u") == []
+
+
+def test_modes_and_filters_through_the_service(ms: Lamina) -> None:
+    ms.memory.add(
+        "Deploys happen on Friday",
+        layer="user",
+        user_id="u",
+        metadata={"tags": ["ops"], "priority": 3},
+    )
+    ms.memory.add(
+        "Deploys are frozen in December",
+        layer="user",
+        user_id="u",
+        metadata={"tags": ["ops", "calendar"], "priority": 1},
+    )
+    for mode in ("semantic", "keyword", "hybrid"):
+        hits = ms.memory.search(
+            "deploys", user_id="u", mode=mode, threshold=0.0, filters={"priority": {"gte": 2}}
+        )
+        assert [h.memory.content for h in hits] == ["Deploys happen on Friday"], mode
+        tagged = ms.memory.search(
+            "deploys", user_id="u", mode=mode, threshold=0.0, tags=["calendar"]
+        )
+        assert [h.memory.content for h in tagged] == ["Deploys are frozen in December"], mode
+    assert ms.memory.search("the a of", user_id="u", mode="keyword") == []
+
+
+def test_list_pagination_and_filters(ms: Lamina) -> None:
+    for i in range(12):
+        ms.memory.add(f"note {i}", layer="user", user_id="u", metadata={"i": i})
+    ms.memory.add("project note", layer="project", project_id="p")
+    page = ms.memory.list(user_id="u", limit=5)
+    assert len(page.items) == 5 and page.total_count == 12 and page.next_cursor
+    assert [m.content for m in page.items] == [f"note {i}" for i in range(11, 6, -1)]
+    rest = ms.memory.list(user_id="u", limit=50, cursor=page.next_cursor)
+    assert len(rest.items) == 7 and rest.next_cursor is None
+    both = ms.memory.list(user_id="u", project_id="p", layers=["user", "project"], limit=50)
+    assert both.total_count == 13
+    filtered = ms.memory.list(user_id="u", filters={"i": {"in": [1, 2, 99]}})
+    assert sorted(m.content for m in filtered.items) == ["note 1", "note 2"]

@@ -1,0 +1,90 @@
+"""The in-process indexes: exact vectors per scope and BM25 per scope."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lamina.store.sqlite.lexical_index import LexicalIndex
+from lamina.store.sqlite.vector_index import VectorIndex
+from lamina.text import analyze, decode_terms, encode_terms
+
+A = ("t", "user", "alice")
+B = ("t", "user", "bob")
+
+
+def unit(*values: float) -> np.ndarray:
+    v = np.array(values, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_vector_index_partitions_swap_remove_and_moves() -> None:
+    index = VectorIndex(2)
+    for pk in range(20):
+        index.upsert(pk, A, unit(1.0, pk / 10))
+    index.upsert(100, B, unit(1.0, 0.0))
+    assert [pk for pk, _ in index.search(A, unit(1.0, 0.0), None, 3)] == [0, 1, 2]
+    index.remove(0)
+    index.remove(0)  # absent: no error
+    assert [pk for pk, _ in index.search(A, unit(1.0, 0.0), None, 2)] == [1, 2]
+    index.upsert(1, B, unit(0.0, 1.0))  # moved to another scope
+    assert 1 not in [pk for pk, _ in index.search(A, unit(1.0, 0.0), None, None)]
+    assert len(index) == 20 and index.counts_by_layer("t") == {"user": 20}
+    high = index.search(A, unit(1.0, 0.0), 0.99, None)
+    assert all(score >= 0.99 for _, score in high)
+    assert index.search(("t", "user", "nobody"), unit(1.0, 0.0), None, 5) == []
+    vector = index.vector(100)
+    assert vector is not None and np.allclose(vector, unit(1.0, 0.0))
+
+
+def test_bm25_scores_match_the_formula() -> None:
+    index = LexicalIndex()
+    docs = {1: "dark mode editor", 2: "dark dark theme", 3: "light theme"}
+    for pk, text in docs.items():
+        index.upsert(pk, A, dict(analyze(text)))
+    hits = dict(index.search(A, ["dark"], None))
+    n, df, avg = 3, 2, 8 / 3
+    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+    def bm25(tf: float, length: float) -> float:
+        return idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / avg))
+
+    assert math.isclose(hits[2], bm25(2, 3), rel_tol=1e-5)
+    assert math.isclose(hits[1], bm25(1, 3), rel_tol=1e-5)
+    assert list(dict(index.search(A, ["dark"], 1))) == [2]
+
+
+def test_lexical_updates_deletes_and_compaction() -> None:
+    index = LexicalIndex()
+    index.upsert(1, A, {"alpha": 1})
+    index.upsert(2, B, {"alpha": 1})
+    assert [pk for pk, _ in index.search(A, ["alpha"], None)] == [1]
+    index.upsert(1, A, {"beta": 2})  # rewritten: the old posting is stale
+    assert index.search(A, ["alpha"], None) == []
+    assert [pk for pk, _ in index.search(A, ["beta"], None)] == [1]
+    index.remove(1)
+    assert index.search(A, ["beta"], None) == []
+    index.upsert(5000, A, {"beta": 1})  # grows the per-document arrays
+    index.compact()
+    assert [pk for pk, _ in index.search(A, ["beta"], None)] == [5000]
+    assert [pk for pk, _ in index.search(B, ["alpha"], None)] == [2]
+
+
+def test_term_encoding_round_trips() -> None:
+    counts = analyze("The editors' editor edits: C'est la vie! 東京 2024 rock'n'roll")
+    assert decode_terms(encode_terms(counts)) == dict(counts)
+    assert "the" not in counts and counts["editor"] == 2
+
+
+def test_postgres_keyword_levels_go_from_all_words_to_any() -> None:
+    from lamina.store.postgres.filters import MAX_KEYWORD_TERMS, keyword_levels
+
+    assert keyword_levels(["a", "b", "c"]) == [
+        "(a & b & c)",
+        "(a & b) | (a & c) | (b & c)",
+        "(a) | (b) | (c)",
+    ]
+    assert keyword_levels(["a", "a"]) == ["(a)"]
+    many = keyword_levels([f"w{i}" for i in range(10)])
+    assert len(many) == MAX_KEYWORD_TERMS and many[-1].count("|") == MAX_KEYWORD_TERMS - 1
