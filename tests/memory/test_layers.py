@@ -38,7 +38,7 @@ def test_accessible_layers_from_identifiers() -> None:
         "org",
         "company",
     ]
-    full = Identifiers("a", "u", "s", "p", "t", "o", "c")
+    full = Identifiers.of("a", "u", "s", "p", "t", "o", "c")
     assert accessible_layers(full) == list(MemoryLayer)
 
 

@@ -264,6 +264,13 @@ def _show_promotion(p: Any) -> None:
         click.echo(f"  promoted as {p.promoted_id} ({p.approval.value})")
 
 
+#: The options that close promote and decide: why, and who.
+_note_options = options(
+    click.option("--reason", default=None),
+    click.option("--author", default="lamina", show_default=True),
+)
+
+
 def _promotion_args(kw: dict[str, Any]) -> dict[str, Any]:
     """The arguments promote and decide share: target layer and id, reason, author."""
     return {
@@ -278,8 +285,7 @@ def _promotion_args(kw: dict[str, Any]) -> dict[str, Any]:
 @click.argument("item_id")
 @click.option("--to-layer", required=True, help="A strictly higher layer: org, team or company.")
 @click.option("--to-layer-id", default=None, help="Its id (none for company).")
-@click.option("--reason", default=None)
-@click.option("--author", default="lamina", show_default=True)
+@_note_options
 @json_option
 @click.pass_obj
 def knowledge_promote(state: State, /, item_id: str, as_json: bool, **kw: Any) -> None:
@@ -299,8 +305,7 @@ def knowledge_promote(state: State, /, item_id: str, as_json: bool, **kw: Any) -
 @click.option("--to-layer", default=None, help="With retarget: the new target layer.")
 @click.option("--to-layer-id", default=None, help="With retarget: its id.")
 @click.option("--new-id", default=None, help="With approve: the promoted item's id.")
-@click.option("--reason", default=None)
-@click.option("--author", default="lamina", show_default=True)
+@_note_options
 @json_option
 @click.pass_obj
 def knowledge_decide(

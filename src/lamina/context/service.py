@@ -22,7 +22,8 @@ from lamina.context.stores import ItemContext
 from lamina.embeddings.base import Vector
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.layers import IDENTIFIER_NAMES, check_tenant
+from lamina.memory.core import ServiceCore
+from lamina.memory.layers import IDENTIFIER_NAMES
 from lamina.memory.models import SearchMode
 from lamina.memory.ports import ContextItemStore
 from lamina.memory.service import MemoryService
@@ -32,7 +33,7 @@ from lamina.tokens import TokenCounter, default_counter
 log = logging.getLogger(__name__)
 
 
-class ContextService:
+class ContextService(ServiceCore):
     def __init__(
         self,
         items: ContextItemStore,
@@ -51,11 +52,10 @@ class ContextService:
         """``items`` stores the four layers' items; ``embed`` embeds their content (through
         the persistent cache); ``queries`` embeds search queries, shared with the memory
         service so that a prompt's query is embedded once for both."""
+        super().__init__(default_tenant=default_tenant, ready=ready)
         self.settings = settings
         self.memory_token_budget = memory_token_budget
         self._memory = memory
-        self._default_tenant = default_tenant
-        self._ready = ready
         self.counter: TokenCounter = counter or default_counter()
         ctx = ItemContext(
             store=items,
@@ -125,7 +125,7 @@ class ContextService:
         """Context for ``query`` from the layers asked for (default: user knowledge, skill
         patterns, external knowledge, agent learnings), at most ``max_per_layer`` each."""
         await self._ready()
-        tenant = check_tenant(self._default_tenant if tenant_id is None else tenant_id)
+        tenant = self._tenant(tenant_id)
         return await self._retriever.retrieve(
             query,
             layers=layers,

@@ -14,7 +14,7 @@ from lamina.knowledge.document import FrontMatterError, is_item_path, parse
 from lamina.knowledge.gitstore import GitStore
 from lamina.knowledge.index import KnowledgeIndex
 from lamina.knowledge.models import KnowledgeItem
-from lamina.memory.layers import check_tenant
+from lamina.memory.core import ServiceCore
 from lamina.memory.models import SearchMode
 
 logger = logging.getLogger("lamina.knowledge")
@@ -27,7 +27,7 @@ def _item_id(path: str) -> str:
     return path.rsplit("/", 1)[1][:-3]
 
 
-class Repository:
+class Repository(ServiceCore):
     """Git (the source of truth) and the index, under one lock per tenant."""
 
     def __init__(
@@ -42,10 +42,9 @@ class Repository:
         max_limit: int,
         search_mode: SearchMode,
     ) -> None:
+        super().__init__(default_tenant=default_tenant, ready=ready)
         self.git = git
         self.index = index
-        self._default_tenant = default_tenant
-        self._ready = ready
         self._max_content = max_content_length
         self._max_query = max_query_length
         self._max_limit = max_limit
@@ -55,7 +54,8 @@ class Repository:
         self._policy_versions: dict[str, tuple[str | None, Any]] = {}
 
     def tenant(self, tenant_id: str | None) -> str:
-        return check_tenant(self._default_tenant if tenant_id is None else tenant_id)
+        """The tenant a call acts for (promotions and governance ask too)."""
+        return self._tenant(tenant_id)
 
     def _lock(self, tenant: str) -> asyncio.Lock:
         return self._locks.setdefault(tenant, asyncio.Lock())

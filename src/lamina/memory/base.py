@@ -12,7 +12,7 @@ from lamina.checks import check_int
 from lamina.config import MemorySettings
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.layers import check_tenant
+from lamina.memory.core import ServiceCore
 from lamina.memory.ports import MemoryStore
 from lamina.metrics import MemoryMetrics
 from lamina.retry import RetryPolicy
@@ -21,7 +21,7 @@ log = logging.getLogger("lamina.memory.service")
 T = TypeVar("T")
 
 
-class MemoryBase:
+class MemoryBase(ServiceCore):
     """The state of ``ms.memory`` and the helpers of every operation."""
 
     def __init__(
@@ -35,12 +35,11 @@ class MemoryBase:
         ready: Callable[[], Awaitable[None]],
         queries: QueryVectors | None = None,
     ) -> None:
+        super().__init__(default_tenant=default_tenant, ready=ready)
         self._store = store
         self._settings = settings
-        self._default_tenant = default_tenant
         self._metrics = metrics
         self._retry = retry
-        self._ready = ready
         self._queries = queries or QueryVectors(
             lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
         )
@@ -63,9 +62,6 @@ class MemoryBase:
             ) from exc
         finally:
             self._metrics.latency.labels(operation).observe(time.perf_counter() - start)
-
-    def _tenant(self, tenant_id: str | None) -> str:
-        return check_tenant(self._default_tenant if tenant_id is None else tenant_id)
 
     def _limit(self, limit: int | None, default: int) -> int:
         maximum = self._settings.max_limit

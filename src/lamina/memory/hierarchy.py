@@ -169,7 +169,7 @@ class Hierarchy(MemoryBase):
 
         async def run() -> dict[str, Any]:
             tenant = self._tenant(tenant_id)
-            ids = Identifiers(
+            ids = Identifiers.of(
                 agent_id, user_id, session_id, project_id, team_id, org_id, company_id
             )
             resolved = await self._resolve(tenant, ids)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass, fields, replace
+from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from typing import Any
 
+from pydantic import ConfigDict, model_validator
+
+from lamina.config import IdentifierFields
 from lamina.errors import ErrorCode, LaminaError
 
 
@@ -43,15 +46,8 @@ _REQUIRED: dict[MemoryLayer, tuple[str, ...]] = {
     MemoryLayer.COMPANY: ("company_id",),
 }
 
-IDENTIFIER_NAMES = (
-    "agent_id",
-    "user_id",
-    "session_id",
-    "project_id",
-    "team_id",
-    "org_id",
-    "company_id",
-)
+#: The seven identifiers, in layer order (declared once, in ``config.IdentifierFields``).
+IDENTIFIER_NAMES: tuple[str, ...] = tuple(IdentifierFields.model_fields)
 MAX_IDENTIFIER_LENGTH = 256
 _BAD_IDENTIFIER = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -108,23 +104,30 @@ def _check_identifier(name: str, value: object) -> str:
     return value
 
 
-@dataclass(frozen=True)
-class Identifiers:
+def identifier_map(*values: str | None) -> dict[str, str | None]:
+    """Identifier name → value, the values given in ``IDENTIFIER_NAMES`` order."""
+    return dict(zip(IDENTIFIER_NAMES, values, strict=True))
+
+
+class Identifiers(IdentifierFields):
     """The identifiers a call carries; ``None`` means not given."""
 
-    agent_id: str | None = None
-    user_id: str | None = None
-    session_id: str | None = None
-    project_id: str | None = None
-    team_id: str | None = None
-    org_id: str | None = None
-    company_id: str | None = None
+    model_config = ConfigDict(frozen=True)
 
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is not None:
-                _check_identifier(f.name, value)
+    @model_validator(mode="before")
+    @classmethod
+    def _check(cls, values: Any) -> Any:
+        """Each identifier given is a clean string (MISSING_IDENTIFIER / INVALID_ARGUMENT)."""
+        if isinstance(values, Mapping):
+            for name in IDENTIFIER_NAMES:
+                if values.get(name) is not None:
+                    _check_identifier(name, values[name])
+        return values
+
+    @classmethod
+    def of(cls, *values: str | None) -> Identifiers:
+        """The identifiers given in ``IDENTIFIER_NAMES`` order (agent_id … company_id)."""
+        return cls(**identifier_map(*values))
 
     def get(self, name: str) -> str | None:
         value: str | None = getattr(self, name)
@@ -133,10 +136,11 @@ class Identifiers:
     def with_parents(
         self, team_id: str | None, org_id: str | None, company_id: str | None
     ) -> Identifiers:
-        return replace(self, team_id=team_id, org_id=org_id, company_id=company_id)
+        parents = {"team_id": team_id, "org_id": org_id, "company_id": company_id}
+        return Identifiers.model_validate({**self.model_dump(), **parents})
 
     def given(self) -> dict[str, str]:
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+        return {n: v for n in IDENTIFIER_NAMES if (v := getattr(self, n)) is not None}
 
 
 def scope_for(layer: MemoryLayer, ids: Identifiers) -> dict[str, str]:

@@ -61,7 +61,7 @@ class MemoryReads(Hierarchy):
             count = self._limit(limit, self._settings.search_limit)
             min_score = self._threshold(search_mode, threshold)
             flt = parse_filter(tags, filters)
-            ids = Identifiers(
+            ids = Identifiers.of(
                 agent_id, user_id, session_id, project_id, team_id, org_id, company_id
             )
             scopes = await self._scopes(tenant, ids, layers)
@@ -198,7 +198,7 @@ class MemoryReads(Hierarchy):
             flt = parse_filter(tags, filters)
             if cursor is not None and not isinstance(cursor, str):
                 raise invalid("cursor must be a string")
-            ids = Identifiers(
+            ids = Identifiers.of(
                 agent_id, user_id, session_id, project_id, team_id, org_id, company_id
             )
             scopes = await self._scopes(tenant, ids, layers)

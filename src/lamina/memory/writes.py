@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from lamina.checks import (
     check_actor,
@@ -17,6 +17,7 @@ from lamina.checks import (
     check_metadata,
     invalid,
 )
+from lamina.config import IdentifierFields, Section
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.backfill import Backfill
 from lamina.memory.hierarchy import Hierarchy
@@ -24,6 +25,7 @@ from lamina.memory.layers import (
     IDENTIFIER_NAMES,
     Identifiers,
     MemoryLayer,
+    identifier_map,
     parse_layer,
     scope_for,
     scope_key,
@@ -32,20 +34,15 @@ from lamina.memory.models import DeleteResult, MemoryEntry
 from lamina.memory.ports import NewMemory, Scope
 
 
-class MemoryInput(BaseModel):
-    """One memory for ``bulk_add``."""
-
-    model_config = ConfigDict(extra="forbid")
-
+class _Content(Section):
     content: str
     layer: str
-    agent_id: str | None = None
-    user_id: str | None = None
-    session_id: str | None = None
-    project_id: str | None = None
-    team_id: str | None = None
-    org_id: str | None = None
-    company_id: str | None = None
+
+
+class MemoryInput(IdentifierFields, _Content):
+    """One memory for ``bulk_add``: content, layer, the identifiers, metadata (in that order;
+    unknown keys refused)."""
+
     metadata: dict[str, Any] | None = None
 
 
@@ -91,15 +88,7 @@ class MemoryWrites(Hierarchy, Backfill):
         ``background_embedding``: return without waiting for the embedding; the embedding
         buffer adds it shortly (keyword search finds the memory at once, semantic search
         once it is embedded)."""
-        ids = dict(
-            agent_id=agent_id,
-            user_id=user_id,
-            session_id=session_id,
-            project_id=project_id,
-            team_id=team_id,
-            org_id=org_id,
-            company_id=company_id,
-        )
+        ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
 
         async def run() -> MemoryEntry:
             tenant = self._tenant(tenant_id)

@@ -10,7 +10,7 @@ from typing import Any
 from lamina.checks import check_key, invalid
 from lamina.config import ObservationalMemorySettings
 from lamina.llm.base import ChatModel
-from lamina.memory.layers import check_tenant
+from lamina.memory.core import ServiceCore
 from lamina.observational.ports import SessionStore
 from lamina.retry import RetryPolicy
 from lamina.tokens import TokenCounter
@@ -40,7 +40,7 @@ def check_tool_calls(calls: object) -> list[dict[str, Any]]:
     return out
 
 
-class SessionBase:
+class SessionBase(ServiceCore):
     """The state of ``ms.sessions`` and the helpers of every operation."""
 
     def __init__(
@@ -55,20 +55,16 @@ class SessionBase:
         max_content_length: int,
         model_factory: Callable[[], ChatModel] | None = None,
     ) -> None:
+        super().__init__(default_tenant=default_tenant, ready=ready)
         self.settings = settings
         self._sessions = sessions
-        self._default_tenant = default_tenant
         self._counter = counter
         self._retry = retry
-        self._ready = ready
         self._max_content = max_content_length
         self._model_factory = model_factory
         self._model: ChatModel | None = None
         self._owner = f"lamina-{uuid.uuid4()}"
         self._unobserved: dict[Key, int] = {}
-
-    def _tenant(self, tenant_id: str | None) -> str:
-        return check_tenant(self._default_tenant if tenant_id is None else tenant_id)
 
     async def _call(self, operation: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         await self._ready()

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from dataclasses import fields
 from typing import Any
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.layers import Identifiers
+from lamina.memory.layers import IDENTIFIER_NAMES, Identifiers
 from lamina.server.tools import ServerTool
 
-IDENTIFIERS: tuple[str, ...] = tuple(f.name for f in fields(Identifiers))
+IDENTIFIERS: tuple[str, ...] = IDENTIFIER_NAMES
 _CHAIN = ("project_id", "team_id", "org_id", "company_id")
 
 

@@ -53,116 +53,86 @@ def _ts(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
+def _json_or_none(value: str | None) -> Any:
+    return None if value is None else json.loads(value)
+
+
+def _vector_or_none(value: bytes | None) -> Any:
+    return None if value is None else np.frombuffer(value, dtype=np.float32)
+
+
+#: How a column's SQLite value becomes what ``import_tenant`` takes (by column name; the
+#: columns not named here pass as stored).
+_CONVERT: dict[str, Callable[[Any], Any]] = {
+    "identifiers": json.loads,
+    "metadata": json.loads,
+    "data": json.loads,
+    "tags": json.loads,
+    "tool_calls": json.loads,
+    "old_metadata": _json_or_none,
+    "new_metadata": _json_or_none,
+    "embedding": _vector_or_none,
+    "vector": bytes,
+    "is_latest": bool,
+    "created_at": _ts,
+    "updated_at": _ts,
+    "at": _ts,
+}
+
+#: What is read of each table: its columns in the order ``import_tenant`` takes them, and
+#: the column that keeps the rows in insertion order ("" for none).
+_SOURCE: dict[str, tuple[str, str]] = {
+    "session_messages": (
+        "session_key, idx, role, content, tool_calls, token_count, created_at",
+        "pk",
+    ),
+    "observations": (
+        "id, session_key, content, token_count, source_start, source_end, created_at",
+        "pk",
+    ),
+    "reflections": (
+        "id, session_key, content, token_count, generation, source_start, source_end, created_at",
+        "pk",
+    ),
+    "memories": (
+        "id, layer, scope_key, identifiers, content, metadata, embedding, embedding_model, "
+        "created_at, updated_at",
+        "pk",
+    ),
+    "memory_history": (
+        "memory_id, operation, layer, old_content, new_content, old_metadata, new_metadata, "
+        "actor, at",
+        "seq",
+    ),
+    "embedding_cache": ("model, content_hash, vector, created_at", ""),
+    "hierarchy": ("level, child_id, parent_id, updated_at", ""),
+    "context_items": (
+        "kind, id, key, version, is_latest, category, content, data, tags, embedding, "
+        "created_at, updated_at",
+        "pk",
+    ),
+}
+
+
 def _read_tenant(src: sqlite3.Connection, tenant: str) -> dict[str, list[tuple[Any, ...]]]:
-    memories = [
-        (
-            r[0],
-            r[1],
-            r[2],
-            json.loads(r[3]),
-            r[4],
-            json.loads(r[5]),
-            None if r[6] is None else np.frombuffer(r[6], dtype=np.float32),
-            r[7],
-            _ts(r[8]),
-            _ts(r[9]),
-        )
-        for r in src.execute(
-            "SELECT id, layer, scope_key, identifiers, content, metadata, embedding, "
-            "embedding_model, created_at, updated_at FROM memories WHERE tenant_id = ? "
-            "ORDER BY pk",
-            (tenant,),
-        )
-    ]
-    history = [
-        (
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            r[4],
-            None if r[5] is None else json.loads(r[5]),
-            None if r[6] is None else json.loads(r[6]),
-            r[7],
-            _ts(r[8]),
-        )
-        for r in src.execute(
-            "SELECT memory_id, operation, layer, old_content, new_content, old_metadata, "
-            "new_metadata, actor, at FROM memory_history WHERE tenant_id = ? ORDER BY seq",
-            (tenant,),
-        )
-    ]
-    cache = [
-        (r[0], r[1], bytes(r[2]), _ts(r[3]))
-        for r in src.execute(
-            "SELECT model, content_hash, vector, created_at FROM embedding_cache "
-            "WHERE tenant_id = ?",
-            (tenant,),
-        )
-    ]
-    hierarchy = [
-        (r[0], r[1], r[2], _ts(r[3]))
-        for r in src.execute(
-            "SELECT level, child_id, parent_id, updated_at FROM hierarchy WHERE tenant_id = ?",
-            (tenant,),
-        )
-    ]
-    items = [
-        (
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            bool(r[4]),
-            r[5],
-            r[6],
-            json.loads(r[7]),
-            json.loads(r[8]),
-            None if r[9] is None else np.frombuffer(r[9], dtype=np.float32),
-            _ts(r[10]),
-            _ts(r[11]),
-        )
-        for r in src.execute(
-            "SELECT kind, id, key, version, is_latest, category, content, data, tags, "
-            "embedding, created_at, updated_at FROM context_items WHERE tenant_id = ? "
-            "ORDER BY pk",
-            (tenant,),
-        )
-    ]
-    messages = [
-        (r[0], r[1], r[2], r[3], json.loads(r[4]), r[5], _ts(r[6]))
-        for r in src.execute(
-            "SELECT session_key, idx, role, content, tool_calls, token_count, created_at "
-            "FROM session_messages WHERE tenant_id = ? ORDER BY pk",
-            (tenant,),
-        )
-    ]
-    observations = [
-        (r[0], r[1], r[2], r[3], r[4], r[5], _ts(r[6]))
-        for r in src.execute(
-            "SELECT id, session_key, content, token_count, source_start, source_end, "
-            "created_at FROM observations WHERE tenant_id = ? ORDER BY pk",
-            (tenant,),
-        )
-    ]
-    reflections = [
-        (r[0], r[1], r[2], r[3], r[4], r[5], r[6], _ts(r[7]))
-        for r in src.execute(
-            "SELECT id, session_key, content, token_count, generation, source_start, "
-            "source_end, created_at FROM reflections WHERE tenant_id = ? ORDER BY pk",
-            (tenant,),
-        )
-    ]
     return {
-        "session_messages": messages,
-        "observations": observations,
-        "reflections": reflections,
-        "memories": memories,
-        "memory_history": history,
-        "embedding_cache": cache,
-        "hierarchy": hierarchy,
-        "context_items": items,
+        table: _read_table(src, table, columns, order, tenant)
+        for table, (columns, order) in _SOURCE.items()
     }
+
+
+def _read_table(
+    src: sqlite3.Connection, table: str, columns: str, order: str, tenant: str
+) -> list[tuple[Any, ...]]:
+    """The tenant's rows of ``table``, each value converted by its column's name."""
+    convert = [_CONVERT.get(column) for column in columns.split(", ")]
+    sql = f"SELECT {columns} FROM {table} WHERE tenant_id = ?"  # noqa: S608
+    if order:
+        sql += f" ORDER BY {order}"
+    return [
+        tuple(value if f is None else f(value) for f, value in zip(convert, row, strict=True))
+        for row in src.execute(sql, (tenant,))
+    ]
 
 
 async def copy_sqlite_to_postgres(

@@ -14,11 +14,10 @@ from lamina.memory.ports import LayerSearch, NewMemory, ScoredMemory
 from lamina.memory.scoring import rank_fused
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import ANY_WORD_CAP, choose_keyword_level, filter_sql
-from lamina.store.sql.memories import ENTRY, SqlMemories
+from lamina.store.sql.memories import ENTRY, Row, SqlMemories
 from lamina.text import keyword_terms
 
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in f"seq, {ENTRY}".split(","))
-Row = tuple[Any, ...]
 
 
 class PostgresMemories(SqlMemories):

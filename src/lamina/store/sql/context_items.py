@@ -49,10 +49,6 @@ class SqlContextItems(ABC):
     @abstractmethod
     async def search_items(self, query: ItemQuery) -> list[tuple[ContextRecord, float]]: ...
 
-    def _index_columns(self, content: str) -> dict[str, Any]:
-        """Extra columns a backend derives from the content for its keyword index."""
-        return {}
-
     def _record(self, values: Sequence[Any]) -> ContextRecord:
         d = self._d
         return ContextRecord(
@@ -85,7 +81,7 @@ class SqlContextItems(ABC):
             "data": d.json(item.data),
             "tags": d.json(item.tags),
             "embedding": vector,
-            **self._index_columns(item.content),
+            **d.index_columns(item.content),
             "updated_at": now,
         }
         # Serialise writers of one key: the row lock on the latest version, or (for a new

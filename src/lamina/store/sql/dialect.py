@@ -70,3 +70,8 @@ class Dialect(ABC):
     @abstractmethod
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition that the JSON array ``column`` holds one of ``tags``."""
+
+    def index_columns(self, content: str) -> dict[str, Any]:
+        """Columns a row stores beside ``content`` for the keyword index (none: PostgreSQL
+        derives its tsvector in the table)."""
+        return {}

@@ -23,13 +23,15 @@ from lamina.memory.models import HistoryEvent, HistoryOperation, MemoryEntry, Me
 from lamina.memory.ports import LayerSearch, NewMemory, Scope, ScoredMemory, updated_entry
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Executor, Program, count, many, row, rows
+from lamina.store.sql.program import Executor, Program, count, first, many, row, rows
 
 #: The columns of an entry, after the row sequence (``{seq}``); the embedding comes last.
 ENTRY = (
     "id, tenant_id, layer, identifiers, content, metadata, embedding_model, created_at, "
     "updated_at, embedding"
 )
+#: A row as the driver returns it.
+Row = tuple[Any, ...]
 _HISTORY = (
     "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, old_content, "
     "new_content, old_metadata, new_metadata, actor, at) "
@@ -58,10 +60,6 @@ class SqlMemories(ABC):
     @abstractmethod
     def _filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
         """The SQL condition of a non-empty metadata filter, and its parameters."""
-
-    def _index_columns(self, content: str) -> dict[str, Any]:
-        """Extra columns a backend derives from the content for its keyword index."""
-        return {}
 
     def _entry(self, values: Sequence[Any]) -> MemoryEntry:
         d = self._d
@@ -193,7 +191,7 @@ class SqlMemories(ABC):
                 "content": m.content,
                 "metadata": d.json(m.metadata),
                 "embedding": None if m.embedding is None else d.vector(m.embedding),
-                **self._index_columns(m.content),
+                **d.index_columns(m.content),
                 "embedding_model": None if m.embedding is None else model,
                 "created_at": d.time(now),
                 "updated_at": d.time(now),
@@ -283,7 +281,7 @@ class SqlMemories(ABC):
         }
         if content is not None:
             sets["content"] = content
-            sets.update(self._index_columns(content))
+            sets.update(d.index_columns(content))
         if embedding is not None:
             sets["embedding"] = d.vector(embedding)
             sets["embedding_model"] = self.embedder.model_id
@@ -351,15 +349,13 @@ class SqlMemories(ABC):
     # -- reads ------------------------------------------------------------------------------
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
-        def get() -> Program[MemoryEntry | None]:
-            found = yield row(
-                f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s",  # noqa: S608
-                tenant_id,
-                memory_id,
-            )
-            return None if found is None else self._entry(found)
-
-        return await self._exec.read(tenant_id, "get", get())
+        get = first(
+            self._entry,
+            f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s",  # noqa: S608
+            tenant_id,
+            memory_id,
+        )
+        return await self._exec.read(tenant_id, "get", get)
 
     async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
         d = self._d
@@ -450,14 +446,12 @@ class SqlMemories(ABC):
         await self._exec.write(tenant_id, "set_parent", write())
 
     async def get_parent(self, tenant_id: str, level: str, child_id: str) -> str | None:
-        def read() -> Program[str | None]:
-            found = yield row(
-                "SELECT parent_id FROM hierarchy WHERE tenant_id = %s AND level = %s "
-                "AND child_id IN (%s, '*') ORDER BY child_id = '*' LIMIT 1",
-                tenant_id,
-                level,
-                child_id,
-            )
-            return None if found is None else str(found[0])
-
-        return await self._exec.read(tenant_id, "get_parent", read())
+        read = first(
+            lambda found: str(found[0]),
+            "SELECT parent_id FROM hierarchy WHERE tenant_id = %s AND level = %s "
+            "AND child_id IN (%s, '*') ORDER BY child_id = '*' LIMIT 1",
+            tenant_id,
+            level,
+            child_id,
+        )
+        return await self._exec.read(tenant_id, "get_parent", read)

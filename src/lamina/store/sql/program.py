@@ -57,6 +57,12 @@ def many(sql: str, params: Sequence[Sequence[Any]]) -> Step:
     return Step(sql, params, "many")
 
 
+def first(into: Callable[[Sequence[Any]], T], sql: str, *params: Any) -> Program[T | None]:
+    """A program reading the first row of ``sql``, made a value by ``into`` (None: no row)."""
+    found = yield row(sql, *params)
+    return None if found is None else into(found)
+
+
 def drive(program: Program[T], execute: Callable[[Step | Lock], Any]) -> T:
     """Run ``program``, executing each step with ``execute`` (blocking)."""
     try:

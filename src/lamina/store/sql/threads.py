@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Executor, Program, count, row, rows
+from lamina.store.sql.program import Executor, Program, count, first, row, rows
 from lamina.threads.ports import CleanupCounts, StoredTask, StoredThread
 
 _THREAD = "thread_id, created_at, updated_at, expired_at, context, context_expires_at, version"
@@ -89,12 +89,12 @@ class SqlThreads(ABC):
         return await self._exec.read(tenant_id, "get_thread", self._get(tenant_id, thread_id))
 
     def _get(self, tenant_id: str, thread_id: str) -> Program[StoredThread | None]:
-        found = yield row(
+        return first(
+            _thread,
             f"SELECT {_THREAD} FROM a2a_threads WHERE tenant_id = %s AND thread_id = %s",  # noqa: S608
             tenant_id,
             thread_id,
         )
-        return None if found is None else _thread(found)
 
     async def save_context(
         self,
@@ -137,15 +137,13 @@ class SqlThreads(ABC):
         await self._exec.write(tenant_id, "save_task", save())
 
     async def get_task(self, tenant_id: str, task_id: str) -> StoredTask | None:
-        def get() -> Program[StoredTask | None]:
-            found = yield row(
-                f"SELECT {_TASK} FROM a2a_tasks WHERE tenant_id = %s AND task_id = %s",  # noqa: S608
-                tenant_id,
-                task_id,
-            )
-            return None if found is None else _task(found)
-
-        return await self._exec.read(tenant_id, "get_task", get())
+        get = first(
+            _task,
+            f"SELECT {_TASK} FROM a2a_tasks WHERE tenant_id = %s AND task_id = %s",  # noqa: S608
+            tenant_id,
+            task_id,
+        )
+        return await self._exec.read(tenant_id, "get_task", get)
 
     async def list_tasks(
         self,

@@ -4,14 +4,12 @@ the same in-process vector and BM25 indexes as memories (partition: tenant, kind
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from lamina.memory.models import SearchMode
 from lamina.memory.ports import ContextRecord, ItemQuery
 from lamina.store.sql.context_items import SqlContextItems, rank
 from lamina.store.sqlite.db import SQLITE, Database
 from lamina.store.sqlite.indexes import SyncedIndexes
-from lamina.text import analyze, encode_terms
 
 
 def _tag_match(tags: Sequence[str], wanted: Sequence[str]) -> bool:
@@ -25,9 +23,6 @@ class SQLiteContextItems(SqlContextItems):
         super().__init__(db, SQLITE)
         self._db = db
         self._indexes = indexes
-
-    def _index_columns(self, content: str) -> dict[str, Any]:
-        return {"lexicon": encode_terms(analyze(content))}
 
     async def search_items(self, query: ItemQuery) -> list[tuple[ContextRecord, float]]:
         return await self._db.call("search", self._search, query)

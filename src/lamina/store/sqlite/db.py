@@ -9,7 +9,7 @@ import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -21,6 +21,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import pending_migrations
 from lamina.store.sql.program import Lock, Program, Step, drive
+from lamina.text import analyze, encode_terms
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -83,27 +84,24 @@ class Database:
         self._local.conn = conn
         return conn
 
-    @contextmanager
-    def write_transaction(self) -> Iterator[sqlite3.Connection]:
+    def write_transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         """An IMMEDIATE transaction: writers queue on the file lock, never half-commit."""
+        return self._transaction("BEGIN IMMEDIATE")
+
+    def snapshot(self) -> AbstractContextManager[sqlite3.Connection]:
+        """A read transaction: several statements see one consistent state."""
+        return self._transaction("BEGIN")
+
+    @contextmanager
+    def _transaction(self, begin: str) -> Iterator[sqlite3.Connection]:
         conn = self.connection()
-        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(begin)
         try:
             yield conn
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
-
-    @contextmanager
-    def snapshot(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction: several statements see one consistent state."""
-        conn = self.connection()
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
 
     def migrate(self, target: int | None = None) -> int:
         """Apply pending migrations in order (up to ``target``, tests pin older schemas);
@@ -254,6 +252,9 @@ class SQLiteDialect(Dialect):
             f"EXISTS (SELECT 1 FROM json_each({column}) WHERE value IN ({marks}))",  # noqa: S608
             list(tags),
         )
+
+    def index_columns(self, content: str) -> dict[str, Any]:
+        return {"lexicon": encode_terms(analyze(content))}
 
 
 SQLITE = SQLiteDialect()

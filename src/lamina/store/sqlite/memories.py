@@ -18,10 +18,9 @@ from lamina.memory.filters import Condition, MetadataFilter, matches
 from lamina.memory.models import SearchMode
 from lamina.memory.ports import LayerSearch, ScoredMemory
 from lamina.memory.scoring import rank_fused
-from lamina.store.sql.memories import SqlMemories
+from lamina.store.sql.memories import Row, SqlMemories
 from lamina.store.sqlite.db import SQLITE, Database, dumps
 from lamina.store.sqlite.indexes import SyncedIndexes
-from lamina.text import analyze, encode_terms
 
 #: Rows read per round while filtering index hits.
 _CHUNK = 256
@@ -48,17 +47,11 @@ def match_udf(metadata: str, flt: str) -> int:
     return 1 if matches(_filter_from_json(flt), json.loads(metadata)) else 0
 
 
-Row = tuple[Any, ...]
-
-
 class SQLiteMemories(SqlMemories):
     def __init__(self, db: Database, indexes: SyncedIndexes, embedder: Embedder) -> None:
         super().__init__(db, SQLITE, embedder)
         self._db = db
         self._indexes = indexes
-
-    def _index_columns(self, content: str) -> dict[str, Any]:
-        return {"lexicon": encode_terms(analyze(content))}
 
     def _filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
         return "ms_match(metadata, %s)", [_filter_json(flt)]
