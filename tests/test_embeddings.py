@@ -121,20 +121,19 @@ def test_api_key_comes_from_the_environment(
         assert server.auth_headers == ["Bearer sk-test-123"]
 
 
-def test_store_refuses_a_different_embedding_model(tmp_path: Path) -> None:
+def test_a_store_opens_with_a_different_embedding_model(tmp_path: Path) -> None:
+    """No refusal: it opens needing ``reembed`` (tests/store/test_reembed.py), and the old
+    model still opens it as it was."""
     data_dir = tmp_path / "d"
     with Lamina(fast_settings(data_dir)) as ms:
         ms.memory.add("built with the local model", layer="user", user_id="u")
-    with FakeOpenAI() as server:
-        with pytest.raises(LaminaError) as err:
-            Lamina(openai_settings(data_dir, server))
-        error = err.value
-        assert error.code is ErrorCode.CONFIGURATION_ERROR
-        assert "all-MiniLM-L6-v2-int8" in error.message and "fake-embed" in error.message
-        assert (
-            error.details["store_dimensions"] == 384 and error.details["embedder_dimensions"] == 8
-        )
+    with FakeOpenAI() as server, Lamina(openai_settings(data_dir, server)) as ms:
+        status = ms.memory.embedding_status()
+        assert status.reembed_needed
+        assert (status.store_dimensions, status.dimensions) == (384, 8)
+        assert ms.memory.search("local model", user_id="u", mode="keyword")
     with Lamina(fast_settings(data_dir)) as ms:
+        assert not ms.memory.embedding_status().reembed_needed
         assert ms.memory.list(user_id="u").total_count == 1
 
 

@@ -20,6 +20,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.facade import Lamina
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.models import (
+    AddedMessages,
     DeleteResult,
     HierarchyLink,
     HistoryEvent,
@@ -29,16 +30,18 @@ from lamina.memory.models import (
     SearchHit,
     SearchMode,
 )
-from lamina.memory.service import MemoryInput
+from lamina.memory.service import ConversationInput, MemoryInput
 from lamina.runtime import AsyncLamina
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "AddedMessages",
     "AgentLearning",
     "AsyncLamina",
     "ContextItem",
     "ContextLayer",
+    "ConversationInput",
     "DeleteResult",
     "ErrorCode",
     "ExternalReference",

@@ -51,6 +51,8 @@ class SyncMemory:
 
     add = _bridge(MemoryService.add)
     bulk_add = _bridge(MemoryService.bulk_add)
+    add_messages = _bridge(MemoryService.add_messages)
+    add_messages_bulk = _bridge(MemoryService.add_messages_bulk)
     search = _bridge(MemoryService.search)
     get = _bridge(MemoryService.get)
     update = _bridge(MemoryService.update)
@@ -60,6 +62,8 @@ class SyncMemory:
     history = _bridge(MemoryService.history)
     embed_pending = _bridge(MemoryService.embed_pending)
     flush_embeddings = _bridge(MemoryService.flush_embeddings)
+    reembed = _bridge(MemoryService.reembed)
+    embedding_status = _bridge(MemoryService.embedding_status)
     register_hierarchy = _bridge(MemoryService.register_hierarchy)
     set_hierarchy_defaults = _bridge(MemoryService.set_hierarchy_defaults)
     resolve_identifiers = _bridge(MemoryService.resolve_identifiers)

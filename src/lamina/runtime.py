@@ -16,11 +16,12 @@ from lamina.embeddings.query_cache import QueryVectors
 from lamina.extras import require
 from lamina.governance.service import GovernanceService
 from lamina.knowledge.gitstore import GitStore
-from lamina.knowledge.index import KnowledgeIndex
+from lamina.knowledge.index import KnowledgeIndex, embed_text, item_of
 from lamina.knowledge.promotion import Promotions
 from lamina.knowledge.service import KnowledgeService
 from lamina.llm.base import ChatModel
 from lamina.memory.models import SearchMode
+from lamina.memory.ports import ContextRecord, ItemKind
 from lamina.memory.service import MemoryService
 from lamina.metrics import Metrics
 from lamina.observational.service import SessionService, observer_llm_settings
@@ -45,6 +46,14 @@ def build_store(settings: Settings, embedder: Embedder) -> Backend:
             ef_search=pg.hnsw_ef_search,
         )
     return SQLiteStore(settings.sqlite_path(), embedder, busy_timeout=settings.sqlite_busy_timeout)
+
+
+def _item_text(record: ContextRecord) -> str:
+    """What a context item's vector stands for: the knowledge index embeds its items'
+    title and summary, the other layers their content."""
+    if record.kind is ItemKind.DOCUMENT:
+        return embed_text(item_of(record))
+    return record.content
 
 
 class AsyncLamina:
@@ -110,6 +119,7 @@ class AsyncLamina:
         )
         self.context.conversation_memory = self.sessions
         self.knowledge = self._build_knowledge(queries)
+        self.memory.item_text = _item_text
         self.knowledge.promotions = Promotions(self.knowledge)
         self.governance = GovernanceService(
             self.knowledge,
@@ -207,6 +217,7 @@ class AsyncLamina:
             "knowledge": knowledge,
             "capabilities": self.store.capabilities().to_dict(),
             "embedding_model": self.embedder.model_id,
+            "embedding": self.store.embedding_status().to_dict(),
         }
 
     def metrics_text(self) -> str:

@@ -357,3 +357,20 @@ def test_memories_can_wait_for_their_embedding(harness: Harness) -> None:
     got = h.run(h.store.get("t1", "late"))
     assert got is not None and got.embedding_generated
     assert [e.operation.value for e in h.run(h.store.history("t1", "late"))] == ["add"]
+
+
+def test_conversation_end_is_the_last_position_per_tenant(harness: Harness) -> None:
+    h = harness
+
+    def turn(cid: str, position: int, tenant: str = T1) -> NewMemory:
+        meta = {"conversation": {"id": cid, "position": position, "speaker": "A"}}
+        return new(h, f"turn {position} of {cid}", tenant=tenant, metadata=meta)
+
+    assert h.run(h.store.conversation_end(T1, "c1")) is None
+    h.run(h.store.bulk_add([turn("c1", p) for p in range(3)] + [turn("c2", 0)]))
+    h.run(h.store.bulk_add([turn("c1", 3)]))
+    h.run(h.store.add(turn("c1", 4, tenant=T2)))
+    assert h.run(h.store.conversation_end(T1, "c1")) == 3
+    assert h.run(h.store.conversation_end(T1, "c2")) == 0
+    assert h.run(h.store.conversation_end(T2, "c1")) == 4
+    assert h.run(h.store.conversation_end(T2, "c2")) is None

@@ -26,6 +26,7 @@ from tests.server.harness import (
 TOOLS = {
     "memory": [
         "memory_add",
+        "memory_add_messages",
         "memory_search",
         "memory_get",
         "memory_update",

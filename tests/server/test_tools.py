@@ -19,10 +19,11 @@ def call(ms: Lamina, tool: ServerTool, args: Any, tenant: str = "a") -> Any:
     return ms._run(tool.run(args, tenant))
 
 
-def test_the_fifteen_tools_and_their_schemas(tools: dict[str, ServerTool]) -> None:
+def test_the_sixteen_tools_and_their_schemas(tools: dict[str, ServerTool]) -> None:
     assert sorted(tools) == sorted(
         [
             "memory_add",
+            "memory_add_messages",
             "memory_search",
             "memory_get",
             "memory_update",

@@ -16,6 +16,7 @@ from lamina.cli._common import (
     ids,
     json_option,
     parse_json,
+    read_text,
     tag_option,
 )
 from lamina.cli.output import cell, print_hits, print_page, progress
@@ -80,6 +81,61 @@ def memory_add(state: State, /, content: str, layer: str, **kw: Any) -> None:
     emit(as_json, entry, lambda: _show_entry(entry))
 
 
+def _read_messages(path: str) -> list[Any]:
+    """The messages of a JSONL file ('-': standard input), one JSON object a line (blank
+    lines skipped); a line that is no JSON is INVALID_ARGUMENT naming it."""
+    text = read_text(path, "FILE") or ""
+    messages: list[Any] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            messages.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            raise LaminaError(
+                ErrorCode.INVALID_ARGUMENT,
+                f"{path}: line {number} is not valid JSON: {exc.msg}",
+                details={"line": number},
+            ) from None
+    return messages
+
+
+@memory.command("add-messages")
+@click.argument("file", metavar="FILE.jsonl")
+@identifier_options
+@click.option("--layer", default=None, help="Default: the most specific layer the ids reach.")
+@click.option("--conversation-id", default=None, help="Continue this conversation (else new).")
+@click.option("--metadata", default=None, help="Metadata (JSON object) for every message.")
+@click.option("--actor", default=None, help="Who makes the change (recorded in history).")
+@json_option
+@click.pass_obj
+def memory_add_messages(state: State, /, file: str, **kw: Any) -> None:
+    """Store a conversation: one memory per message of FILE.jsonl ('-': standard input), one
+    {"role", "content", "name"?, "timestamp"?, "metadata"?} a line. All or none are stored."""
+    as_json = kw.pop("as_json")
+    metadata = parse_json(kw.pop("metadata"), "metadata", ErrorCode.INVALID_ARGUMENT)
+    messages = _read_messages(file)
+    with progress("embedding messages", as_json=as_json) as on_progress:
+        added = state.ms().memory.add_messages(
+            messages,
+            layer=kw.pop("layer"),
+            conversation_id=kw.pop("conversation_id"),
+            metadata=metadata,
+            actor=kw.pop("actor"),
+            on_progress=on_progress,
+            **ids(kw),
+        )
+
+    def human() -> None:
+        positions = [m.metadata["conversation"]["position"] for m in added.memories]
+        click.echo(
+            f"stored {len(added.memories)} messages in layer {added.layer.value}, "
+            f"conversation {added.conversation_id} (positions {positions[0]} to {positions[-1]})"
+        )
+
+    emit(as_json, added, human)
+
+
 @memory.command("embed-pending")
 @json_option
 @click.pass_obj
@@ -88,6 +144,29 @@ def memory_embed_pending(state: State, /, as_json: bool) -> None:
     with progress("embedding memories", as_json=as_json) as on_progress:
         count = state.ms().memory.embed_pending(on_progress=on_progress)
     emit(as_json, {"embedded": count}, lambda: click.echo(f"embedded {count} memories"))
+
+
+@memory.command("reembed")
+@click.option("--batch-size", type=int, default=256, show_default=True, help="Texts per batch.")
+@json_option
+@click.pass_obj
+def memory_reembed(state: State, /, batch_size: int, as_json: bool) -> None:
+    """Re-embed the whole store with the configured embedding model (after changing it);
+    resumes an interrupted run, does nothing when the vectors are already of this model."""
+    with progress("re-embedding", as_json=as_json) as on_progress:
+        report = state.ms().memory.reembed(batch_size=batch_size, on_progress=on_progress)
+
+    def human() -> None:
+        if not report["reembedded"]:
+            click.echo(f"nothing to do: the store's vectors are of {report['model']}")
+            return
+        click.echo(
+            f"re-embedded {report['memories']} memories and {report['context_items']} context "
+            f"items with {report['model']} ({report['dimensions']}-d; "
+            f"was {report['from_model']}, {report['from_dimensions']}-d)"
+        )
+
+    emit(as_json, report, human)
 
 
 @memory.command("search")

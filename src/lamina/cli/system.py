@@ -83,5 +83,13 @@ def health(state: State, as_json: bool) -> None:
     """Check the store and show its capabilities."""
     report = state.ms().health()
     emit(as_json, report, lambda: click.echo(json.dumps(report, indent=2)))
+    embedding = report.get("embedding", {})
+    if embedding.get("reembed_needed") and not as_json:
+        click.echo(
+            f"note: the store's vectors are of {embedding['store_model']}, the embedder is "
+            f"{embedding['embedder_model']}: run `lamina memory reembed` (semantic search is "
+            "off until then)",
+            err=True,
+        )
     if not report["healthy"]:
         sys.exit(1)

@@ -170,3 +170,31 @@ def accessible_layers(ids: Identifiers) -> list[MemoryLayer]:
         for layer in MemoryLayer
         if all(ids.get(name) is not None for name in layer.required_identifiers)
     ]
+
+
+#: The order ``layer_for`` tries the layers in: a session belongs to a user, so it is the more
+#: specific place to write even though user memories rank before session memories in search.
+_WRITE_ORDER = (
+    MemoryLayer.AGENT,
+    MemoryLayer.SESSION,
+    MemoryLayer.USER,
+    MemoryLayer.PROJECT,
+    MemoryLayer.TEAM,
+    MemoryLayer.ORG,
+    MemoryLayer.COMPANY,
+)
+
+
+def layer_for(ids: Identifiers) -> MemoryLayer:
+    """The most specific layer the identifiers given reach, for a write that names no layer:
+    agent (agent_id + user_id), session (session_id + user_id), user, project, team, org,
+    company. MISSING_IDENTIFIER when they reach none."""
+    for layer in _WRITE_ORDER:
+        if all(ids.get(name) is not None for name in layer.required_identifiers):
+            return layer
+    raise LaminaError(
+        ErrorCode.MISSING_IDENTIFIER,
+        "no memory layer is reachable: give user_id, project_id, team_id, org_id, "
+        "company_id, or agent_id/session_id with user_id (or name the layer)",
+        details={"identifier": "user_id"},
+    )

@@ -55,6 +55,18 @@ class SearchHit(BaseModel):
     keyword_score: float | None = None
 
 
+class AddedMessages(BaseModel):
+    """What ``add_messages`` stored: one memory per message, in conversation order. Each
+    memory's ``metadata["conversation"]`` holds ``id``, ``position``, ``speaker``, ``role``
+    and ``timestamp``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    conversation_id: str
+    layer: MemoryLayer
+    memories: list[MemoryEntry]
+
+
 class MemoryPage(BaseModel):
     """One page of ``list``: pass ``next_cursor`` back to get the next one."""
 

@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Any, Protocol
 
 from lamina.embeddings.base import Vector
+from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.models import HistoryEvent, MemoryEntry, MemoryPage, SearchMode
@@ -98,8 +99,70 @@ def updated_entry(
     )
 
 
+@dataclass(frozen=True)
+class EmbeddingStatus:
+    """The model a store's vectors come from, and the model this process embeds with.
+
+    When they differ (or a re-embedding is under way) the store needs ``reembed``: until it
+    is done, writes keep their vectors pending, semantic search is refused and hybrid
+    search runs on keywords only (docs/operations.md, "Changing the embedding model")."""
+
+    store_model: str
+    store_dimensions: int
+    model: str
+    dimensions: int
+    #: A re-embedding to ``model`` was started and has not finished.
+    in_progress: bool = False
+
+    @property
+    def reembed_needed(self) -> bool:
+        return self.in_progress or (self.store_model, self.store_dimensions) != (
+            self.model,
+            self.dimensions,
+        )
+
+    def refusal(self, what: str) -> LaminaError:
+        """The error of a search that needs vectors of the configured model."""
+        return LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"{what} needs vectors of {self.model} ({self.dimensions}-d) but the store's are "
+            f"of {self.store_model} ({self.store_dimensions}-d): run `lamina memory reembed` "
+            "(ms.memory.reembed()); keyword search works meanwhile and hybrid search uses "
+            "keywords only",
+            details=self.to_dict(),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "store_model": self.store_model,
+            "store_dimensions": self.store_dimensions,
+            "embedder_model": self.model,
+            "embedder_dimensions": self.dimensions,
+            "reembed_needed": self.reembed_needed,
+            "reembed_in_progress": self.in_progress,
+        }
+
+
+#: What re-embedding reports as it goes: (rows done, rows in all).
+ReembedProgress = Callable[[int, int | None], None]
+#: The text a context item's vector stands for (knowledge documents: not their content).
+ItemText = Callable[["ContextRecord"], str]
+
+
 class MemoryStore(Protocol):
     """Persistence and search of memories, their history, embeddings and hierarchy."""
+
+    def embedding_status(self) -> EmbeddingStatus:
+        """The store's embedding model against the configured one (known once opened)."""
+        ...
+
+    async def reembed(
+        self, item_text: ItemText, *, batch_size: int, on_progress: ReembedProgress | None
+    ) -> dict[str, Any]:
+        """Re-compute every vector of every tenant (memories, context items, the knowledge
+        index) with the configured embedder, resumably, then record it as the store's model
+        and drop the embedding cache of other models. A no-op when nothing is stale."""
+        ...
 
     async def generate_embedding(
         self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
@@ -117,6 +180,11 @@ class MemoryStore(Protocol):
     ) -> list[MemoryEntry]: ...
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None: ...
+
+    async def conversation_end(self, tenant_id: str, conversation_id: str) -> int | None:
+        """The position of the last memory stored in conversation ``conversation_id`` (its
+        metadata ``conversation.id``; see ``lamina.memory.messages``), None when it has none."""
+        ...
 
     async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
         """(id, content) of memories still waiting for their embedding, oldest first."""

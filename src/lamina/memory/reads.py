@@ -59,6 +59,7 @@ class MemoryReads(Hierarchy):
                     f"invalid search mode {mode!r}; valid: semantic, keyword, hybrid"
                 ) from None
             count = self._limit(limit, self._settings.search_limit)
+            search_mode = self._usable_mode(search_mode)
             min_score = self._threshold(search_mode, threshold)
             flt = parse_filter(tags, filters)
             ids = Identifiers.of(
@@ -93,6 +94,17 @@ class MemoryReads(Hierarchy):
             return self._merge(found, count)
 
         return await self._observe("search", run)
+
+    def _usable_mode(self, mode: SearchMode) -> SearchMode:
+        """While the store's vectors are of another model (``reembed`` not run yet): hybrid
+        search runs on keywords only and semantic search is refused (CONFIGURATION_ERROR),
+        never comparing the query with vectors of another model."""
+        status = self._store.embedding_status()
+        if not status.reembed_needed or mode is SearchMode.KEYWORD:
+            return mode
+        if mode is SearchMode.SEMANTIC:
+            raise status.refusal("semantic search")
+        return SearchMode.KEYWORD
 
     async def _embed_query(self, tenant: str, query: str) -> Vector:
         return await self._queries.get(tenant, query)

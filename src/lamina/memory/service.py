@@ -1,14 +1,18 @@
 """``ms.memory``: scoped memories. The service is put together from one part per concept:
-the write path (``writes``, with the embedding backfill in ``backfill``), the read path and
-its ranking (``reads``), and the hierarchy that resolves identifiers (``hierarchy``)."""
+the write path (``writes``, with the embedding backfill in ``backfill``), conversations in
+(``messages``), the read path and its ranking (``reads``), and the hierarchy that resolves
+identifiers (``hierarchy``)."""
 
 from __future__ import annotations
 
+from lamina.memory.messages import ConversationInput, MessageWrites
 from lamina.memory.reads import MemoryReads
-from lamina.memory.writes import MemoryInput, MemoryWrites, WriteGuard
+from lamina.memory.reembed import Reembed
+from lamina.memory.writes import MemoryInput, WriteGuard
 
-__all__ = ["MemoryInput", "MemoryService", "WriteGuard"]
+__all__ = ["ConversationInput", "MemoryInput", "MemoryService", "WriteGuard"]
 
 
-class MemoryService(MemoryWrites, MemoryReads):
-    """``ms.memory``: add, search, get, update, delete, list, history and hierarchy."""
+class MemoryService(MessageWrites, MemoryReads, Reembed):
+    """``ms.memory``: add, add_messages, search, get, update, delete, list, history and
+    hierarchy; reembed after a change of embedding model (``reembed``)."""

@@ -82,6 +82,30 @@ class MemoryAdd(_Ids):
     metadata: dict[str, Any] | None = None
 
 
+class ChatMessage(_Args):
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str = Field(description="Stored verbatim.")
+    name: str | None = Field(default=None, description="The speaker (default: the role).")
+    timestamp: str | None = Field(
+        default=None, description="ISO-8601; without a zone it is UTC; default: now."
+    )
+    metadata: dict[str, Any] | None = None
+
+
+class MemoryAddMessages(_Ids):
+    messages: list[ChatMessage] = Field(
+        description="The conversation's messages in order: each becomes one memory."
+    )
+    layer: str | None = Field(
+        default=None, description="Default: the most specific layer the identifiers reach."
+    )
+    conversation_id: str | None = Field(
+        default=None, description="Continue this conversation; default: a new one (returned)."
+    )
+    metadata: dict[str, Any] | None = None
+    infer: bool = Field(default=False, description="LLM extraction: not available yet.")
+
+
 class MemorySearch(_Ids):
     query: str
     layers: list[str] | None = None
@@ -207,6 +231,18 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             await mem.add(a.content, layer=a.layer, metadata=a.metadata, tenant_id=t, **a.ids())
         )
 
+    async def memory_add_messages(a: Any, t: str) -> Any:
+        added = await mem.add_messages(
+            [m.model_dump(exclude_none=True) for m in a.messages],
+            layer=a.layer,
+            conversation_id=a.conversation_id,
+            metadata=a.metadata,
+            infer=a.infer,
+            tenant_id=t,
+            **a.ids(),
+        )
+        return _dump(added)
+
     async def memory_search(a: Any, t: str) -> Any:
         hits = await mem.search(
             a.query,
@@ -321,6 +357,15 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             "Store a memory in a scope layer (secrets are refused in shared layers).",
             MemoryAdd,
             memory_add,
+            False,
+        ),
+        (
+            "memory_add_messages",
+            "memory",
+            "Store a conversation: each message one memory, verbatim, with its speaker, time "
+            "and position (all or none).",
+            MemoryAddMessages,
+            memory_add_messages,
             False,
         ),
         (

@@ -15,19 +15,20 @@ from lamina.store.postgres.filters import (
     to_pg_vector,
 )
 from lamina.store.sql.context_items import SqlContextItems, rank
+from lamina.store.sql.meta import EmbeddingState
 from lamina.text import keyword_terms
 
 
 class PostgresContextItems(SqlContextItems):
     """The ContextItemStore protocol on the PostgreSQL store's pool and transactions."""
 
-    def __init__(self, db: Database, ef_search: int) -> None:
-        super().__init__(db, POSTGRES)
+    def __init__(self, db: Database, ef_search: int, embedding: EmbeddingState) -> None:
+        super().__init__(db, POSTGRES, embedding)
         self._db = db
         self._ef_search = ef_search
 
     async def search_items(self, query: ItemQuery) -> list[tuple[ContextRecord, float]]:
-        q = query
+        q = self._searchable(query)
         filtered = q.category is not None or bool(q.tags)
         pool = max(q.limit * (10 if filtered else 1), 50)
         where, params = self.latest_where(q.tenant_id, q.kind, q.category, q.tags)

@@ -52,7 +52,7 @@ class PostgresMemories(SqlMemories):
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, request: LayerSearch) -> list[ScoredMemory]:
-        req = request
+        req = self._searchable(request)
         async with self._db.transaction(req.tenant_id, "search") as conn:
             if req.mode is SearchMode.SEMANTIC:
                 found = await self._semantic(conn, req, req.threshold, req.limit)

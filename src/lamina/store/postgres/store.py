@@ -7,6 +7,7 @@ items, sessions and threads. Every call is one transaction as lamina_app that fi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -15,16 +16,18 @@ from psycopg_pool import PoolTimeout
 from lamina.backend import HealthStatus, StoreCapabilities
 from lamina.embeddings.base import Embedder
 from lamina.errors import LaminaError
+from lamina.memory.ports import ContextRecord
 from lamina.store.postgres.bulk import BulkLoading
 from lamina.store.postgres.context_items import PostgresContextItems
 from lamina.store.postgres.db import POSTGRES, Database, translate
 from lamina.store.postgres.memories import PostgresMemories
 from lamina.store.postgres.threads import PostgresThreads
-from lamina.store.sql.meta import capabilities, check_model
+from lamina.store.postgres.vectors import VectorColumns
+from lamina.store.sql.meta import capabilities
 from lamina.store.sql.sessions import SqlSessions
 
 
-class PostgresStore(PostgresMemories, BulkLoading):
+class PostgresStore(PostgresMemories, BulkLoading, VectorColumns):
     """Every port on PostgreSQL with pgvector."""
 
     def __init__(
@@ -51,7 +54,7 @@ class PostgresStore(PostgresMemories, BulkLoading):
         self.url = db.url
         self._schema_target = schema_target  # None: the newest schema (tests pin older ones)
         self.schema_version = 0
-        self.context_items = PostgresContextItems(db, ef_search)
+        self.context_items = PostgresContextItems(db, ef_search, self.embedding)
         self.sessions = SqlSessions(db, POSTGRES)
         self.threads = PostgresThreads(db)
 
@@ -68,7 +71,7 @@ class PostgresStore(PostgresMemories, BulkLoading):
         async with self._db.transaction(None, "initialize") as conn:
             rows = await (await conn.execute("SELECT key, value FROM store_meta")).fetchall()
         meta: dict[str, str] = {str(k): str(v) for k, v in rows}
-        check_model(meta, self.embedder, "the database", "another database")
+        self.embedding.load(meta)  # another model: opens, needing ``reembed``
 
     async def shutdown(self) -> None:
         await self._db.close()
@@ -79,9 +82,13 @@ class PostgresStore(PostgresMemories, BulkLoading):
             async with self._db.transaction(None, "health_check") as conn:
                 row = await (await conn.execute("SELECT version()")).fetchone()
             details["server"] = row[0] if row else None
+            details["embedding"] = self.embedding.status.to_dict()
         except LaminaError as exc:
             return HealthStatus(False, {**details, "error": exc.message})
         return HealthStatus(True, details)
 
     def capabilities(self) -> StoreCapabilities:
         return capabilities(self.embedder)
+
+    def _item_record(self, values: Sequence[Any]) -> ContextRecord:
+        return self.context_items._record(values)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +18,7 @@ from lamina.memory.ports import ContextRecord, DataChange, ItemKind, ItemQuery, 
 from lamina.memory.scoring import rank_fused, rank_single
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor, Lock, Program, count, row, rows
 
 #: The columns of a record, after the row sequence (``{seq}``) and before the embedding.
@@ -40,14 +42,25 @@ def rank(
 class SqlContextItems(ABC):
     """The ContextItemStore protocol but ``search_items``, which each backend adds."""
 
-    def __init__(self, executor: Executor, dialect: Dialect) -> None:
+    def __init__(self, executor: Executor, dialect: Dialect, embedding: EmbeddingState) -> None:
         self._exec = executor
         self._d = dialect
+        #: Shared with the store's memories: whether the vectors are of another model.
+        self.embedding = embedding
         #: Every column a query reads: the row sequence, the record, the embedding.
         self._columns = f"{dialect.seq}, {RECORD}, embedding"
 
     @abstractmethod
     async def search_items(self, query: ItemQuery) -> list[tuple[ContextRecord, float]]: ...
+
+    def _searchable(self, query: ItemQuery) -> ItemQuery:
+        """As for memories: while the vectors are of another model, semantic search is
+        refused and hybrid search runs on keywords only."""
+        if not self.embedding.stale or query.mode is SearchMode.KEYWORD:
+            return query
+        if query.mode is SearchMode.SEMANTIC:
+            raise self.embedding.refuse("semantic search")
+        return replace(query, mode=SearchMode.KEYWORD, vector=None)
 
     def _record(self, values: Sequence[Any]) -> ContextRecord:
         d = self._d
@@ -74,7 +87,9 @@ class SqlContextItems(ABC):
     def _put(self, item: NewContextRecord, versioned: bool) -> Program[ContextRecord]:
         d, seq = self._d, self._d.seq
         now = d.time(datetime.now(UTC))
-        vector = None if item.embedding is None else d.vector(item.embedding)
+        # While the store needs re-embedding, new vectors wait (NULL) for ``reembed``.
+        embedding = None if self.embedding.stale else item.embedding
+        vector = None if embedding is None else d.vector(embedding)
         columns = {
             "category": item.category,
             "content": item.content,

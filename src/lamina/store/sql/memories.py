@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,12 +18,26 @@ import numpy as np
 
 from lamina.embeddings.base import Embedder, Vector
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.filters import MetadataFilter
+from lamina.memory.filters import Condition, MetadataFilter
 from lamina.memory.layers import MemoryLayer
-from lamina.memory.models import HistoryEvent, HistoryOperation, MemoryEntry, MemoryPage
-from lamina.memory.ports import LayerSearch, NewMemory, Scope, ScoredMemory, updated_entry
+from lamina.memory.models import (
+    HistoryEvent,
+    HistoryOperation,
+    MemoryEntry,
+    MemoryPage,
+    SearchMode,
+)
+from lamina.memory.ports import (
+    EmbeddingStatus,
+    LayerSearch,
+    NewMemory,
+    Scope,
+    ScoredMemory,
+    updated_entry,
+)
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor, Program, count, first, many, row, rows
 
 #: The columns of an entry, after the row sequence (``{seq}``); the embedding comes last.
@@ -48,6 +63,8 @@ class SqlMemories(ABC):
         self._exec = executor
         self._d = dialect
         self.embedder = embedder
+        #: The model of the stored vectors against the embedder's (set when the store opens).
+        self.embedding = EmbeddingState(embedder)
         #: Every column a query reads: the row sequence, then ``ENTRY``.
         self._columns = f"{dialect.seq}, {ENTRY}"
 
@@ -79,8 +96,21 @@ class SqlMemories(ABC):
     def _scored(
         self, values: Sequence[Any], score: float, semantic: float | None, keyword: float | None
     ) -> ScoredMemory:
-        vector = self._d.from_vector(values[10])
+        # Vectors of two models must never meet (near-duplicate checks compare them).
+        vector = None if self.embedding.stale else self._d.from_vector(values[10])
         return ScoredMemory(self._entry(values), score, semantic, keyword, vector)
+
+    def embedding_status(self) -> EmbeddingStatus:
+        return self.embedding.status
+
+    def _searchable(self, request: LayerSearch) -> LayerSearch:
+        """While the vectors are of another model: semantic search is refused, hybrid search
+        runs on keywords only (the service already asks for that; this keeps the port safe)."""
+        if not self.embedding.stale or request.mode is SearchMode.KEYWORD:
+            return request
+        if request.mode is SearchMode.SEMANTIC:
+            raise self.embedding.refuse("semantic search")
+        return replace(request, mode=SearchMode.KEYWORD, vector=None)
 
     # -- embeddings -------------------------------------------------------------------------
 
@@ -145,6 +175,8 @@ class SqlMemories(ABC):
         return await self._exec.read(tenant_id, "unembedded", read())
 
     async def set_embeddings(self, tenant_id: str, items: Sequence[tuple[str, str, Vector]]) -> int:
+        if self.embedding.stale:  # pending until ``reembed``, which embeds them too
+            return 0
         model = self.embedder.model_id
 
         def write() -> Program[int]:
@@ -181,6 +213,9 @@ class SqlMemories(ABC):
         d = self._d
         now = datetime.now(UTC)
         model = self.embedder.model_id
+        # While the store needs re-embedding, new vectors wait (pending) for ``reembed``.
+        if self.embedding.stale:
+            memories = [replace(m, embedding=None) for m in memories]
         stored = [
             {
                 "tenant_id": m.tenant_id,
@@ -269,12 +304,17 @@ class SqlMemories(ABC):
                 details={"id": memory_id},
             )
         old = self._entry(found)
+        stale = self.embedding.stale and embedding is not None
+        if stale:  # the new content's vector waits for ``reembed``; the old one is wrong
+            embedding = None
         new = updated_entry(
             old,
             content=content,
             metadata_patch=patch,
             embedding_model=None if embedding is None else self.embedder.model_id,
         )
+        if stale:
+            new = new.model_copy(update={"embedding_model": None, "embedding_generated": False})
         sets: dict[str, Any] = {
             "metadata": d.json(new.metadata),
             "updated_at": d.time(new.updated_at),
@@ -285,6 +325,9 @@ class SqlMemories(ABC):
         if embedding is not None:
             sets["embedding"] = d.vector(embedding)
             sets["embedding_model"] = self.embedder.model_id
+        elif stale:
+            sets["embedding"] = None
+            sets["embedding_model"] = None
         assignments = ", ".join(f"{column} = %s" for column in sets)
         yield count(
             f"UPDATE memories SET {assignments} WHERE tenant_id = %s AND id = %s",  # noqa: S608
@@ -427,6 +470,26 @@ class SqlMemories(ABC):
             )
 
         return await self._exec.read(tenant_id, "list", page(), snapshot=True)
+
+    async def conversation_end(self, tenant_id: str, conversation_id: str) -> int | None:
+        # The memories of a conversation are written in position order: its newest row holds
+        # the last position.
+        flt = MetadataFilter(conditions=(Condition(("conversation", "id"), "eq", conversation_id),))
+        condition, values = self._filter(flt)
+
+        def position(found: Sequence[Any]) -> int | None:
+            value = self._d.from_json(found[0]).get("conversation", {}).get("position")
+            return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+        read = first(
+            position,
+            f"SELECT metadata FROM memories WHERE tenant_id = %s AND {condition} "  # noqa: S608
+            f"ORDER BY {self._d.seq} DESC LIMIT 1",
+            tenant_id,
+            *values,
+        )
+        found = await self._exec.read(tenant_id, "conversation_end", read)
+        return found if isinstance(found, int) else None
 
     # -- hierarchy --------------------------------------------------------------------------
 

@@ -1,33 +1,60 @@
-"""What a database says about itself: its schema migrations, the embedding model it was
-built with, and what a backend can do."""
+"""What a database says about itself: its schema migrations, the embedding model its vectors
+come from, and what a backend can do."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from importlib import resources
 
 from lamina.backend import StoreCapabilities
 from lamina.embeddings.base import Embedder
-from lamina.errors import ErrorCode, LaminaError
+from lamina.errors import LaminaError
+from lamina.memory.ports import EmbeddingStatus
+
+log = logging.getLogger(__name__)
 
 
-def check_model(meta: dict[str, str], embedder: Embedder, built: str, instead: str) -> None:
-    """CONFIGURATION_ERROR unless ``embedder`` is the model the database was built with
-    (``store_meta``). ``built`` names the database ("the store x"), ``instead`` the way out."""
-    model, dims = embedder.model_id, embedder.dimensions
-    if meta["embedding_model"] != model or meta["embedding_dimensions"] != str(dims):
-        raise LaminaError(
-            ErrorCode.CONFIGURATION_ERROR,
-            f"{built} was built with embedding model {meta['embedding_model']} "
-            f"({meta['embedding_dimensions']}-d); the configured embedder is {model} "
-            f"({dims}-d). Use the same model or {instead}.",
-            details={
-                "store_model": meta["embedding_model"],
-                "store_dimensions": int(meta["embedding_dimensions"]),
-                "embedder_model": model,
-                "embedder_dimensions": dims,
-            },
+class EmbeddingState:
+    """What a store knows of its vectors' model: read from ``store_meta`` when it opens,
+    changed by ``reembed``. Shared by the store's memory and context-item code."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        model, dims = embedder.model_id, embedder.dimensions
+        self.status = EmbeddingStatus(model, dims, model, dims)
+
+    def load(self, meta: dict[str, str]) -> None:
+        model, dims = self.status.model, self.status.dimensions
+        self.status = EmbeddingStatus(
+            meta["embedding_model"],
+            int(meta["embedding_dimensions"]),
+            model,
+            dims,
+            in_progress=meta.get(REEMBED_TARGET) is not None,
         )
+        if self.status.reembed_needed:
+            log.warning(
+                "the store's vectors come from %s (%d-d), the configured embedder is %s (%d-d): "
+                "semantic search is off until `lamina memory reembed` has run",
+                self.status.store_model,
+                self.status.store_dimensions,
+                model,
+                dims,
+            )
+
+    @property
+    def stale(self) -> bool:
+        return self.status.reembed_needed
+
+    def refuse(self, what: str) -> LaminaError:
+        """The error of a semantic search while the vectors are of another model."""
+        return self.status.refusal(what)
+
+
+#: store_meta keys of a re-embedding under way: its target ("model:dimensions"), and the
+#: target whose context-item vectors were already cleared.
+REEMBED_TARGET = "reembed_target"
+REEMBED_ITEMS_CLEARED = "reembed_items_cleared"
 
 
 def capabilities(embedder: Embedder) -> StoreCapabilities:

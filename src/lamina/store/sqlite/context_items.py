@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from lamina.memory.models import SearchMode
 from lamina.memory.ports import ContextRecord, ItemQuery
 from lamina.store.sql.context_items import SqlContextItems, rank
+from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sqlite.db import SQLITE, Database
 from lamina.store.sqlite.indexes import SyncedIndexes
 
@@ -19,13 +20,13 @@ def _tag_match(tags: Sequence[str], wanted: Sequence[str]) -> bool:
 class SQLiteContextItems(SqlContextItems):
     """The ContextItemStore protocol on the embedded store's file."""
 
-    def __init__(self, db: Database, indexes: SyncedIndexes) -> None:
-        super().__init__(db, SQLITE)
+    def __init__(self, db: Database, indexes: SyncedIndexes, embedding: EmbeddingState) -> None:
+        super().__init__(db, SQLITE, embedding)
         self._db = db
         self._indexes = indexes
 
     async def search_items(self, query: ItemQuery) -> list[tuple[ContextRecord, float]]:
-        return await self._db.call("search", self._search, query)
+        return await self._db.call("search", self._search, self._searchable(query))
 
     def _search(self, q: ItemQuery) -> list[tuple[ContextRecord, float]]:
         self._indexes.sync()

@@ -61,6 +61,7 @@ class SyncedIndexes:
         self._db = db
         self._source = source
         self._vectors = VectorIndex(dimensions)
+        self._blob_size = 4 * dimensions  # float32
         self._lexicon = LexicalIndex()
         self._lock = threading.Lock()
         self._loaded = False
@@ -99,7 +100,7 @@ class SyncedIndexes:
                 self._lexicon.remove(pk)
             else:
                 part = (tenant, layer, key)
-                if blob is None:
+                if blob is None or len(blob) != self._blob_size:  # None, or another model's
                     self._vectors.remove(pk)
                 else:
                     self._vectors.upsert(pk, part, np.frombuffer(blob, dtype=np.float32))

@@ -66,7 +66,7 @@ class SQLiteMemories(SqlMemories):
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, request: LayerSearch) -> list[ScoredMemory]:
-        return await self._db.call("search", self._search, request)
+        return await self._db.call("search", self._search, self._searchable(request))
 
     def _rows(self, pks: Sequence[int], flt: MetadataFilter) -> dict[int, Row]:
         if not pks:

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from lamina.backend import HealthStatus, StoreCapabilities
 from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
-from lamina.store.sql.meta import capabilities, check_model
+from lamina.memory.ports import ContextRecord
+from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, capabilities
+from lamina.store.sql.program import Program, rows
+from lamina.store.sql.reembed import Reembedding
 from lamina.store.sql.sessions import SqlSessions
 from lamina.store.sqlite.context_items import SQLiteContextItems
 from lamina.store.sqlite.db import SQLITE, Database
@@ -38,7 +43,7 @@ def _prune_log(conn: sqlite3.Connection, source: IndexedTable) -> None:
         )
 
 
-class SQLiteStore(SQLiteMemories):
+class SQLiteStore(SQLiteMemories, Reembedding):
     """Every port on one SQLite file. Safe for many threads and processes."""
 
     def __init__(
@@ -54,7 +59,7 @@ class SQLiteStore(SQLiteMemories):
         db = Database(self.path, {"ms_match": (2, match_udf)}, busy_timeout)
         super().__init__(db, SyncedIndexes(db, embedder.dimensions), embedder)
         self.context_items = SQLiteContextItems(
-            db, SyncedIndexes(db, embedder.dimensions, CONTEXT_ITEMS)
+            db, SyncedIndexes(db, embedder.dimensions, CONTEXT_ITEMS), self.embedding
         )
         self.sessions = SqlSessions(db, SQLITE)
         self.threads = SQLiteThreads(db)
@@ -80,8 +85,8 @@ class SQLiteStore(SQLiteMemories):
                     "INSERT INTO store_meta VALUES (?, ?)",
                     [("embedding_model", model), ("embedding_dimensions", str(dims))],
                 )
-            else:
-                check_model(meta, self.embedder, f"the store {self.path}", "a new data directory")
+                meta.update(embedding_model=model, embedding_dimensions=str(dims))
+            self.embedding.load(meta)  # another model: opens, needing ``reembed``
             for source in (MEMORIES, CONTEXT_ITEMS):
                 if source.since <= self.schema_version:
                     _prune_log(conn, source)
@@ -101,8 +106,62 @@ class SQLiteStore(SQLiteMemories):
         except LaminaError as exc:
             return HealthStatus(False, {**details, "error": exc.message})
         return HealthStatus(
-            True, {**details, "memories": count, "schema_version": self.schema_version}
+            True,
+            {
+                **details,
+                "memories": count,
+                "schema_version": self.schema_version,
+                "embedding": self.embedding.status.to_dict(),
+            },
         )
 
     def capabilities(self) -> StoreCapabilities:
         return capabilities(self.embedder)
+
+    # -- re-embedding (lamina.store.sql.reembed) ----------------------------------------------
+
+    def _item_record(self, values: Sequence[Any]) -> ContextRecord:
+        return self.context_items._record(values)
+
+    async def _tenants(self) -> list[str]:
+        def read() -> Program[list[str]]:
+            found = yield rows(
+                "SELECT tenant_id FROM memories UNION SELECT tenant_id FROM context_items "
+                "UNION SELECT tenant_id FROM embedding_cache ORDER BY 1"
+            )
+            return [str(r[0]) for r in found]
+
+        return await self._db.read(None, "reembed", read())
+
+    async def _write_meta(self, values: dict[str, str], remove: Sequence[str]) -> None:
+        def write() -> None:
+            with self._db.write_transaction() as conn:
+                _set_meta(conn, values, remove)
+
+        await self._db.call("reembed", write)
+
+    async def _finish(self, model: str, dims: int, resized: bool) -> bool:
+        def finish() -> bool:
+            with self._db.write_transaction() as conn:
+                left = conn.execute(
+                    "SELECT (SELECT count(*) FROM memories WHERE embedding_model IS NULL "
+                    "OR embedding_model <> ?) + (SELECT count(*) FROM context_items "
+                    "WHERE embedding IS NULL AND kind <> 'document_index')",
+                    (model,),
+                ).fetchone()[0]
+                if left:
+                    return False
+                conn.execute("DELETE FROM embedding_cache WHERE model <> ?", (model,))
+                _set_meta(
+                    conn,
+                    {"embedding_model": model, "embedding_dimensions": str(dims)},
+                    (REEMBED_TARGET, REEMBED_ITEMS_CLEARED),
+                )
+                return True
+
+        return await self._db.call("reembed", finish)
+
+
+def _set_meta(conn: sqlite3.Connection, values: dict[str, str], remove: Sequence[str]) -> None:
+    conn.executemany("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", list(values.items()))
+    conn.executemany("DELETE FROM store_meta WHERE key = ?", [(k,) for k in remove])

@@ -1,0 +1,447 @@
+"""Conversations in, without an LLM: ``add_messages`` stores each message of a conversation as
+one memory, its content verbatim, with its speaker, its time and its place in the
+conversation under the reserved metadata key ``conversation``::
+
+    metadata["conversation"] = {"id": ..., "position": 0, "speaker": "Caroline",
+                                "role": "user", "timestamp": "2023-05-08T13:56:00+00:00"}
+
+Positions count from 0 and continue across calls for the same conversation id. Every
+message of a call (of every conversation of ``add_messages_bulk``) is checked before
+anything is written, embedded in batches, and stored in one transaction: all or none.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from lamina.checks import (
+    MAX_ID_LENGTH,
+    check_actor,
+    check_content,
+    check_flag,
+    check_key,
+    check_metadata,
+    invalid,
+)
+from lamina.config import IdentifierFields
+from lamina.embeddings.base import Vector
+from lamina.errors import LaminaError
+from lamina.memory.layers import (
+    IDENTIFIER_NAMES,
+    Identifiers,
+    MemoryLayer,
+    identifier_map,
+    layer_for,
+    parse_layer,
+    scope_for,
+    scope_key,
+)
+from lamina.memory.models import AddedMessages, MemoryEntry
+from lamina.memory.ports import NewMemory, Scope
+from lamina.memory.writes import MemoryWrites
+
+#: The reserved metadata key: ``add_messages`` writes it, callers' metadata may not.
+CONVERSATION_KEY = "conversation"
+#: The most messages one call stores (all conversations of a bulk call together).
+MAX_MESSAGES = 10_000
+#: Messages embedded per embedder call (progress is reported after each batch).
+EMBED_BATCH = 256
+_MESSAGE_KEYS = ("role", "content", "name", "timestamp", "metadata")
+
+#: ``on_progress(done, total)``: messages embedded so far, out of all.
+OnProgress = Callable[[int, int | None], None]
+
+
+class MessageRole(StrEnum):
+    """Who said a message, as chat APIs name it."""
+
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    TOOL = "tool"
+
+
+class ConversationInput(IdentifierFields):
+    """One conversation for ``add_messages_bulk``: its messages, the identifiers, and
+    optionally layer, conversation_id and metadata (as ``add_messages`` takes them; unknown
+    keys refused)."""
+
+    messages: list[Any]
+    layer: str | None = None
+    conversation_id: str | None = None
+    metadata: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Message:
+    """A checked message: ``timestamp`` is ISO-8601 in UTC."""
+
+    content: str
+    role: MessageRole
+    speaker: str
+    timestamp: str
+    metadata: dict[str, Any]
+
+
+def _at(where: str, exc: LaminaError, field: str, **details: Any) -> LaminaError:
+    """``exc`` (keeping its code) with its message and ``details["field"]`` naming ``field``."""
+    return LaminaError(
+        exc.code,
+        f"{where}: {exc.message}",
+        details={**exc.details, **details, "field": field},
+    )
+
+
+def check_conversation_metadata(metadata: object, field: str) -> dict[str, Any]:
+    """Caller metadata: as ``add`` checks it, without the reserved key."""
+    try:
+        meta = check_metadata(metadata)
+    except LaminaError as exc:
+        raise _at(field, exc, field) from None
+    if CONVERSATION_KEY in meta:
+        raise invalid(
+            f"{field}.{CONVERSATION_KEY}: the key is reserved (add_messages sets it)",
+            f"{field}.{CONVERSATION_KEY}",
+        )
+    return meta
+
+
+def parse_timestamp(value: object, field: str, now: datetime) -> str:
+    """An ISO-8601 string (or a datetime) as ISO-8601 in UTC; naive times are UTC; None is
+    ``now``."""
+    if value is None:
+        at = now
+    elif isinstance(value, datetime):
+        at = value
+    elif isinstance(value, str):
+        try:
+            at = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise invalid(
+                f"{field}: {value[:64]!r} is not an ISO-8601 time (2023-05-08T13:56:00)", field
+            ) from None
+    else:
+        raise invalid(f"{field}: must be an ISO-8601 string, got {type(value).__name__}", field)
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return at.astimezone(UTC).isoformat()
+
+
+def parse_message(
+    value: object, index: int, *, where: str, max_length: int, now: datetime
+) -> Message:
+    """One message, checked; errors name ``where[index].field`` and carry ``index``."""
+    at = f"{where}[{index}]"
+    if not isinstance(value, Mapping):
+        raise invalid(
+            f"{at}: a message must be an object, got {type(value).__name__}", at, index=index
+        )
+    unknown = sorted(str(k) for k in value if k not in _MESSAGE_KEYS)
+    if unknown:
+        raise invalid(
+            f"{at}.{unknown[0]}: unknown key (a message has {', '.join(_MESSAGE_KEYS)})",
+            f"{at}.{unknown[0]}",
+            index=index,
+        )
+    role = value.get("role")
+    if role not in {r.value for r in MessageRole}:
+        valid = [r.value for r in MessageRole]
+        shown = role if isinstance(role, str | None) else type(role).__name__
+        raise invalid(
+            f"{at}.role: {shown!r} is not one of {', '.join(valid)}",
+            f"{at}.role",
+            index=index,
+            valid=valid,
+        )
+    try:
+        content = check_content(value.get("content"), max_length)
+    except LaminaError as exc:
+        raise _at(f"{at}.content", exc, f"{at}.content", index=index) from None
+    name = value.get("name")
+    if name is not None:
+        try:
+            name = check_key("name", name, max_length=MAX_ID_LENGTH)
+        except LaminaError as exc:
+            raise _at(f"{at}.name", exc, f"{at}.name", index=index) from None
+    try:
+        timestamp = parse_timestamp(value.get("timestamp"), f"{at}.timestamp", now)
+        metadata = check_conversation_metadata(value.get("metadata"), f"{at}.metadata")
+    except LaminaError as exc:
+        raise LaminaError(exc.code, exc.message, details={**exc.details, "index": index}) from None
+    return Message(content, MessageRole(role), name or str(role), timestamp, metadata)
+
+
+def parse_messages(
+    messages: object, *, where: str, max_length: int, now: datetime, room: int
+) -> list[Message]:
+    """A non-empty list of at most ``room`` messages, each checked."""
+    if isinstance(messages, str | bytes | Mapping) or not isinstance(messages, Sequence):
+        raise invalid(f"{where} must be a list of messages", where)
+    if not messages:
+        raise invalid(f"{where} is empty: give at least one message", where)
+    if len(messages) > room:
+        raise invalid(
+            f"{where}: at most {MAX_MESSAGES} messages per call (split the conversation into "
+            "several calls: positions continue)",
+            where,
+            max_messages=MAX_MESSAGES,
+        )
+    return [
+        parse_message(m, i, where=where, max_length=max_length, now=now)
+        for i, m in enumerate(messages)
+    ]
+
+
+def _merge(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
+    """The call's metadata under the message's (which wins key by key; tags are joined)."""
+    merged = {**base, **own}
+    if "tags" in base and "tags" in own:
+        merged["tags"] = list(dict.fromkeys([*base["tags"], *own["tags"]]))
+    return merged
+
+
+@dataclass
+class _Plan:
+    """One conversation of a call, checked, ready to be numbered and stored."""
+
+    layer: MemoryLayer
+    scope: Scope
+    resolved: dict[str, str]
+    conversation_id: str | None
+    messages: list[Message]
+    metadata: dict[str, Any]
+    where: str
+    start: int = 0
+
+
+class MessageWrites(MemoryWrites):
+    """``add_messages`` and ``add_messages_bulk``."""
+
+    async def add_messages(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project_id: str | None = None,
+        team_id: str | None = None,
+        org_id: str | None = None,
+        company_id: str | None = None,
+        layer: str | MemoryLayer | None = None,
+        conversation_id: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        infer: bool = False,
+        actor: str | None = None,
+        tenant_id: str | None = None,
+        on_progress: OnProgress | None = None,
+    ) -> AddedMessages:
+        """Store each message (``{"role", "content", "name"?, "timestamp"?, "metadata"?}``)
+        as one memory, content verbatim; see docs/memory.md.
+
+        ``layer``: None infers the most specific layer the identifiers reach (``layer_for``).
+        ``conversation_id``: None starts a new conversation (its id is returned); a known one
+        continues its positions. ``metadata`` goes on every message's memory (a message's own
+        metadata wins key by key). ``infer=True`` (LLM extraction) is not available yet.
+        ``on_progress(done, total)`` follows the embedding batches."""
+        ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
+        conversation = {
+            **ids,
+            "messages": messages,
+            "layer": layer,
+            "conversation_id": conversation_id,
+            "metadata": metadata,
+        }
+
+        async def run() -> AddedMessages:
+            return (
+                await self._add_conversations(
+                    tenant_id, [conversation], infer, actor, on_progress, single=True
+                )
+            )[0]
+
+        return await self._observe("add_messages", run)
+
+    async def add_messages_bulk(
+        self,
+        conversations: Sequence[ConversationInput | Mapping[str, Any]],
+        *,
+        infer: bool = False,
+        actor: str | None = None,
+        tenant_id: str | None = None,
+        on_progress: OnProgress | None = None,
+    ) -> list[AddedMessages]:
+        """Store several conversations (each as ``add_messages`` takes it: ``messages``, the
+        identifiers, ``layer``, ``conversation_id``, ``metadata``) in one transaction: all
+        are stored or none. One result per conversation, in order."""
+
+        async def run() -> list[AddedMessages]:
+            items: list[Mapping[str, Any]] = []
+            for i, item in enumerate(conversations):
+                if isinstance(item, ConversationInput):
+                    items.append(item.model_dump())
+                    continue
+                try:
+                    items.append(ConversationInput.model_validate(item).model_dump())
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    where = ".".join(str(p) for p in first["loc"])
+                    raise invalid(
+                        f"conversations[{i}]: {first['msg']} at {where}",
+                        f"conversations[{i}].{where}" if where else f"conversations[{i}]",
+                        conversation=i,
+                    ) from None
+            return await self._add_conversations(tenant_id, items, infer, actor, on_progress)
+
+        return await self._observe("add_messages_bulk", run)
+
+    async def _add_conversations(
+        self,
+        tenant_id: str | None,
+        conversations: Sequence[Mapping[str, Any]],
+        infer: bool,
+        actor: str | None,
+        on_progress: OnProgress | None,
+        *,
+        single: bool = False,
+    ) -> list[AddedMessages]:
+        tenant = self._tenant(tenant_id)
+        if check_flag("infer", infer):
+            raise invalid(
+                "infer=True (LLM extraction of facts from messages) is not available yet; "
+                "add_messages stores each message verbatim with infer=False",
+                "infer",
+            )
+        who = check_actor(actor)
+        if not conversations:
+            return []
+        now = datetime.now(UTC)
+        plans: list[_Plan] = []
+        room = MAX_MESSAGES
+        for i, conv in enumerate(conversations):
+            plan = await self._plan(
+                tenant, conv, "" if single else f"conversations[{i}].", now, room
+            )
+            room -= len(plan.messages)
+            plans.append(plan)
+        await self._number(tenant, plans)
+        new: list[NewMemory] = []
+        flagged: dict[str, list[dict[str, Any]]] = {}
+        for plan in plans:
+            for offset, message in enumerate(plan.messages):
+                mid = str(uuid.uuid4())
+                if self.write_guard is not None:
+                    found = await self.write_guard(
+                        tenant, plan.layer.value, plan.resolved, message.content
+                    )
+                    if found:
+                        flagged[mid] = found
+                meta = {
+                    **_merge(plan.metadata, message.metadata),
+                    CONVERSATION_KEY: {
+                        "id": plan.conversation_id,
+                        "position": plan.start + offset,
+                        "speaker": message.speaker,
+                        "role": message.role.value,
+                        "timestamp": message.timestamp,
+                    },
+                }
+                try:
+                    meta = check_metadata(meta)
+                except LaminaError as exc:
+                    field = f"{plan.where}messages[{offset}].metadata"
+                    raise _at(field, exc, field, index=offset) from None
+                new.append(NewMemory(mid, tenant, plan.scope, message.content, meta, None))
+        new = await self._embed_all(tenant, new, on_progress)
+        entries = await self._retry.run(
+            "add_messages", lambda: self._store.bulk_add(new, actor=who)
+        )
+        out: list[AddedMessages] = []
+        taken = 0
+        for plan in plans:
+            mine = entries[taken : taken + len(plan.messages)]
+            taken += len(plan.messages)
+            out.append(
+                AddedMessages(
+                    conversation_id=plan.conversation_id or "",
+                    layer=plan.layer,
+                    memories=[_flagged(e, flagged) for e in mine],
+                )
+            )
+        return out
+
+    async def _plan(
+        self, tenant: str, conv: Mapping[str, Any], where: str, now: datetime, room: int
+    ) -> _Plan:
+        ids = Identifiers(**{n: conv.get(n) for n in IDENTIFIER_NAMES})
+        given = conv.get("layer")
+        mem_layer = layer_for(ids) if given is None else parse_layer(given)
+        resolved = await self._resolve(tenant, ids)
+        scope = scope_for(mem_layer, resolved)
+        cid = conv.get("conversation_id")
+        if cid is not None:
+            cid = check_key(f"{where}conversation_id", cid, strip=False, max_length=MAX_ID_LENGTH)
+        metadata = check_conversation_metadata(conv.get("metadata"), f"{where}metadata")
+        messages = parse_messages(
+            conv.get("messages"),
+            where=f"{where}messages",
+            max_length=self._settings.max_content_length,
+            now=now,
+            room=room,
+        )
+        return _Plan(
+            mem_layer,
+            Scope(mem_layer, scope, scope_key(mem_layer, scope)),
+            resolved.given(),
+            cid,
+            messages,
+            metadata,
+            where,
+        )
+
+    async def _number(self, tenant: str, plans: Sequence[_Plan]) -> None:
+        """Give each conversation its id and first position: a new id starts at 0, a known
+        one after its last stored message (and after earlier parts of this call)."""
+        nxt: dict[str, int] = {}
+        for plan in plans:
+            if plan.conversation_id is None:
+                plan.conversation_id = str(uuid.uuid4())
+                nxt[plan.conversation_id] = 0
+            cid = plan.conversation_id
+            if cid not in nxt:
+                last = await self._retry.run("conversation_end", self._end_of(tenant, cid))
+                nxt[cid] = 0 if last is None else last + 1
+            plan.start = nxt[cid]
+            nxt[cid] += len(plan.messages)
+
+    def _end_of(self, tenant: str, cid: str) -> Callable[[], Awaitable[int | None]]:
+        return lambda: self._store.conversation_end(tenant, cid)
+
+    def _embed_of(self, tenant: str, texts: list[str]) -> Callable[[], Awaitable[Vector]]:
+        return lambda: self._store.generate_embedding(tenant, texts)
+
+    async def _embed_all(
+        self, tenant: str, new: list[NewMemory], on_progress: OnProgress | None
+    ) -> list[NewMemory]:
+        out: list[NewMemory] = []
+        for start in range(0, len(new), EMBED_BATCH):
+            batch = new[start : start + EMBED_BATCH]
+            texts = [m.content for m in batch]
+            vectors = await self._retry.run("embed", self._embed_of(tenant, texts))
+            out += [dataclasses.replace(m, embedding=vectors[i]) for i, m in enumerate(batch)]
+            if on_progress is not None:
+                on_progress(len(out), len(new))
+        return out
+
+
+def _flagged(entry: MemoryEntry, flagged: Mapping[str, list[dict[str, Any]]]) -> MemoryEntry:
+    found = flagged.get(entry.id)
+    return entry.model_copy(update={"violations": found}) if found else entry

@@ -1,0 +1,230 @@
+"""Re-embedding a store with another model (``MemoryStore.reembed``), for both backends.
+
+Resumable, batch by batch, tenant by tenant: a memory is done when its ``embedding_model``
+is the target; context items (their vectors cleared once, when a re-embedding to a target
+starts) are done when they have a vector again. ``store_meta`` records the target while the
+work is under way and the new model at the end, when nothing is left to do. What differs per
+backend (listing every tenant, writing ``store_meta``, PostgreSQL's vector column types and
+HNSW indexes) are the hooks at the bottom.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+from lamina.embeddings.base import Embedder, Vector
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.ports import ContextRecord, ItemText, ReembedProgress
+from lamina.store.sql.context_items import RECORD
+from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, EmbeddingState
+from lamina.store.sql.program import Executor, Program, count, row, rows
+
+#: Context items without a vector of their own (the knowledge index's state row).
+_UNEMBEDDED_KINDS = "('document_index')"
+_STALE_MEMORY = "(embedding_model IS NULL OR embedding_model <> %s)"
+_PENDING_ITEM = f"embedding IS NULL AND kind NOT IN {_UNEMBEDDED_KINDS}"
+#: Passes over every tenant before giving up on rows that keep changing under us.
+_PASSES = 3
+
+
+class Reembedding(ABC):
+    """``reembed`` on a store whose memories and context items share one executor."""
+
+    _exec: Executor
+    _d: Dialect
+    embedder: Embedder
+    embedding: EmbeddingState
+
+    @abstractmethod
+    async def generate_embedding(
+        self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
+    ) -> Vector: ...
+
+    @abstractmethod
+    def _item_record(self, values: Sequence[Any]) -> ContextRecord:
+        """A context item's row (sequence, record columns, embedding) as a record."""
+
+    async def reembed(
+        self, item_text: ItemText, *, batch_size: int, on_progress: ReembedProgress | None
+    ) -> dict[str, Any]:
+        status = self.embedding.status
+        model, dims = status.model, status.dimensions
+        report: dict[str, Any] = {
+            "from_model": status.store_model,
+            "from_dimensions": status.store_dimensions,
+            "model": model,
+            "dimensions": dims,
+            "reembedded": False,
+            "memories": 0,
+            "context_items": 0,
+            "tenants": 0,
+        }
+        if not status.reembed_needed:
+            return report
+        target = f"{model}:{dims}"
+        meta = await self._read_meta()
+        if meta.get(REEMBED_TARGET) != target:
+            await self._write_meta({REEMBED_TARGET: target}, [REEMBED_ITEMS_CLEARED])
+            self.embedding.status = replace(status, in_progress=True)
+        resized = int(meta["embedding_dimensions"]) != dims
+        if resized:
+            await self._prepare_vectors()
+        tenants = await self._tenants()
+        if meta.get(REEMBED_ITEMS_CLEARED) != target:
+            for tenant in tenants:
+                await self._exec.write(tenant, "reembed", self._clear_items(tenant))
+            await self._write_meta({REEMBED_ITEMS_CLEARED: target}, [])
+        counts = {t: await self._exec.read(t, "reembed", self._left(t, model)) for t in tenants}
+        total = sum(m + i for m, i in counts.values())
+        done = 0
+        if on_progress is not None:
+            on_progress(0, total)
+        for _ in range(_PASSES):
+            for tenant in tenants:
+                for kind in ("memories", "context_items"):
+                    while True:
+                        n = await self._batch(tenant, kind, model, item_text, batch_size)
+                        if n == 0:
+                            break
+                        report[kind] += n
+                        done += n
+                        if on_progress is not None:
+                            on_progress(min(done, total), total)
+            if await self._finish(model, dims, resized):
+                self.embedding.status = replace(
+                    status, store_model=model, store_dimensions=dims, in_progress=False
+                )
+                report.update(reembedded=True, tenants=len(tenants))
+                return report
+            tenants = await self._tenants()  # written to while we worked: go round again
+        raise LaminaError(
+            ErrorCode.CONFLICT,
+            "memories kept changing while they were re-embedded; run `lamina memory reembed` "
+            "again (it resumes where it stopped)",
+            retryable=True,
+        )
+
+    async def _batch(
+        self, tenant: str, kind: str, model: str, item_text: ItemText, size: int
+    ) -> int:
+        """Re-embed up to ``size`` rows of ``kind``; how many were stored."""
+        if kind == "memories":
+            found = await self._exec.read(
+                tenant, "reembed", self._stale_memories(tenant, model, size)
+            )
+            keys: list[Any] = [r[0] for r in found]
+            contents = [str(r[1]) for r in found]
+            texts = contents
+        else:
+            found = await self._exec.read(tenant, "reembed", self._pending_items(tenant, size))
+            keys = [r[0] for r in found]
+            contents = [str(r[8]) for r in found]
+            texts = [item_text(self._item_record(r)) for r in found]
+        if not found:
+            return 0
+        vectors = await self.generate_embedding(tenant, texts)
+        items = list(zip(keys, contents, vectors, strict=True))
+        stored: int = await self._exec.write(
+            tenant, "reembed", self._store_vectors(tenant, kind, model, items)
+        )
+        # Rows that changed under us were written with their vector pending: the next round
+        # (or pass) picks them up. None stored at all: stop this round, the pass goes on.
+        return stored
+
+    # -- programs ---------------------------------------------------------------------------
+
+    def _clear_items(self, tenant: str) -> Program[int]:
+        cleared: int = yield count(
+            "UPDATE context_items SET embedding = NULL WHERE tenant_id = %s "
+            "AND embedding IS NOT NULL",
+            tenant,
+        )
+        return cleared
+
+    def _left(self, tenant: str, model: str) -> Program[tuple[int, int]]:
+        memories = yield row(
+            f"SELECT count(*) FROM memories WHERE tenant_id = %s AND {_STALE_MEMORY}",  # noqa: S608
+            tenant,
+            model,
+        )
+        items = yield row(
+            f"SELECT count(*) FROM context_items WHERE tenant_id = %s AND {_PENDING_ITEM}",  # noqa: S608
+            tenant,
+        )
+        return int(memories[0]), int(items[0])
+
+    def _stale_memories(self, tenant: str, model: str, size: int) -> Program[list[Any]]:
+        found: list[Any] = yield rows(
+            f"SELECT id, content FROM memories WHERE tenant_id = %s AND {_STALE_MEMORY} "  # noqa: S608
+            f"ORDER BY {self._d.seq} LIMIT %s",
+            tenant,
+            model,
+            size,
+        )
+        return found
+
+    def _pending_items(self, tenant: str, size: int) -> Program[list[Any]]:
+        seq = self._d.seq
+        found: list[Any] = yield rows(
+            f"SELECT {seq}, {RECORD}, embedding FROM context_items "  # noqa: S608
+            f"WHERE tenant_id = %s AND {_PENDING_ITEM} ORDER BY {seq} LIMIT %s",
+            tenant,
+            size,
+        )
+        return found
+
+    def _store_vectors(
+        self, tenant: str, kind: str, model: str, items: list[tuple[Any, str, Vector]]
+    ) -> Program[int]:
+        stored = 0
+        for key, content, vector in items:
+            if kind == "memories":
+                stored += yield count(
+                    "UPDATE memories SET embedding = %s, embedding_model = %s "
+                    "WHERE tenant_id = %s AND id = %s AND content = %s",
+                    self._d.vector(vector),
+                    model,
+                    tenant,
+                    key,
+                    content,
+                )
+            else:
+                stored += yield count(
+                    f"UPDATE context_items SET embedding = %s WHERE tenant_id = %s "  # noqa: S608
+                    f"AND {self._d.seq} = %s AND content = %s AND embedding IS NULL",
+                    self._d.vector(vector),
+                    tenant,
+                    key,
+                    content,
+                )
+        return stored
+
+    def _read_meta_program(self) -> Program[dict[str, str]]:
+        found = yield rows("SELECT key, value FROM store_meta")
+        return {str(k): str(v) for k, v in found}
+
+    async def _read_meta(self) -> dict[str, str]:
+        return await self._exec.read(None, "reembed", self._read_meta_program())
+
+    # -- the backend's part -----------------------------------------------------------------
+
+    @abstractmethod
+    async def _tenants(self) -> list[str]:
+        """Every tenant holding memories, context items or cached embeddings."""
+
+    @abstractmethod
+    async def _write_meta(self, values: dict[str, str], remove: Sequence[str]) -> None:
+        """Set ``values`` and remove ``remove`` in ``store_meta``."""
+
+    async def _prepare_vectors(self) -> None:
+        """Before vectors of another dimension are written (PostgreSQL: column types)."""
+        return
+
+    @abstractmethod
+    async def _finish(self, model: str, dims: int, resized: bool) -> bool:
+        """In one transaction, unless a row is still stale (then False): record ``model`` as
+        the store's, drop other models' cached embeddings (and finish resized columns)."""
