@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import uuid
 from datetime import datetime
@@ -13,7 +14,7 @@ import pytest
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import MetadataFilter, matches, parse_filter
 from lamina.memory.layers import MemoryLayer, scope_key
-from lamina.memory.models import SearchMode
+from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerSearch, NewMemory, Scope
 from lamina.text import analyze
 from tests.conformance.conftest import Harness
@@ -359,18 +360,46 @@ def test_memories_can_wait_for_their_embedding(harness: Harness) -> None:
     assert [e.operation.value for e in h.run(h.store.history("t1", "late"))] == ["add"]
 
 
-def test_conversation_end_is_the_last_position_per_tenant(harness: Harness) -> None:
+def test_add_messages_continues_positions_per_conversation_and_tenant(
+    harness: Harness,
+) -> None:
     h = harness
 
-    def turn(cid: str, position: int, tenant: str = T1) -> NewMemory:
-        meta = {"conversation": {"id": cid, "position": position, "speaker": "A"}}
-        return new(h, f"turn {position} of {cid}", tenant=tenant, metadata=meta)
+    def turn(cid: str, tenant: str = T1) -> NewMemory:
+        meta = {"conversation": {"id": cid, "position": 0, "speaker": "A"}}
+        return new(h, f"a turn of {cid}", tenant=tenant, metadata=meta)
 
-    assert h.run(h.store.conversation_end(T1, "c1")) is None
-    h.run(h.store.bulk_add([turn("c1", p) for p in range(3)] + [turn("c2", 0)]))
-    h.run(h.store.bulk_add([turn("c1", 3)]))
-    h.run(h.store.add(turn("c1", 4, tenant=T2)))
-    assert h.run(h.store.conversation_end(T1, "c1")) == 3
-    assert h.run(h.store.conversation_end(T1, "c2")) == 0
-    assert h.run(h.store.conversation_end(T2, "c1")) == 4
-    assert h.run(h.store.conversation_end(T2, "c2")) is None
+    def positions(entries: list[MemoryEntry]) -> list[tuple[str, int]]:
+        return [
+            (e.metadata["conversation"]["id"], e.metadata["conversation"]["position"])
+            for e in entries
+        ]
+
+    first = h.run(h.store.add_messages([turn("c1"), turn("c2"), turn("c1"), turn("c1")]))
+    assert positions(first) == [("c1", 0), ("c2", 0), ("c1", 1), ("c1", 2)]
+    stored = h.run(h.store.get(T1, first[3].id))
+    assert stored is not None and stored.metadata["conversation"]["position"] == 2
+    # Deleting the last message frees no position.
+    assert h.run(h.store.delete(T1, first[3].id))
+    assert positions(h.run(h.store.add_messages([turn("c1")]))) == [("c1", 3)]
+    assert positions(h.run(h.store.add_messages([turn("c1", T2)]))) == [("c1", 0)]
+    assert h.run(h.store.add_messages([])) == []
+
+
+def test_concurrent_add_messages_get_distinct_positions(harness: Harness) -> None:
+    h = harness
+
+    def turns(n: int) -> list[NewMemory]:
+        meta = {"conversation": {"id": "busy", "position": 0, "speaker": "A"}}
+        return [new(h, f"turn {i}", metadata=meta) for i in range(n)]
+
+    batches = [turns(3) for _ in range(6)]
+
+    async def together() -> list[list[MemoryEntry]]:
+        return list(await asyncio.gather(*(h.store.add_messages(b) for b in batches)))
+
+    calls = h.run(together())
+    got = [[e.metadata["conversation"]["position"] for e in call] for call in calls]
+    assert sorted(p for call in got for p in call) == list(range(18))
+    for call in got:  # each call's range is contiguous
+        assert call == list(range(call[0], call[0] + 3))

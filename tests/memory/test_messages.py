@@ -142,6 +142,16 @@ BAD: list[tuple[Any, str, ErrorCode]] = [
     ([{"content": "x"}], "messages[0].role", ErrorCode.INVALID_ARGUMENT),
     ([{"role": "user", "content": "x", "timestamp": "yesterday"}], "messages[0].timestamp", None),
     ([{"role": "user", "content": "x", "timestamp": 12}], "messages[0].timestamp", None),
+    (
+        [{"role": "user", "content": "x", "timestamp": "0001-01-01T00:00:00+01:00"}],
+        "messages[0].timestamp",
+        None,
+    ),
+    (
+        [{"role": "user", "content": "x", "timestamp": "9999-12-31T23:59:59-01:00"}],
+        "messages[0].timestamp",
+        None,
+    ),
     ([{"role": "user", "content": "x", "name": ""}], "messages[0].name", None),
     ([{"role": "user", "content": "x", "metadata": []}], "messages[0].metadata", None),
     (
@@ -195,6 +205,20 @@ def test_bad_call_arguments_store_nothing(ms: Lamina, kwargs: dict[str, Any], fi
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
     assert err.value.details["field"] == field
     assert _stored(ms) == 0
+
+
+@pytest.mark.parametrize("patch", [{"conversation": {"position": 0}}, {"conversation": None}])
+def test_update_cannot_change_a_message_s_place(ms: Lamina, patch: dict[str, Any]) -> None:
+    added = ms.memory.add_messages([{"role": "user", "content": "x"}], user_id="u")
+    before = added.memories[0]
+    with pytest.raises(LaminaError) as err:
+        ms.memory.update(before.id, metadata=patch)
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    assert err.value.details["field"] == "metadata.conversation"
+    assert "metadata.conversation" in err.value.message
+    after = ms.memory.get(before.id)
+    assert after is not None and after.metadata == before.metadata
+    ms.memory.update(before.id, metadata={"note": "other keys still change"})
 
 
 def test_infer_says_llm_extraction_is_not_available(ms: Lamina) -> None:

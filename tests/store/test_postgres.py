@@ -260,6 +260,10 @@ def test_db_copy_moves_everything_and_verifies(
         ms.sessions.append("s1", "user", "hello", tool_calls=[{"name": "t", "input": 1}])
         ms.sessions.append("s1", "assistant", "hi")
         ms.sessions.compact("s1", 0, "greeting")
+        said = ms.memory.add_messages(
+            [{"role": "user", "content": "said once"}], user_id="u", conversation_id="c"
+        )
+        ms.memory.delete(said.memories[0].id)  # its position stays taken
     source = f"sqlite:///{data_dir / 'lamina.db'}"
     try:
         main(["db", "copy", "--from", source, "--to", pg_url, "--json"])
@@ -268,13 +272,14 @@ def test_db_copy_moves_everything_and_verifies(
     report = json.loads(capsys.readouterr().out)
     assert report["tenants"]["default"] == {
         "memories": 1,
-        "memory_history": 4,
-        "embedding_cache": 5,
+        "memory_history": 6,
+        "embedding_cache": 6,
         "hierarchy": 1,
         "context_items": 2,
         "session_messages": 2,
         "observations": 0,
         "reflections": 0,
+        "conversations": 1,
     }
     assert report["tenants"]["T2"]["memories"] == 1
     assert report["tenants"]["T2"]["context_items"] == 1
@@ -296,6 +301,10 @@ def test_db_copy_moves_everything_and_verifies(
         found = pg.context.knowledge.search("summer time zone CEST")
         assert found[0].item.version == 2
         assert pg.context.skills.get("triage", tenant_id="T2").description == ("Triage an incident")
+        more = pg.memory.add_messages(
+            [{"role": "user", "content": "said again"}], user_id="u", conversation_id="c"
+        )
+        assert more.memories[0].metadata["conversation"]["position"] == 1
     with pytest.raises(SystemExit):
         main(["db", "copy", "--from", source, "--to", pg_url])
     assert "already holds data" in capsys.readouterr().err

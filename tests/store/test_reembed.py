@@ -17,6 +17,7 @@ import pytest
 from lamina import ErrorCode, Lamina, LaminaError
 from lamina.cli import main
 from lamina.config import Settings
+from lamina.store.sql.reembed import Reembedding
 from tests.conftest import fast_settings, openai_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.pg import require_postgres, reset_database
@@ -203,3 +204,129 @@ def test_cli_reembed(tmp_path: Path, fake: FakeOpenAI, capsys: pytest.CaptureFix
     assert run("memory", "reembed", "--json")["reembedded"] is False
     hits = run("memory", "search", "I drink coffee every morning", "--user-id", "u", "--json")
     assert hits and hits[0]["score"] > 0.99
+
+
+def _fake_model(backend: Backend, server: FakeOpenAI, model: str) -> Settings:
+    settings = backend.fake(server)
+    settings.embedding.model = model
+    return settings
+
+
+def _vector_types(backend: Backend) -> list[tuple[Any, ...]]:
+    return backend.query(
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attname = "
+        "'embedding' AND attrelid IN ('memories'::regclass, 'context_items'::regclass)"
+    )
+
+
+def _hnsw_indexes(backend: Backend) -> list[tuple[Any, ...]]:
+    return backend.query(
+        "SELECT indexname FROM pg_indexes WHERE indexname LIKE '%_embedding' ORDER BY 1"
+    )
+
+
+def test_same_model_other_dimensions(backend: Backend) -> None:
+    """OpenAI's ``dimensions``: one model id, vectors of another length. Every vector and
+    cached embedding is of the new length afterwards."""
+    with FakeOpenAI(dims=16) as first, Lamina(backend.fake(first)) as ms:
+        ms.memory.add("I drink coffee every morning", layer="user", user_id="u")
+        ms.memory.add("My cat is called Miso", layer="user", user_id="u")
+        ms.context.skills.save("triage", "Triage an incident")
+    with FakeOpenAI(dims=8) as second, Lamina(backend.fake(second)) as ms:
+        status = ms.memory.embedding_status()
+        assert status.reembed_needed
+        assert (status.store_model, status.store_dimensions) == ("fake-embed", 16)
+        assert (status.model, status.dimensions) == ("fake-embed", 8)
+        _semantic_refused(lambda: ms.memory.search("coffee", user_id="u", mode="semantic"))
+        report = ms.memory.reembed()
+        assert report["reembedded"] is True
+        assert (report["memories"], report["context_items"]) == (2, 1)
+        hit = ms.memory.search("I drink coffee every morning", user_id="u", mode="semantic")
+        assert hit[0].memory.content == "I drink coffee every morning" and hit[0].score > 0.99
+        assert ms.context.skills.search("Triage an incident", mode="semantic")
+        # The cache holds 8-d vectors only: a write of known content uses them.
+        other = "SELECT count(*) FROM embedding_cache WHERE length(vector) <> 32"
+        assert backend.query(other) == [(0,)]
+        again = ms.memory.add("I drink coffee every morning", layer="user", user_id="u")
+        assert again.embedding_generated
+        assert ms.memory.reembed()["reembedded"] is False
+    if backend.url:
+        assert _vector_types(backend) == [("vector(8)",)] * 2
+        assert _hnsw_indexes(backend) == [("context_items_embedding",), ("memories_embedding",)]
+    with FakeOpenAI(dims=8) as second, Lamina(backend.fake(second)) as ms:
+        assert not ms.memory.embedding_status().reembed_needed
+
+
+def test_back_to_the_first_model_after_an_interrupted_resize(backend: Backend) -> None:
+    """Interrupted on the way to another dimension (PostgreSQL: columns dimensionless,
+    indexes dropped), then back to the first model: the columns are typed again."""
+    with FakeOpenAI(dims=16) as server, Lamina(_fake_model(backend, server, "A")) as ms:
+        for i in range(3):
+            ms.memory.add(f"memory number {i}", layer="user", user_id="u")
+    with FakeOpenAI(dims=8) as server, Lamina(_fake_model(backend, server, "B")) as ms:
+
+        def stop(done: int, total: int | None) -> None:
+            if done:
+                raise RuntimeError("interrupted")
+
+        with pytest.raises(LaminaError):
+            ms.memory.reembed(batch_size=1, on_progress=stop)
+    with FakeOpenAI(dims=16) as server, Lamina(_fake_model(backend, server, "A")) as ms:
+        assert ms.memory.embedding_status().in_progress
+        report = ms.memory.reembed()
+        assert report["reembedded"] is True and report["memories"] == 1
+        hit = ms.memory.search("memory number 1", user_id="u", mode="semantic")
+        assert hit[0].memory.content == "memory number 1" and hit[0].score > 0.99
+    if backend.url:
+        assert _vector_types(backend) == [("vector(16)",)] * 2
+        assert _hnsw_indexes(backend) == [("context_items_embedding",), ("memories_embedding",)]
+    meta = dict(backend.query("SELECT key, value FROM store_meta"))
+    assert (meta["embedding_model"], meta["embedding_dimensions"]) == ("A", "16")
+    assert "reembed_target" not in meta
+
+
+def test_rows_of_the_old_model_written_after_the_change(backend: Backend) -> None:
+    """A process opened before the change keeps writing with the old model: the next
+    ``reembed`` converts its rows instead of reporting nothing to do."""
+    with FakeOpenAI(dims=DIMS) as server:
+        old = Lamina(_fake_model(backend, server, "A"))
+        with old:
+            old.memory.add("first", layer="user", user_id="u")
+            with Lamina(_fake_model(backend, server, "B")) as new:
+                assert new.memory.reembed()["reembedded"] is True
+            old.memory.add("written by the old process", layer="user", user_id="u")
+        with Lamina(_fake_model(backend, server, "B")) as new:
+            report = new.memory.reembed()
+            assert report["reembedded"] is True and report["memories"] == 1
+            assert new.memory.reembed()["reembedded"] is False
+            hit = new.memory.search("written by the old process", user_id="u", mode="semantic")
+            assert hit[0].score > 0.99
+    assert backend.query("SELECT embedding_model, count(*) FROM memories GROUP BY 1") == [("B", 2)]
+    assert backend.query("SELECT DISTINCT model FROM embedding_cache") == [("B",)]
+
+
+def test_batches_go_on_after_the_last_row(
+    backend: Backend, fake: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Keyset pagination: a pass reads each stale row once, after the last one it saw."""
+    with Lamina(backend.local()) as ms:
+        for i in range(5):
+            ms.memory.add(f"memory number {i}", layer="user", user_id="u")
+    reads: list[tuple[Any, list[str]]] = []
+    stale_memories = Reembedding._stale_memories
+
+    def spy(self: Reembedding, *args: Any) -> Any:
+        found = yield from stale_memories(self, *args)
+        reads.append((args[-1], [str(r[1]) for r in found]))
+        return found
+
+    monkeypatch.setattr(Reembedding, "_stale_memories", spy)
+    with Lamina(backend.fake(fake)) as ms:
+        assert ms.memory.reembed(batch_size=2)["memories"] == 5
+    # 3 batches (2 + 2 + 1) and the empty read that ends the pass.
+    assert [len(ids) for _, ids in reads] == [2, 2, 1, 0]
+    assert reads[0][0] == 0
+    afters = [after for after, _ in reads]
+    assert afters == sorted(afters) and len(set(afters)) == 4
+    ids = [i for _, found in reads for i in found]
+    assert len(ids) == len(set(ids)) == 5

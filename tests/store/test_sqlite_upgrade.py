@@ -66,3 +66,58 @@ def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
     with sqlite3.connect(path) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
     assert versions == list(range(1, LATEST + 1))
+
+
+def test_conversations_stored_before_schema_5_continue_their_positions(data_dir: Path) -> None:
+    path = data_dir / "lamina.db"
+
+    async def write_old() -> None:
+        old = SQLiteStore(path, LocalEmbedder(), schema_target=4)
+        await old.initialize()
+        scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+        await old.bulk_add(
+            [
+                NewMemory(f"m{p}", "default", scope, f"turn {p}", meta, None)
+                for p, meta in [
+                    (p, {"conversation": {"id": "old", "position": p, "speaker": "A"}})
+                    for p in range(3)
+                ]
+            ]
+        )
+        await old.shutdown()
+
+    asyncio.run(write_old())
+    with Lamina(fast_settings(data_dir)) as ms:
+        more = ms.memory.add_messages(
+            [{"role": "user", "content": "next"}], user_id="u", conversation_id="old"
+        )
+        assert more.memories[0].metadata["conversation"]["position"] == 3
+
+
+def test_db_copy_asks_to_upgrade_an_older_source_first(data_dir: Path) -> None:
+    import pytest
+
+    from lamina import ErrorCode, LaminaError
+    from lamina.store.copy import copy_sqlite_to_postgres
+
+    path = data_dir / "lamina.db"
+
+    async def write_old() -> None:
+        old = SQLiteStore(path, LocalEmbedder(), schema_target=LATEST - 1)
+        await old.initialize()
+        await old.shutdown()
+
+    asyncio.run(write_old())
+    before = path.read_bytes()
+    with pytest.raises(LaminaError) as caught:
+        # Refused before the target is touched: no PostgreSQL needed.
+        asyncio.run(copy_sqlite_to_postgres(path, "postgresql://nobody@127.0.0.1:1/none"))
+    assert caught.value.code is ErrorCode.CONFIGURATION_ERROR
+    assert "db upgrade" in caught.value.message
+    assert path.read_bytes() == before
+    # After the upgrade the same check passes (the copy then fails only on the target).
+    with Lamina(fast_settings(data_dir)):
+        pass
+    with pytest.raises(LaminaError) as caught:
+        asyncio.run(copy_sqlite_to_postgres(path, "postgresql://nobody@127.0.0.1:1/none"))
+    assert "db upgrade" not in caught.value.message

@@ -33,7 +33,8 @@ __all__ = ["cli", "main"]
     "--data-dir",
     "data_dir",
     directory=True,
-    help="Data directory (default: LAMINA_DATA_DIR or the user data directory).",
+    help="Data directory (default: LAMINA_DATA_DIR, else data_dir in the config file, else "
+    "the user data directory; `lamina info` shows which).",
 )
 @click.option(
     "--database-url",
@@ -45,7 +46,8 @@ __all__ = ["cli", "main"]
     "--config",
     "config_file",
     directory=False,
-    help="A TOML settings file (default: LAMINA_CONFIG).",
+    help="A TOML settings file (default: LAMINA_CONFIG, else lamina.toml in the user config "
+    "directory when it exists).",
 )
 @click.option("--tenant", "tenant_id", default=None, help="Tenant (default: 'default').")
 @click.version_option(package_name="lamina")

@@ -46,10 +46,8 @@ from lamina.memory.layers import (
 )
 from lamina.memory.models import AddedMessages, MemoryEntry
 from lamina.memory.ports import NewMemory, Scope
-from lamina.memory.writes import MemoryWrites
+from lamina.memory.writes import CONVERSATION_KEY, MemoryWrites
 
-#: The reserved metadata key: ``add_messages`` writes it, callers' metadata may not.
-CONVERSATION_KEY = "conversation"
 #: The most messages one call stores (all conversations of a bulk call together).
 MAX_MESSAGES = 10_000
 #: Messages embedded per embedder call (progress is reported after each batch).
@@ -132,7 +130,12 @@ def parse_timestamp(value: object, field: str, now: datetime) -> str:
         raise invalid(f"{field}: must be an ISO-8601 string, got {type(value).__name__}", field)
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
-    return at.astimezone(UTC).isoformat()
+    try:
+        return at.astimezone(UTC).isoformat()
+    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
+        raise invalid(
+            f"{field}: {str(value)[:64]!r} is out of range in UTC (years 1 to 9999)", field
+        ) from None
 
 
 def parse_message(
@@ -332,7 +335,7 @@ class MessageWrites(MemoryWrites):
             )
             room -= len(plan.messages)
             plans.append(plan)
-        await self._number(tenant, plans)
+        _number(plans)
         new: list[NewMemory] = []
         flagged: dict[str, list[dict[str, Any]]] = {}
         for plan in plans:
@@ -348,6 +351,8 @@ class MessageWrites(MemoryWrites):
                     **_merge(plan.metadata, message.metadata),
                     CONVERSATION_KEY: {
                         "id": plan.conversation_id,
+                        # Relative to the call; the store sets the position in the insert's
+                        # transaction (concurrent calls on one conversation never collide).
                         "position": plan.start + offset,
                         "speaker": message.speaker,
                         "role": message.role.value,
@@ -362,7 +367,7 @@ class MessageWrites(MemoryWrites):
                 new.append(NewMemory(mid, tenant, plan.scope, message.content, meta, None))
         new = await self._embed_all(tenant, new, on_progress)
         entries = await self._retry.run(
-            "add_messages", lambda: self._store.bulk_add(new, actor=who)
+            "add_messages", lambda: self._store.add_messages(new, actor=who)
         )
         out: list[AddedMessages] = []
         taken = 0
@@ -407,24 +412,6 @@ class MessageWrites(MemoryWrites):
             where,
         )
 
-    async def _number(self, tenant: str, plans: Sequence[_Plan]) -> None:
-        """Give each conversation its id and first position: a new id starts at 0, a known
-        one after its last stored message (and after earlier parts of this call)."""
-        nxt: dict[str, int] = {}
-        for plan in plans:
-            if plan.conversation_id is None:
-                plan.conversation_id = str(uuid.uuid4())
-                nxt[plan.conversation_id] = 0
-            cid = plan.conversation_id
-            if cid not in nxt:
-                last = await self._retry.run("conversation_end", self._end_of(tenant, cid))
-                nxt[cid] = 0 if last is None else last + 1
-            plan.start = nxt[cid]
-            nxt[cid] += len(plan.messages)
-
-    def _end_of(self, tenant: str, cid: str) -> Callable[[], Awaitable[int | None]]:
-        return lambda: self._store.conversation_end(tenant, cid)
-
     def _embed_of(self, tenant: str, texts: list[str]) -> Callable[[], Awaitable[Vector]]:
         return lambda: self._store.generate_embedding(tenant, texts)
 
@@ -440,6 +427,19 @@ class MessageWrites(MemoryWrites):
             if on_progress is not None:
                 on_progress(len(out), len(new))
         return out
+
+
+def _number(plans: Sequence[_Plan]) -> None:
+    """Give each new conversation its id, and each plan its first position relative to the
+    call (after earlier plans of the same conversation); the store adds where the
+    conversation stands when it writes them."""
+    nxt: dict[str, int] = {}
+    for plan in plans:
+        if plan.conversation_id is None:
+            plan.conversation_id = str(uuid.uuid4())
+        cid = plan.conversation_id
+        plan.start = nxt.get(cid, 0)
+        nxt[cid] = plan.start + len(plan.messages)
 
 
 def _flagged(entry: MemoryEntry, flagged: Mapping[str, list[dict[str, Any]]]) -> MemoryEntry:

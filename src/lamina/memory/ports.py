@@ -181,9 +181,14 @@ class MemoryStore(Protocol):
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None: ...
 
-    async def conversation_end(self, tenant_id: str, conversation_id: str) -> int | None:
-        """The position of the last memory stored in conversation ``conversation_id`` (its
-        metadata ``conversation.id``; see ``lamina.memory.messages``), None when it has none."""
+    async def add_messages(
+        self, memories: Sequence[NewMemory], *, actor: str | None = None
+    ) -> list[MemoryEntry]:
+        """``bulk_add`` for conversation messages (``lamina.memory.messages``): each memory's
+        metadata ``conversation`` names its conversation (``id``); its ``position`` is set
+        here, in the insert's transaction, continuing that conversation of that tenant in
+        the order given. Positions never repeat: concurrent calls get distinct ranges, and
+        deleting memories frees none. Returns the entries with their positions."""
         ...
 
     async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:

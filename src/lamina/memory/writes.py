@@ -33,6 +33,10 @@ from lamina.memory.layers import (
 from lamina.memory.models import DeleteResult, MemoryEntry
 from lamina.memory.ports import NewMemory, Scope
 
+#: The reserved metadata key of conversation messages (``lamina.memory.messages`` writes it;
+#: ``update`` may not change it).
+CONVERSATION_KEY = "conversation"
+
 
 class _Content(Section):
     content: str
@@ -207,6 +211,12 @@ class MemoryWrites(Hierarchy, Backfill):
                 else check_content(content, self._settings.max_content_length)
             )
             patch = None if metadata is None else check_metadata(metadata, partial=True)
+            if patch is not None and CONVERSATION_KEY in patch:
+                raise invalid(
+                    f"metadata.{CONVERSATION_KEY}: the key is reserved (add_messages sets it; "
+                    "a message's place in its conversation cannot be changed)",
+                    f"metadata.{CONVERSATION_KEY}",
+                )
             who = check_actor(actor)
             vector = None
             flagged: list[dict[str, Any]] = []

@@ -18,6 +18,7 @@ import numpy as np
 from lamina.embeddings.base import Vectors
 from lamina.errors import ErrorCode, LaminaError
 from lamina.store.postgres import TENANT_TABLES, PostgresStore
+from lamina.store.sql.meta import pending_migrations
 
 TABLES = TENANT_TABLES
 
@@ -42,10 +43,20 @@ def _open_source(path: Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         conn.execute("SELECT 1 FROM memories LIMIT 1")
+        done = {row[0] for row in conn.execute("SELECT version FROM schema_migrations")}
     except sqlite3.Error as exc:
         raise LaminaError(
             ErrorCode.CONFIGURATION_ERROR, f"{path} is not a lamina SQLite store: {exc}"
         ) from None
+    if pending_migrations("lamina.store.sqlite.migrations", done, None):
+        conn.close()
+        # The copy reads the source read-only: an older schema is upgraded by lamina itself.
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"{path} has an older schema: upgrade it first with "
+            f"`lamina --database-url sqlite:///{path} db upgrade`",
+            details={"path": str(path)},
+        )
     return conn
 
 
@@ -106,6 +117,7 @@ _SOURCE: dict[str, tuple[str, str]] = {
     ),
     "embedding_cache": ("model, content_hash, vector, created_at", ""),
     "hierarchy": ("level, child_id, parent_id, updated_at", ""),
+    "conversations": ("conversation_id, next_position", ""),
     "context_items": (
         "kind, id, key, version, is_latest, category, content, data, tags, embedding, "
         "created_at, updated_at",
@@ -157,6 +169,7 @@ async def copy_sqlite_to_postgres(
         dst = PostgresStore(postgres_url, model)
         await dst.initialize()
         try:
+            _check_model(dst)
             report: dict[str, dict[str, int]] = {}
             async with dst.bulk_loading():
                 await _copy_tenants(src, dst, tenants, report, on_progress)
@@ -165,6 +178,26 @@ async def copy_sqlite_to_postgres(
     finally:
         src.close()
     return {"tenants": report, "embedding_model": model.model_id}
+
+
+def _check_model(dst: PostgresStore) -> None:
+    """CONFIGURATION_ERROR, before anything is copied, unless the destination's vectors are
+    of the source's model (a database first opened with another model records that one)."""
+    status = dst.embedding.status
+    if status.reembed_needed:
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            f"the destination database was built with embedding model {status.store_model} "
+            f"({status.store_dimensions}-d); the source's vectors are of {status.model} "
+            f"({status.dimensions}-d). Copy into a new database.",
+            details={
+                "store_model": status.store_model,
+                "store_dimensions": status.store_dimensions,
+                "source_model": status.model,
+                "source_dimensions": status.dimensions,
+                "reembed_in_progress": status.in_progress,
+            },
+        )
 
 
 async def _copy_tenants(

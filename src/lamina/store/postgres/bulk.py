@@ -22,6 +22,7 @@ TENANT_TABLES = (
     "session_messages",
     "observations",
     "reflections",
+    "conversations",
 )
 
 
@@ -122,6 +123,11 @@ class BulkLoading:
             await cur.executemany(
                 "INSERT INTO hierarchy VALUES (%s, %s, %s, %s, %s)",
                 [(tenant_id, *r) for r in rows["hierarchy"]],
+            )
+            await cur.executemany(
+                "INSERT INTO conversations (tenant_id, conversation_id, next_position) "
+                "VALUES (%s, %s, %s)",
+                [(tenant_id, *r) for r in rows.get("conversations", [])],
             )
             await cur.executemany(
                 "INSERT INTO context_items (tenant_id, kind, id, key, version, is_latest, "

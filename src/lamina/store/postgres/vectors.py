@@ -33,6 +33,7 @@ _INDEXES = (
 
 class VectorColumns(Reembedding):
     _db: Database
+    _VECTOR_DIMS = "vector_dims(embedding)"
 
     @asynccontextmanager
     async def _owner(self, operation: str) -> AsyncIterator[Any]:
@@ -69,16 +70,12 @@ class VectorColumns(Reembedding):
 
     async def _finish(self, model: str, dims: int, resized: bool) -> bool:
         async with self._owner("reembed") as conn:
-            left = await (
-                await conn.execute(
-                    "SELECT (SELECT count(*) FROM memories WHERE embedding_model IS NULL "
-                    "OR embedding_model <> %s) + (SELECT count(*) FROM context_items "
-                    "WHERE embedding IS NULL AND kind <> 'document_index')",
-                    (model,),
-                )
-            ).fetchone()
+            left = await (await conn.execute(self._remaining_sql(), (model, dims))).fetchone()
             if left is None or left[0]:
                 return False
+            # What the columns and indexes are, not what store_meta says: a resize interrupted
+            # before (columns dimensionless, indexes dropped) is finished whatever the target.
+            resized = await _needs_typing(conn, dims)
             if resized:
                 for table in ("memories", "context_items"):
                     await conn.execute(
@@ -86,7 +83,10 @@ class VectorColumns(Reembedding):
                     )
                 for index in _INDEXES:
                     await conn.execute(index)
-            await conn.execute("DELETE FROM embedding_cache WHERE model <> %s", (model,))
+            await conn.execute(
+                "DELETE FROM embedding_cache WHERE model <> %s OR length(vector) <> %s",
+                (model, 4 * dims),
+            )
             await _set_meta(
                 conn,
                 {"embedding_model": model, "embedding_dimensions": str(dims)},
@@ -100,6 +100,21 @@ class VectorColumns(Reembedding):
         """New pooled connections: plans prepared before a column changed type are stale."""
         await self._db.close()
         await self._db.open()
+
+
+async def _needs_typing(conn: Any, dims: int) -> bool:
+    """Whether a vector column is not ``vector(dims)`` or an HNSW index is missing."""
+    found = await (
+        await conn.execute(
+            "SELECT (SELECT count(*) FROM pg_attribute WHERE attname = 'embedding' "
+            "AND attrelid IN ('memories'::regclass, 'context_items'::regclass) "
+            "AND format_type(atttypid, atttypmod) = %s), "
+            "(SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() "
+            "AND indexname IN ('memories_embedding', 'context_items_embedding'))",
+            (f"vector({int(dims)})",),
+        )
+    ).fetchone()
+    return found is None or tuple(found) != (2, 2)
 
 
 async def _set_meta(conn: Any, values: dict[str, str], remove: Sequence[str]) -> None:

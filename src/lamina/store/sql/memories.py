@@ -18,7 +18,7 @@ import numpy as np
 
 from lamina.embeddings.base import Embedder, Vector
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.filters import Condition, MetadataFilter
+from lamina.memory.filters import MetadataFilter
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.models import (
     HistoryEvent,
@@ -54,6 +54,8 @@ _HISTORY = (
 )
 #: Keys per statement where a statement lists them (SQLite allows 32,766 parameters).
 _CHUNK = 500
+#: The metadata key of a conversation message (``lamina.memory.messages``).
+_CONVERSATION = "conversation"
 
 
 class SqlMemories(ABC):
@@ -142,9 +144,10 @@ class SqlMemories(ABC):
             for h, blob in (
                 yield rows(
                     "SELECT content_hash, vector FROM embedding_cache WHERE tenant_id = %s "  # noqa: S608
-                    f"AND model = %s AND {chunk}",
+                    f"AND model = %s AND length(vector) = %s AND {chunk}",
                     tenant_id,
                     self.embedder.model_id,
+                    4 * self.embedder.dimensions,  # one model id, several dimensions (OpenAI)
                     *params,
                 )
             ):
@@ -155,7 +158,11 @@ class SqlMemories(ABC):
         now = self._d.time(datetime.now(UTC))
         model = self.embedder.model_id
         yield many(
-            "INSERT INTO embedding_cache VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            # A vector of other dimensions under the same model id is replaced.
+            "INSERT INTO embedding_cache VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (tenant_id, model, content_hash) DO UPDATE SET vector = excluded.vector, "
+            "created_at = excluded.created_at WHERE length(embedding_cache.vector) <> "
+            "length(excluded.vector)",
             [
                 (tenant_id, model, h, v.astype(np.float32).tobytes(), now)
                 for h, v in vectors.items()
@@ -208,6 +215,46 @@ class SqlMemories(ABC):
         return await self._exec.write(
             memories[0].tenant_id, "bulk_add", self._insert(list(memories), actor)
         )
+
+    async def add_messages(
+        self, memories: Sequence[NewMemory], *, actor: str | None = None
+    ) -> list[MemoryEntry]:
+        if not memories:
+            return []
+        return await self._exec.write(
+            memories[0].tenant_id, "add_messages", self._add_messages(list(memories), actor)
+        )
+
+    def _add_messages(
+        self, memories: list[NewMemory], actor: str | None
+    ) -> Program[list[MemoryEntry]]:
+        """Positions from ``conversations`` (one UPSERT per conversation, its row locked until
+        the transaction ends), then the inserts, all in one transaction."""
+        sizes: dict[tuple[str, str], int] = {}
+        for m in memories:
+            key = (m.tenant_id, str(m.metadata[_CONVERSATION]["id"]))
+            sizes[key] = sizes.get(key, 0) + 1
+        nxt: dict[tuple[str, str], int] = {}
+        for (tenant_id, conversation_id), size in sizes.items():
+            end = yield row(
+                "INSERT INTO conversations (tenant_id, conversation_id, next_position) "
+                "VALUES (%s, %s, %s) ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET "
+                "next_position = conversations.next_position + excluded.next_position "
+                "RETURNING next_position",
+                tenant_id,
+                conversation_id,
+                size,
+            )
+            nxt[(tenant_id, conversation_id)] = int(end[0]) - size
+        numbered: list[NewMemory] = []
+        for m in memories:
+            conversation = m.metadata[_CONVERSATION]
+            key = (m.tenant_id, str(conversation["id"]))
+            position = nxt[key]
+            nxt[key] += 1
+            metadata = {**m.metadata, _CONVERSATION: {**conversation, "position": position}}
+            numbered.append(replace(m, metadata=metadata))
+        return (yield from self._insert(numbered, actor))
 
     def _insert(self, memories: list[NewMemory], actor: str | None) -> Program[list[MemoryEntry]]:
         d = self._d
@@ -470,26 +517,6 @@ class SqlMemories(ABC):
             )
 
         return await self._exec.read(tenant_id, "list", page(), snapshot=True)
-
-    async def conversation_end(self, tenant_id: str, conversation_id: str) -> int | None:
-        # The memories of a conversation are written in position order: its newest row holds
-        # the last position.
-        flt = MetadataFilter(conditions=(Condition(("conversation", "id"), "eq", conversation_id),))
-        condition, values = self._filter(flt)
-
-        def position(found: Sequence[Any]) -> int | None:
-            value = self._d.from_json(found[0]).get("conversation", {}).get("position")
-            return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-        read = first(
-            position,
-            f"SELECT metadata FROM memories WHERE tenant_id = %s AND {condition} "  # noqa: S608
-            f"ORDER BY {self._d.seq} DESC LIMIT 1",
-            tenant_id,
-            *values,
-        )
-        found = await self._exec.read(tenant_id, "conversation_end", read)
-        return found if isinstance(found, int) else None
 
     # -- hierarchy --------------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """Re-embedding a store with another model (``MemoryStore.reembed``), for both backends.
 
 Resumable, batch by batch, tenant by tenant: a memory is done when its ``embedding_model``
-is the target; context items (their vectors cleared once, when a re-embedding to a target
-starts) are done when they have a vector again. ``store_meta`` records the target while the
+is the target and its vector has the target's dimensions (OpenAI's ``dimensions`` changes
+them under one model id); context items (their vectors cleared once, when a re-embedding to
+a target starts) are done when they have a vector again. ``store_meta`` records the target while the
 work is under way and the new model at the end, when nothing is left to do. What differs per
 backend (listing every tenant, writing ``store_meta``, PostgreSQL's vector column types and
 HNSW indexes) are the hooks at the bottom.
@@ -25,8 +26,13 @@ from lamina.store.sql.program import Executor, Program, count, row, rows
 
 #: Context items without a vector of their own (the knowledge index's state row).
 _UNEMBEDDED_KINDS = "('document_index')"
-_STALE_MEMORY = "(embedding_model IS NULL OR embedding_model <> %s)"
+#: A memory whose vector is not of the target model and dimensions (params: model, dims).
+_STALE_MEMORY = (
+    "(embedding_model IS NULL OR embedding_model <> %s OR (embedding IS NOT NULL AND {dims} <> %s))"
+)
 _PENDING_ITEM = f"embedding IS NULL AND kind NOT IN {_UNEMBEDDED_KINDS}"
+#: A context item holding a vector of other dimensions (param: dims).
+_RESIZED_ITEM = "embedding IS NOT NULL AND {dims} <> %s"
 #: Passes over every tenant before giving up on rows that keep changing under us.
 _PASSES = 3
 
@@ -38,6 +44,8 @@ class Reembedding(ABC):
     _d: Dialect
     embedder: Embedder
     embedding: EmbeddingState
+    #: The dimensions of a row's ``embedding`` in SQL (SQLite: float32 blobs).
+    _VECTOR_DIMS = "length(embedding) / 4"
 
     @abstractmethod
     async def generate_embedding(
@@ -64,21 +72,35 @@ class Reembedding(ABC):
             "tenants": 0,
         }
         if not status.reembed_needed:
-            return report
-        target = f"{model}:{dims}"
-        meta = await self._read_meta()
-        if meta.get(REEMBED_TARGET) != target:
-            await self._write_meta({REEMBED_TARGET: target}, [REEMBED_ITEMS_CLEARED])
-            self.embedding.status = replace(status, in_progress=True)
-        resized = int(meta["embedding_dimensions"]) != dims
-        if resized:
-            await self._prepare_vectors()
-        tenants = await self._tenants()
-        if meta.get(REEMBED_ITEMS_CLEARED) != target:
-            for tenant in tenants:
-                await self._exec.write(tenant, "reembed", self._clear_items(tenant))
-            await self._write_meta({REEMBED_ITEMS_CLEARED: target}, [])
-        counts = {t: await self._exec.read(t, "reembed", self._left(t, model)) for t in tenants}
+            # The store is of the target already; another process that opened it before the
+            # change may still have written rows of the old model since: convert those.
+            tenants = await self._tenants()
+            left = [
+                await self._exec.read(t, "reembed", self._leftover(t, model, dims)) for t in tenants
+            ]
+            if not any(stale or resized for stale, resized in left):
+                return report
+            for tenant, (_, resized_items) in zip(tenants, left, strict=True):
+                if resized_items:
+                    await self._exec.write(tenant, "reembed", self._clear_resized(tenant, dims))
+            resized = False
+        else:
+            target = f"{model}:{dims}"
+            meta = await self._read_meta()
+            if meta.get(REEMBED_TARGET) != target:
+                await self._write_meta({REEMBED_TARGET: target}, [REEMBED_ITEMS_CLEARED])
+                self.embedding.status = replace(status, in_progress=True)
+            resized = int(meta["embedding_dimensions"]) != dims
+            if resized:
+                await self._prepare_vectors()
+            tenants = await self._tenants()
+            if meta.get(REEMBED_ITEMS_CLEARED) != target:
+                for tenant in tenants:
+                    await self._exec.write(tenant, "reembed", self._clear_items(tenant))
+                await self._write_meta({REEMBED_ITEMS_CLEARED: target}, [])
+        counts = {
+            t: await self._exec.read(t, "reembed", self._left(t, model, dims)) for t in tenants
+        }
         total = sum(m + i for m, i in counts.values())
         done = 0
         if on_progress is not None:
@@ -86,10 +108,14 @@ class Reembedding(ABC):
         for _ in range(_PASSES):
             for tenant in tenants:
                 for kind in ("memories", "context_items"):
+                    after: Any = 0  # keyset: this pass goes on after the last row it saw
                     while True:
-                        n = await self._batch(tenant, kind, model, item_text, batch_size)
-                        if n == 0:
+                        last, n = await self._batch(
+                            tenant, kind, model, dims, item_text, batch_size, after
+                        )
+                        if last is None:
                             break
+                        after = last
                         report[kind] += n
                         done += n
                         if on_progress is not None:
@@ -109,31 +135,41 @@ class Reembedding(ABC):
         )
 
     async def _batch(
-        self, tenant: str, kind: str, model: str, item_text: ItemText, size: int
-    ) -> int:
-        """Re-embed up to ``size`` rows of ``kind``; how many were stored."""
+        self,
+        tenant: str,
+        kind: str,
+        model: str,
+        dims: int,
+        item_text: ItemText,
+        size: int,
+        after: Any,
+    ) -> tuple[Any, int]:
+        """Re-embed up to ``size`` rows of ``kind`` after the row ``after`` (its sequence):
+        the last row's sequence (None: no row left) and how many were stored."""
         if kind == "memories":
             found = await self._exec.read(
-                tenant, "reembed", self._stale_memories(tenant, model, size)
+                tenant, "reembed", self._stale_memories(tenant, model, dims, size, after)
             )
-            keys: list[Any] = [r[0] for r in found]
-            contents = [str(r[1]) for r in found]
+            keys: list[Any] = [r[1] for r in found]
+            contents = [str(r[2]) for r in found]
             texts = contents
         else:
-            found = await self._exec.read(tenant, "reembed", self._pending_items(tenant, size))
+            found = await self._exec.read(
+                tenant, "reembed", self._pending_items(tenant, size, after)
+            )
             keys = [r[0] for r in found]
             contents = [str(r[8]) for r in found]
             texts = [item_text(self._item_record(r)) for r in found]
         if not found:
-            return 0
+            return None, 0
         vectors = await self.generate_embedding(tenant, texts)
         items = list(zip(keys, contents, vectors, strict=True))
         stored: int = await self._exec.write(
             tenant, "reembed", self._store_vectors(tenant, kind, model, items)
         )
-        # Rows that changed under us were written with their vector pending: the next round
-        # (or pass) picks them up. None stored at all: stop this round, the pass goes on.
-        return stored
+        # Rows that changed under us were written with their vector pending: the next pass
+        # picks them up.
+        return found[-1][0], stored
 
     # -- programs ---------------------------------------------------------------------------
 
@@ -145,11 +181,45 @@ class Reembedding(ABC):
         )
         return cleared
 
-    def _left(self, tenant: str, model: str) -> Program[tuple[int, int]]:
+    def _stale(self) -> str:
+        return _STALE_MEMORY.format(dims=self._VECTOR_DIMS)
+
+    def _remaining_sql(self) -> str:
+        """Across tenants, how many rows are not of the target yet (params: model, dims)."""
+        return (
+            f"SELECT (SELECT count(*) FROM memories WHERE {self._stale()}) "  # noqa: S608
+            f"+ (SELECT count(*) FROM context_items WHERE {_PENDING_ITEM})"
+        )
+
+    def _resized(self) -> str:
+        return _RESIZED_ITEM.format(dims=self._VECTOR_DIMS)
+
+    def _clear_resized(self, tenant: str, dims: int) -> Program[int]:
+        cleared: int = yield count(
+            f"UPDATE context_items SET embedding = NULL WHERE tenant_id = %s "  # noqa: S608
+            f"AND {self._resized()}",
+            tenant,
+            dims,
+        )
+        return cleared
+
+    def _leftover(self, tenant: str, model: str, dims: int) -> Program[tuple[int, int]]:
+        """Rows not of ``model`` (``dims``) in a store recorded as done: stale memories and
+        context items without a vector, and context items with a vector of other dimensions."""
+        memories, items = yield from self._left(tenant, model, dims)
+        resized = yield row(
+            f"SELECT count(*) FROM context_items WHERE tenant_id = %s AND {self._resized()}",  # noqa: S608
+            tenant,
+            dims,
+        )
+        return memories + items, int(resized[0])
+
+    def _left(self, tenant: str, model: str, dims: int) -> Program[tuple[int, int]]:
         memories = yield row(
-            f"SELECT count(*) FROM memories WHERE tenant_id = %s AND {_STALE_MEMORY}",  # noqa: S608
+            f"SELECT count(*) FROM memories WHERE tenant_id = %s AND {self._stale()}",  # noqa: S608
             tenant,
             model,
+            dims,
         )
         items = yield row(
             f"SELECT count(*) FROM context_items WHERE tenant_id = %s AND {_PENDING_ITEM}",  # noqa: S608
@@ -157,22 +227,28 @@ class Reembedding(ABC):
         )
         return int(memories[0]), int(items[0])
 
-    def _stale_memories(self, tenant: str, model: str, size: int) -> Program[list[Any]]:
+    def _stale_memories(
+        self, tenant: str, model: str, dims: int, size: int, after: Any
+    ) -> Program[list[Any]]:
+        seq = self._d.seq
         found: list[Any] = yield rows(
-            f"SELECT id, content FROM memories WHERE tenant_id = %s AND {_STALE_MEMORY} "  # noqa: S608
-            f"ORDER BY {self._d.seq} LIMIT %s",
+            f"SELECT {seq}, id, content FROM memories WHERE tenant_id = %s "  # noqa: S608
+            f"AND {self._stale()} AND {seq} > %s ORDER BY {seq} LIMIT %s",
             tenant,
             model,
+            dims,
+            after,
             size,
         )
         return found
 
-    def _pending_items(self, tenant: str, size: int) -> Program[list[Any]]:
+    def _pending_items(self, tenant: str, size: int, after: Any) -> Program[list[Any]]:
         seq = self._d.seq
         found: list[Any] = yield rows(
             f"SELECT {seq}, {RECORD}, embedding FROM context_items "  # noqa: S608
-            f"WHERE tenant_id = %s AND {_PENDING_ITEM} ORDER BY {seq} LIMIT %s",
+            f"WHERE tenant_id = %s AND {_PENDING_ITEM} AND {seq} > %s ORDER BY {seq} LIMIT %s",
             tenant,
+            after,
             size,
         )
         return found
@@ -227,4 +303,5 @@ class Reembedding(ABC):
     @abstractmethod
     async def _finish(self, model: str, dims: int, resized: bool) -> bool:
         """In one transaction, unless a row is still stale (then False): record ``model`` as
-        the store's, drop other models' cached embeddings (and finish resized columns)."""
+        the store's, drop cached embeddings of other models or dimensions (PostgreSQL: type the
+        columns and rebuild the indexes wherever they are not of ``dims``)."""

@@ -144,14 +144,14 @@ class SQLiteStore(SQLiteMemories, Reembedding):
         def finish() -> bool:
             with self._db.write_transaction() as conn:
                 left = conn.execute(
-                    "SELECT (SELECT count(*) FROM memories WHERE embedding_model IS NULL "
-                    "OR embedding_model <> ?) + (SELECT count(*) FROM context_items "
-                    "WHERE embedding IS NULL AND kind <> 'document_index')",
-                    (model,),
+                    self._remaining_sql().replace("%s", "?"), (model, dims)
                 ).fetchone()[0]
                 if left:
                     return False
-                conn.execute("DELETE FROM embedding_cache WHERE model <> ?", (model,))
+                conn.execute(
+                    "DELETE FROM embedding_cache WHERE model <> ? OR length(vector) <> ?",
+                    (model, 4 * dims),
+                )
                 _set_meta(
                     conn,
                     {"embedding_model": model, "embedding_dimensions": str(dims)},
