@@ -184,5 +184,8 @@ def test_postgres_passwords_are_masked() -> None:
 
     assert redact_url("postgresql://u:secret@h:5432/db") == "postgresql://u:***@h:5432/db"
     assert redact_url("postgresql://u@h/db") == "postgresql://u@h/db"
+    assert redact_url("postgresql://h/db?user=u&password=pw&sslmode=require") == (
+        "postgresql://h/db?user=u&password=***&sslmode=require"
+    )
     settings = load_settings(database_url="postgresql://u:pw@127.0.0.1/db")
     assert "pw" not in settings.database_location()

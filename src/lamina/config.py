@@ -8,6 +8,7 @@ Nested groups use ``__`` in the environment: ``LAMINA_EMBEDDING__PROVIDER=openai
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -418,13 +419,13 @@ class Settings(BaseSettings):
 
 
 def redact_url(url: str) -> str:
-    """``url`` with its password replaced by ``***``."""
+    """``url`` with its password replaced by ``***``, in the user part and in a
+    ``password=`` query parameter alike."""
     scheme, sep, rest = url.partition("://")
     userinfo, at, host = rest.rpartition("@")
-    if not sep or not at or ":" not in userinfo:
-        return url
-    user = userinfo.split(":", 1)[0]
-    return f"{scheme}://{user}:***@{host}"
+    if sep and at and ":" in userinfo:
+        url = f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}"
+    return re.sub(r"([?&]password=)[^&]*", r"\1***", url)
 
 
 def _config_source(config_file: str | Path | None) -> tuple[Path | None, str]:

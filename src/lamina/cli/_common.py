@@ -12,6 +12,7 @@ from typing import Any, NoReturn, TypeVar
 import click
 from pydantic import BaseModel
 
+from lamina.config import Settings, load_settings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.facade import Lamina
 
@@ -43,6 +44,12 @@ class State:
     def __init__(self, options: dict[str, Any]) -> None:
         self.options = options
         self._ms: Lamina | None = None
+
+    def settings(self, **overrides: Any) -> Settings:
+        """The Settings the root options give, ``overrides`` that are not None winning
+        (without opening anything)."""
+        options = {**self.options, **{k: v for k, v in overrides.items() if v is not None}}
+        return load_settings(options.pop("config_file"), **options)
 
     def ms(self) -> Lamina:
         if self._ms is None:

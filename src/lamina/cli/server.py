@@ -11,19 +11,10 @@ from typing import Any
 import click
 
 from lamina.cli._common import IDENTIFIERS, State, json_option, options, path_option
-from lamina.config import Settings, load_settings
+from lamina.config import Settings
 from lamina.extras import require
 
 __all__ = ["keys", "mcp", "serve"]
-
-
-def _settings(state: State, data_dir: Path | None, config_file: Path | None) -> Settings:
-    options = dict(state.options)
-    if data_dir is not None:
-        options["data_dir"] = data_dir
-    if config_file is not None:
-        options["config_file"] = config_file
-    return load_settings(options.pop("config_file"), **options)
 
 
 def _with_bind(settings: Settings, host: str | None, port: int | None) -> Settings:
@@ -97,7 +88,9 @@ def serve(
     /metrics. Bind address, port, API keys, database and rate limits also come from
     LAMINA_SERVER__* variables or the [server] table of the config file."""
     require("server")
-    settings = _with_bind(_settings(state, serve_data_dir, serve_config), host, port)
+    settings = _with_bind(
+        state.settings(data_dir=serve_data_dir, config_file=serve_config), host, port
+    )
     from lamina.server.run import run_a2a
 
     asyncio.run(run_a2a(settings, log_level))
@@ -132,7 +125,9 @@ def mcp(
     require("mcp")
     if transport == "http":
         require("server", "The MCP server over streamable HTTP")
-    settings = _with_bind(_settings(state, serve_data_dir, serve_config), host, port)
+    settings = _with_bind(
+        state.settings(data_dir=serve_data_dir, config_file=serve_config), host, port
+    )
     settings = _with_identifiers(settings, ids)
     from lamina.server.mcp_server import run_mcp
 

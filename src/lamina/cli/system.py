@@ -22,15 +22,9 @@ def info(state: State, as_json: bool) -> None:
     import platform
     from importlib.metadata import version
 
-    from lamina.config import load_settings
     from lamina.extras import EXTRAS, installed
 
-    settings = load_settings(
-        state.options["config_file"],
-        data_dir=state.options["data_dir"],
-        database_url=state.options["database_url"],
-        tenant_id=state.options["tenant_id"],
-    )
+    settings = state.settings()
     sources = settings.sources
     extras = {extra: installed(extra) for extra in EXTRAS}
     report: dict[str, Any] = {
