@@ -1,11 +1,20 @@
-"""Retrieval quality on LoCoMo (../shared/eval/locomo-dev.json): recall@5/10/20 per mode.
+"""Retrieval quality on LoCoMo (../shared/eval/locomo-dev.json), as a new user would get it.
 
-Every dialogue turn is one memory ("Speaker: text" plus " [shares <caption>]"), all turns of a
-conversation under one user; each question of categories 1-4 with evidence is searched with
-its text; recall@k is the share of its evidence turns in the top k, averaged over questions.
+Each conversation is ingested with ``memory.add_messages`` one session at a time (one
+conversation id per session, the speakers' names, the session's date as every message's
+timestamp, the turn's image caption appended as " [shares <caption>]"), all under one user.
+Each question of categories 1-4 with evidence is searched with its text and default arguments
+(``limit=20`` to measure @20). recall@k is the share of the question's evidence turns in the
+top k, averaged over questions. Also printed:
+
+- the same search at threshold 0 (calibration (a): default recall@10 within 0.02 of it),
+- each question searched against the *other* conversation's user, where nothing relevant
+  exists (calibration (b): the share of those searches that return nothing),
+- keyword-only and semantic-only recall, and search latency.
+
 The data is read from ../shared at run time and never copied into the project.
 
-    uv run python benchmarks/locomo_recall.py [--data PATH] [--modes keyword,semantic,hybrid]
+    uv run python benchmarks/locomo_recall.py [--data PATH] [--database-url URL]
 """
 
 from __future__ import annotations
@@ -13,9 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,79 +36,128 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / 
 KS = (5, 10, 20)
 
 
-def turns(conversation: dict[str, Any]) -> list[dict[str, Any]]:
+def session_time(text: str) -> str | None:
+    """ "1:56 pm on 8 May, 2023" as ISO-8601 (UTC), or None."""
+    try:
+        return (
+            datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).isoformat()
+        )
+    except ValueError:
+        return None
+
+
+def sessions(conversation: dict[str, Any]) -> list[tuple[int, list[dict[str, Any]]]]:
+    """(session number, messages) in order; each message carries its dia_id in metadata."""
+    first = conversation.get("speaker_a")
     out = []
-    sessions = sorted(
-        (int(m.group(1)), key) for key in conversation if (m := re.fullmatch(r"session_(\d+)", key))
+    numbers = sorted(
+        int(m.group(1)) for key in conversation if (m := re.fullmatch(r"session_(\d+)", key))
     )
-    for number, key in sessions:
-        date = conversation.get(f"session_{number}_date_time", "")
-        for turn in conversation[key]:
-            text = f"{turn['speaker']}: {turn['text']}"
+    for number in numbers:
+        when = session_time(conversation.get(f"session_{number}_date_time", ""))
+        messages = []
+        for turn in conversation[f"session_{number}"]:
+            text = turn["text"]
             if turn.get("blip_caption"):
                 text += f" [shares {turn['blip_caption']}]"
-            out.append({"text": text, "dia_id": turn["dia_id"], "session": number, "date": date})
+            message: dict[str, Any] = {
+                "role": "user" if turn["speaker"] == first else "assistant",
+                "name": turn["speaker"],
+                "content": text,
+                "metadata": {"dia_id": turn["dia_id"]},
+            }
+            if when:
+                message["timestamp"] = when
+            messages.append(message)
+        out.append((number, messages))
     return out
+
+
+def questions(sample: dict[str, Any]) -> list[dict[str, Any]]:
+    return [q for q in sample["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
+
+
+def recall(ranked: list[str], evidence: set[str]) -> dict[int, float]:
+    return {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--modes", default="keyword,semantic,hybrid")
+    parser.add_argument("--database-url", default=None, help="Default: a fresh SQLite file.")
     args = parser.parse_args()
     if not args.data.is_file():
         sys.exit(f"evaluation data not found: {args.data}")
     data = json.loads(args.data.read_text(encoding="utf-8"))
-    modes = args.modes.split(",")
-    totals = {mode: {k: 0.0 for k in KS} for mode in modes}
-    latencies: dict[str, list[float]] = {mode: [] for mode in modes}
-    questions = 0
-    with tempfile.TemporaryDirectory() as tmp, Lamina(data_dir=tmp) as ms:
-        for sample in data:
-            user = sample["sample_id"]
-            items = turns(sample["conversation"])
-            entries = ms.memory.bulk_add(
-                [
-                    {
-                        "content": t["text"],
-                        "layer": "user",
-                        "user_id": user,
-                        "metadata": {
-                            "dia_id": t["dia_id"],
-                            "session": t["session"],
-                            "date": t["date"],
-                        },
-                    }
-                    for t in items
-                ]
-            )
-            dia_of = {e.id: e.metadata["dia_id"] for e in entries}
-            for qa in sample["qa"]:
-                if qa.get("category") not in (1, 2, 3, 4) or not qa.get("evidence"):
-                    continue
-                evidence = set(qa["evidence"])
-                questions += 1
-                for mode in modes:
+    runs = {
+        "default": {},
+        "threshold_0": {"threshold": 0.0},
+        "keyword": {"mode": "keyword", "threshold": 0.0},
+        "semantic": {"mode": "semantic", "threshold": 0.0},
+    }
+    totals = {name: dict.fromkeys(KS, 0.0) for name in runs}
+    latencies: dict[str, list[float]] = {name: [] for name in runs}
+    count = 0
+    empty_elsewhere = 0
+    below_when_empty: list[int] = []
+    ingest_seconds = 0.0
+    messages = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        options: dict[str, Any] = {"data_dir": tmp}
+        if args.database_url:
+            options["database_url"] = args.database_url
+        with Lamina(**options) as ms:
+            dia_of: dict[str, str] = {}
+            for sample in data:
+                user = sample["sample_id"]
+                for number, batch in sessions(sample["conversation"]):
                     start = time.perf_counter()
-                    hits = ms.memory.search(
-                        qa["question"],
-                        user_id=user,
-                        mode=mode,
-                        limit=max(KS),
-                        threshold=None if mode == "keyword" else 0.0,
+                    added = ms.memory.add_messages(
+                        batch, user_id=user, conversation_id=f"{user}-session-{number}"
                     )
-                    latencies[mode].append(time.perf_counter() - start)
-                    ranked = [dia_of[h.memory.id] for h in hits]
-                    for k in KS:
-                        totals[mode][k] += len(evidence & set(ranked[:k])) / len(evidence)
-    result: dict[str, Any] = {"benchmark": "locomo_recall", "questions": questions, "modes": {}}
-    for mode in modes:
-        lat = sorted(latencies[mode])
-        result["modes"][mode] = {
-            **{f"recall@{k}": round(totals[mode][k] / questions, 3) for k in KS},
-            "search_p50_ms": round(lat[len(lat) // 2] * 1000, 2),
+                    ingest_seconds += time.perf_counter() - start
+                    messages += len(batch)
+                    for entry in added.memories:
+                        dia_of[entry.id] = entry.metadata["dia_id"]
+            users = [sample["sample_id"] for sample in data]
+            for index, sample in enumerate(data):
+                user = sample["sample_id"]
+                other = users[(index + 1) % len(users)]
+                for qa in questions(sample):
+                    count += 1
+                    evidence = set(qa["evidence"])
+                    for name, extra in runs.items():
+                        start = time.perf_counter()
+                        hits = ms.memory.search(qa["question"], user_id=user, limit=20, **extra)
+                        latencies[name].append(time.perf_counter() - start)
+                        got = recall([dia_of[h.memory.id] for h in hits], evidence)
+                        for k in KS:
+                            totals[name][k] += got[k]
+                    elsewhere = ms.memory.search(qa["question"], user_id=other, limit=20)
+                    if not elsewhere:
+                        empty_elsewhere += 1
+                        below_when_empty.append(elsewhere.below_threshold)
+    result: dict[str, Any] = {
+        "benchmark": "locomo_recall",
+        "store": "postgresql" if args.database_url else "sqlite",
+        "questions": count,
+        "messages": messages,
+        "add_messages_per_s": round(messages / ingest_seconds, 1),
+    }
+    for name in runs:
+        result[name] = {
+            **{f"recall@{k}": round(totals[name][k] / count, 3) for k in KS},
+            "search_p50_ms": round(statistics.median(latencies[name]) * 1000, 2),
         }
-    result["bm25_baseline_recall@10"] = 0.530
+    result["calibration"] = {
+        "recall@10_default_minus_threshold_0": round(
+            (totals["default"][10] - totals["threshold_0"][10]) / count, 3
+        ),
+        "other_user_empty_share": round(empty_elsewhere / count, 3),
+        "other_user_empty_below_threshold_median": (
+            statistics.median(below_when_empty) if below_when_empty else None
+        ),
+    }
     print(json.dumps(result, indent=2))
 
 

@@ -89,15 +89,15 @@ class MemorySettings(Section):
 
     max_content_length: int = Field(default=65_536, gt=0)
     max_query_length: int = Field(default=4_096, gt=0)
-    search_threshold: float = Field(default=0.7, ge=-1.0, le=1.0)
+    #: Default minimum score of a search hit, in every mode (scores lie in [0, 1]; see
+    #: docs/search.md for what 0.7 means and how it was calibrated).
+    search_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
     search_limit: int = Field(default=10, gt=0)
     max_limit: int = Field(default=1_000, gt=0)
     list_limit: int = Field(default=50, gt=0)
     dedup_threshold: float = Field(default=0.95, gt=0.0, le=1.0)
-    #: Weight of semantic similarity in hybrid scores; the rest is the keyword score.
+    #: Weight of the semantic part in hybrid scores; the rest is the keyword part.
     hybrid_semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0)
-    #: Default minimum fused score in hybrid mode (keyword mode has none by default).
-    hybrid_threshold: float = Field(default=0.2, ge=0.0, le=1.0)
 
 
 class ContextSettings(Section):
@@ -113,8 +113,8 @@ class ContextSettings(Section):
     min_score: float = Field(default=0.2, ge=0.0, le=1.0)
     #: Memories added to the prompt's "Relevant Memories" section (0: none).
     rag_limit: int = Field(default=5, ge=0, le=100)
-    #: Minimum cosine similarity of a memory to the query for that section.
-    rag_threshold: float = Field(default=0.3, ge=-1.0, le=1.0)
+    #: Minimum search score of a memory for that section (None: the memory search default).
+    rag_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     #: Longest query accepted (characters).
     max_query_length: int = Field(default=4_096, gt=0)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping
 from functools import lru_cache
 
 import snowballstemmer
@@ -67,14 +68,24 @@ def analyze(text: str) -> Counter[str]:
     return counts
 
 
-def encode_terms(counts: Counter[str]) -> str:
-    """A compact stored form of ``analyze`` output: "term:count term:count"."""
-    return " ".join(f"{term}:{n}" for term, n in counts.items())
+def encode_terms(counts: Mapping[str, float]) -> str:
+    """A compact stored form of ``analyze`` output: "term:count term:count" (counts may be
+    fractional: weighted terms)."""
+    return " ".join(f"{term}:{n:g}" for term, n in counts.items())
 
 
-def decode_terms(raw: str) -> dict[str, int]:
-    out: dict[str, int] = {}
+def decode_terms(raw: str) -> dict[str, float]:
+    out: dict[str, float] = {}
     for item in raw.split():
         term, _, n = item.rpartition(":")
-        out[term] = int(n)
+        out[term] = float(n)
     return out
+
+
+def weighted_terms(text: str, context: str | None, context_weight: float) -> dict[str, float]:
+    """``analyze(text)``, plus ``context_weight`` times ``analyze(context)``."""
+    terms: dict[str, float] = dict(analyze(text))
+    if context:
+        for term, n in analyze(context).items():
+            terms[term] = terms.get(term, 0.0) + context_weight * n
+    return terms

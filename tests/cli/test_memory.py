@@ -38,14 +38,18 @@ def test_memory_commands_end_to_end(capsys: pytest.CaptureFixture[str], data_dir
         "editor theme",
         "--user-id",
         "alice",
-        "--threshold",
-        "0.3",
         "--tag",
         "ui",
         "--filter",
         '{"source": "chat"}',
     )
-    assert [h["memory"]["id"] for h in hits] == [mid]
+    assert [h["memory"]["id"] for h in hits["results"]] == [mid]
+    parts = hits["results"][0]["parts"]
+    assert parts["semantic"] > 0 and parts["keyword"] > 0 and hits["below_threshold"] == 0
+    nothing = run_json(
+        capsys, data_dir, "memory", "search", "quarterly tax filing", "--user-id", "alice"
+    )
+    assert nothing == {"results": [], "below_threshold": 1}
     hybrid = run_json(
         capsys,
         data_dir,
@@ -59,7 +63,7 @@ def test_memory_commands_end_to_end(capsys: pytest.CaptureFixture[str], data_dir
         "--layer",
         "user",
     )
-    assert hybrid[0]["memory"]["id"] == mid
+    assert hybrid["results"][0]["memory"]["id"] == mid
     assert run_json(capsys, data_dir, "memory", "get", mid)["content"].startswith("Prefers")
     updated = run_json(
         capsys,

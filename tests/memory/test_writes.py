@@ -49,7 +49,7 @@ def test_update_reembeds_only_new_content(tmp_path: Path) -> None:
         changed = ms.memory.update(m.id, content="rewritten text", metadata={"k": None})
         assert server.embedded[-1] == "rewritten text" and changed.metadata == {}
         assert changed.updated_at > meta.updated_at
-        hits = ms.memory.search("rewritten text", user_id="u", threshold=0.99)
+        hits = ms.memory.search("rewritten text", user_id="u", threshold=0.9)
         assert [h.memory.id for h in hits] == [m.id]
 
 

@@ -47,12 +47,17 @@ def test_bm25_scores_match_the_formula() -> None:
     n, df, avg = 3, 2, 8 / 3
     idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
 
-    def bm25(tf: float, length: float) -> float:
-        return idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / avg))
+    def bm25(tf: float, length: float) -> float:  # k1 0.9, b 0.4 (lamina.memory.scoring)
+        return idf * tf * 1.9 / (tf + 0.9 * (0.6 + 0.4 * length / avg))
 
     assert math.isclose(hits[2], bm25(2, 3), rel_tol=1e-5)
     assert math.isclose(hits[1], bm25(1, 3), rel_tol=1e-5)
     assert list(dict(index.search(A, ["dark"], 1))) == [2]
+    # The keyword part's denominator: every query term's IDF, absent terms included.
+    scores = index.scores(A, ["dark", "absent"])
+    unseen = math.log(1 + (n - 1 + 0.5) / 1.5)  # as if one document held it
+    assert math.isclose(scores.idf_sum, idf + unseen, rel_tol=1e-9)
+    assert scores.get(2) == hits[2] and scores.get(99) == 0.0
 
 
 def test_lexical_updates_deletes_and_compaction() -> None:

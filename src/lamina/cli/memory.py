@@ -21,7 +21,7 @@ from lamina.cli._common import (
 )
 from lamina.cli.output import cell, print_hits, print_page, progress
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.models import MemoryEntry
+from lamina.memory.models import MemoryEntry, ScoreParts
 
 __all__ = ["memory"]
 
@@ -173,16 +173,22 @@ def memory_reembed(state: State, /, batch_size: int, as_json: bool) -> None:
 @click.argument("query")
 @identifier_options
 @click.option("--layer", "layers", multiple=True, help="Only this layer (repeatable).")
-@click.option("--mode", default="semantic", show_default=True, help="semantic, keyword, hybrid.")
-@click.option("--threshold", type=float, default=None, help="Minimum score (mode's scale).")
+@click.option("--mode", default="hybrid", show_default=True, help="hybrid, semantic, keyword.")
+@click.option(
+    "--threshold", type=float, default=None, help="Minimum score in [0, 1] (default 0.7)."
+)
+@click.option("--explain", is_flag=True, help="Show each score's parts (docs/search.md).")
 @click.option("--limit", type=int, default=None, help="Most results (default 10).")
 @any_tags_option
 @click.option("--filter", "filters", default=None, help='Metadata filter JSON: {"f": {"gte": 2}}.')
 @json_option
 @click.pass_obj
 def memory_search(state: State, /, query: str, **kw: Any) -> None:
-    """Search memories of every reachable layer, most specific layer first."""
+    """Search memories of every reachable layer, most specific layer first.
+
+    With --json: {"results": [hits, each with its score parts], "below_threshold": n}."""
     as_json = kw.pop("as_json")
+    explain = kw.pop("explain")
     filters = parse_json(kw.pop("filters"), "filter", ErrorCode.INVALID_FILTER)
     hits = state.ms().memory.search(
         query,
@@ -195,8 +201,37 @@ def memory_search(state: State, /, query: str, **kw: Any) -> None:
         **ids(kw),
     )
 
+    nothing = "no memories found"
+    if hits.below_threshold:
+        many = "candidates" if hits.below_threshold > 1 else "candidate"
+        nothing += (
+            f" ({hits.below_threshold} {many} scored below the threshold; "
+            "a lower --threshold shows them)"
+        )
+    columns = list(_COLUMNS)
     rows = [[f"{hit.score:.3f}", *_cells(hit.memory)] for hit in hits]
-    emit(as_json, hits, lambda: print_hits(_COLUMNS, rows, nothing="no memories found"))
+    if explain:
+        columns = [*_COLUMNS[:1], "parts", *_COLUMNS[1:]]
+        rows = [[row[0], _parts(hit.parts), *row[1:]] for row, hit in zip(rows, hits, strict=True)]
+    emit(
+        as_json,
+        {"results": list(hits), "below_threshold": hits.below_threshold},
+        lambda: print_hits(columns, rows, nothing=nothing),
+    )
+
+
+def _parts(parts: ScoreParts) -> str:
+    """A score's parts, briefly: "sem 0.82 kw 0.40 speaker 0.40"."""
+    shown = []
+    if parts.semantic is not None:
+        shown.append(f"sem {parts.semantic:.2f}")
+    if parts.keyword is not None:
+        shown.append(f"kw {parts.keyword:.2f}")
+    for name in ("speaker", "conversation", "phrase", "date"):
+        value = getattr(parts, name)
+        if value:
+            shown.append(f"{name} {value:.2f}")
+    return " ".join(shown)
 
 
 @memory.command("get")

@@ -171,7 +171,8 @@ class ContextService(ServiceCore):
         *,
         tenant_id: str | None = None,
     ) -> list[str]:
-        """The RAG section: a semantic search of the memory store for the caller's scope.
+        """The RAG section: a search of the memory store (default mode, hybrid) for the
+        caller's scope.
         With a session key the session's own memories take part and no other session's do."""
         if self.settings.rag_limit == 0 or not identifiers:
             return []
@@ -189,7 +190,6 @@ class ContextService(ServiceCore):
             company_id=ids["company_id"],
             limit=self.settings.rag_limit,
             threshold=self.settings.rag_threshold,
-            mode="semantic",
             tenant_id=tenant_id,
         )
         return [h.memory.content for h in hits]

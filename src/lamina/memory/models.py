@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -12,8 +13,8 @@ from lamina.memory.layers import MemoryLayer
 
 
 class SearchMode(StrEnum):
-    """semantic: cosine similarity in [-1, 1]; keyword: BM25 (≥ 0, unbounded);
-    hybrid: a fused score in [0, 1] (see docs/search.md)."""
+    """What a memory search weighs: meaning (semantic), words (keyword) or both (hybrid, the
+    default). Scores lie in [0, 1] in every mode (docs/search.md)."""
 
     SEMANTIC = "semantic"
     KEYWORD = "keyword"
@@ -44,8 +45,52 @@ class MemoryEntry(BaseModel):
         return [t for t in tags if isinstance(t, str)] if isinstance(tags, list) else []
 
 
+#: score = 1 - exp(-SCORE_RATE * raw) (lamina.memory.scoring).
+SCORE_RATE = 2.5
+
+
+class ScoreParts(BaseModel):
+    """What a search score is made of (lamina.memory.scoring, docs/search.md)::
+
+        raw   = semantic_weight * semantic + (1 - semantic_weight) * keyword
+                + speaker + conversation + phrase + date
+        score = 1 - exp(-2.5 * raw)
+
+    ``semantic`` and ``keyword`` are 0 for no evidence and 1 for strong evidence (a good
+    paraphrase; every query term present), a little more for identical text (None: the mode
+    does not use that part); the boosts are 0 when they do not apply."""
+
+    model_config = ConfigDict(frozen=True)
+
+    semantic: float | None = None
+    keyword: float | None = None
+    semantic_weight: float = 0.5
+    speaker: float = 0.0
+    conversation: float = 0.0
+    phrase: float = 0.0
+    date: float = 0.0
+
+    @property
+    def raw(self) -> float:
+        w = self.semantic_weight
+        return (
+            w * (self.semantic or 0.0)
+            + (1.0 - w) * (self.keyword or 0.0)
+            + self.speaker
+            + self.conversation
+            + self.phrase
+            + self.date
+        )
+
+    @property
+    def score(self) -> float:
+        return 1.0 - math.exp(-SCORE_RATE * max(self.raw, 0.0))
+
+
 class SearchHit(BaseModel):
-    """A memory found by search. ``score`` is on the scale of the search mode."""
+    """A memory found by search: ``score`` in [0, 1], rebuilt from ``parts`` as
+    ``parts.score``; ``semantic_score`` and ``keyword_score`` repeat ``parts.semantic`` and
+    ``parts.keyword``."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -53,6 +98,18 @@ class SearchHit(BaseModel):
     score: float
     semantic_score: float | None = None
     keyword_score: float | None = None
+    parts: ScoreParts = Field(default_factory=ScoreParts)
+
+
+class SearchResults(list[SearchHit]):
+    """The hits of a search (a list), and ``below_threshold``: how many candidates the
+    threshold removed (say so when the list is empty)."""
+
+    below_threshold: int = 0
+
+    def __init__(self, hits: list[SearchHit] | None = None, *, below_threshold: int = 0) -> None:
+        super().__init__(hits or [])
+        self.below_threshold = below_threshold
 
 
 class AddedMessages(BaseModel):

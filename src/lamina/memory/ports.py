@@ -17,7 +17,8 @@ from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.layers import MemoryLayer
-from lamina.memory.models import HistoryEvent, MemoryEntry, MemoryPage, SearchMode
+from lamina.memory.models import HistoryEvent, MemoryEntry, MemoryPage, ScoreParts, SearchMode
+from lamina.memory.scoring import QuerySignals
 
 
 @dataclass(frozen=True)
@@ -43,10 +44,12 @@ class NewMemory:
 
 @dataclass(frozen=True)
 class LayerSearch:
-    """A search within one scope. ``threshold`` applies to the mode's own score.
+    """A search within one scope, scored by lamina.memory.scoring; ``threshold`` applies to
+    the final score.
 
     ``text`` is the query as given; ``terms`` its keyword terms (lamina.text.analyze:
-    Snowball stems without stop words); ``vector`` its embedding (None in keyword mode).
+    Snowball stems without stop words); ``vector`` its embedding (None in keyword mode);
+    ``signals`` what else it names (speakers, quoted phrases, dates).
     """
 
     tenant_id: str
@@ -59,15 +62,35 @@ class LayerSearch:
     limit: int
     filter: MetadataFilter
     semantic_weight: float = 0.5
+    signals: QuerySignals = field(default_factory=lambda: QuerySignals.of(""))
 
 
 @dataclass(frozen=True)
 class ScoredMemory:
     entry: MemoryEntry
-    score: float
-    semantic_score: float | None
-    keyword_score: float | None
+    parts: ScoreParts
     vector: Vector | None
+
+    @property
+    def score(self) -> float:
+        return self.parts.score
+
+    @property
+    def semantic_score(self) -> float | None:
+        return self.parts.semantic
+
+    @property
+    def keyword_score(self) -> float | None:
+        return self.parts.keyword
+
+
+@dataclass(frozen=True)
+class LayerHits:
+    """A scope's best memories for a search, and how many candidates fell below the
+    threshold."""
+
+    hits: list[ScoredMemory]
+    below_threshold: int = 0
 
 
 def updated_entry(
@@ -221,7 +244,7 @@ class MemoryStore(Protocol):
         self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
     ) -> int: ...
 
-    async def search(self, request: LayerSearch) -> list[ScoredMemory]: ...
+    async def search(self, request: LayerSearch) -> LayerHits: ...
 
     async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]: ...
 

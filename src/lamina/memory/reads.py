@@ -16,8 +16,16 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import parse_filter
 from lamina.memory.hierarchy import Hierarchy
 from lamina.memory.layers import Identifiers, MemoryLayer
-from lamina.memory.models import HistoryEvent, MemoryEntry, MemoryPage, SearchHit, SearchMode
-from lamina.memory.ports import LayerSearch, ScoredMemory
+from lamina.memory.models import (
+    HistoryEvent,
+    MemoryEntry,
+    MemoryPage,
+    SearchHit,
+    SearchMode,
+    SearchResults,
+)
+from lamina.memory.ports import LayerHits, LayerSearch, ScoredMemory
+from lamina.memory.scoring import QuerySignals
 from lamina.text import analyze
 
 #: Counting memories per layer costs a scan on PostgreSQL: searches refresh the gauge at most
@@ -40,16 +48,18 @@ class MemoryReads(Hierarchy):
         org_id: str | None = None,
         company_id: str | None = None,
         layers: Sequence[str | MemoryLayer] | str | None = None,
-        mode: str | SearchMode = SearchMode.SEMANTIC,
+        mode: str | SearchMode = SearchMode.HYBRID,
         threshold: float | None = None,
         limit: int | None = None,
         tags: Sequence[str] | str | None = None,
         filters: Mapping[str, Any] | None = None,
         tenant_id: str | None = None,
-    ) -> list[SearchHit]:
-        """Search every reachable layer (or ``layers``) at once; see docs/search.md."""
+    ) -> SearchResults:
+        """Search every reachable layer (or ``layers``) at once, best first; see
+        docs/search.md. The result is a list of hits; its ``below_threshold`` says how many
+        candidates the threshold removed."""
 
-        async def run() -> list[SearchHit]:
+        async def run() -> SearchResults:
             tenant = self._tenant(tenant_id)
             text = check_query(query, self._settings.max_query_length)
             try:
@@ -60,7 +70,11 @@ class MemoryReads(Hierarchy):
                 ) from None
             count = self._limit(limit, self._settings.search_limit)
             search_mode = self._usable_mode(search_mode)
-            min_score = self._threshold(search_mode, threshold)
+            min_score = (
+                self._settings.search_threshold
+                if threshold is None
+                else check_number("threshold", threshold)
+            )
             flt = parse_filter(tags, filters)
             ids = Identifiers.of(
                 agent_id, user_id, session_id, project_id, team_id, org_id, company_id
@@ -70,6 +84,7 @@ class MemoryReads(Hierarchy):
             if search_mode is not SearchMode.KEYWORD:
                 vector = await self._embed_query(tenant, text)
             terms = tuple(analyze(text)) if search_mode is not SearchMode.SEMANTIC else ()
+            signals = QuerySignals.of(text)
             requests = [
                 LayerSearch(
                     tenant,
@@ -82,16 +97,19 @@ class MemoryReads(Hierarchy):
                     count * 2,
                     flt,
                     self._settings.hybrid_semantic_weight,
+                    signals,
                 )
                 for scope in scopes
             ]
             per_layer = await asyncio.gather(*(self._search_layer(r) for r in requests))
             found: list[ScoredMemory] = []
+            below = 0
             for scope, results in zip(scopes, per_layer, strict=True):
-                self._metrics.search_results.labels(scope.layer.value).observe(len(results))
-                found.extend(results)
+                self._metrics.search_results.labels(scope.layer.value).observe(len(results.hits))
+                found.extend(results.hits)
+                below += results.below_threshold
             await self._refresh_storage_gauge()
-            return self._merge(found, count)
+            return SearchResults(self._merge(found, count), below_threshold=below)
 
         return await self._observe("search", run)
 
@@ -109,21 +127,12 @@ class MemoryReads(Hierarchy):
     async def _embed_query(self, tenant: str, query: str) -> Vector:
         return await self._queries.get(tenant, query)
 
-    async def _search_layer(self, request: LayerSearch) -> list[ScoredMemory]:
+    async def _search_layer(self, request: LayerSearch) -> LayerHits:
         return await self._retry.run("search", lambda: self._store.search(request))
-
-    def _threshold(self, mode: SearchMode, threshold: float | None) -> float | None:
-        if threshold is not None:
-            return check_number("threshold", threshold)
-        if mode is SearchMode.SEMANTIC:
-            return self._settings.search_threshold
-        if mode is SearchMode.HYBRID:
-            return self._settings.hybrid_threshold
-        return None
 
     def _merge(self, found: list[ScoredMemory], limit: int) -> list[SearchHit]:
         """Precedence, then score; near-duplicates keep the most specific layer."""
-        found.sort(key=lambda s: (s.entry.layer.precedence, -s.score))
+        found.sort(key=lambda s: (s.entry.layer.precedence, -s.parts.raw))
         kept: list[ScoredMemory] = []
         kept_vectors: list[Vector] = []
         threshold = self._settings.dedup_threshold
@@ -143,8 +152,9 @@ class MemoryReads(Hierarchy):
             SearchHit(
                 memory=s.entry,
                 score=s.score,
-                semantic_score=s.semantic_score,
-                keyword_score=s.keyword_score,
+                semantic_score=s.parts.semantic,
+                keyword_score=s.parts.keyword,
+                parts=s.parts,
             )
             for s in kept
         ]

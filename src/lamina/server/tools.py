@@ -111,7 +111,9 @@ class MemorySearch(_Ids):
     layers: list[str] | None = None
     mode: Literal["semantic", "keyword", "hybrid"] = "hybrid"
     limit: int | None = Field(default=None, ge=1)
-    threshold: float | None = None
+    threshold: float | None = Field(
+        default=None, description="Minimum score in [0, 1]; default 0.7 (docs/search.md)."
+    )
     tags: list[str] | None = None
     filters: dict[str, Any] | None = None
 
@@ -255,7 +257,7 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             tenant_id=t,
             **a.ids(),
         )
-        return {"results": _dump(hits)}
+        return {"results": _dump(hits), "below_threshold": hits.below_threshold}
 
     async def memory_get(a: Any, t: str) -> Any:
         found = await mem.get(a.memory_id, tenant_id=t)

@@ -107,7 +107,8 @@ _SOURCE: dict[str, tuple[str, str]] = {
     ),
     "memories": (
         "id, layer, scope_key, identifiers, content, metadata, embedding, embedding_model, "
-        "created_at, updated_at",
+        "created_at, updated_at, conversation_id, conversation_position, context, "
+        "context_embedding",
         "pk",
     ),
     "memory_history": (

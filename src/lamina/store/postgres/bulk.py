@@ -86,8 +86,9 @@ class BulkLoading:
         async with self._db.transaction(tenant_id, "import") as conn, conn.cursor() as cur:
             await cur.executemany(
                 "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "
-                "metadata, embedding, embedding_model, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "metadata, embedding, embedding_model, created_at, updated_at, conversation_id, "
+                "conversation_position, context, context_embedding) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [
                     (
                         tenant_id,
@@ -96,7 +97,7 @@ class BulkLoading:
                         r[4],
                         Jsonb(r[5]),
                         None if r[6] is None else to_pg_vector(r[6]),
-                        *r[7:10],
+                        *r[7:14],
                     )
                     for r in rows["memories"]
                 ],

@@ -6,16 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
-from lamina.memory.ports import LayerSearch, NewMemory, ScoredMemory
-from lamina.memory.scoring import rank_fused
+from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
+from lamina.memory.scoring import CONTEXT_TERM_WEIGHT
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import ANY_WORD_CAP, choose_keyword_level, filter_sql
 from lamina.store.sql.memories import ENTRY, Row, SqlMemories
-from lamina.text import keyword_terms
+from lamina.text import keyword_terms, weighted_terms
 
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in f"seq, {ENTRY}".split(","))
 
@@ -51,35 +53,37 @@ class PostgresMemories(SqlMemories):
 
     # -- search -----------------------------------------------------------------------------
 
-    async def search(self, request: LayerSearch) -> list[ScoredMemory]:
+    async def search(self, request: LayerSearch) -> LayerHits:
+        """Candidates: the ``pool`` nearest by vector (HNSW) and the ``pool`` best keyword
+        matches (GIN, ts_rank order), scored by lamina.memory.scoring. The keyword part is
+        the share of the query's terms a memory holds (its own words count fully, its
+        neighbourhood's half), not yet the embedded store's BM25."""
         req = self._searchable(request)
+        pool = max(req.limit * 5, 50)
+        found: dict[Any, Row] = {}
         async with self._db.transaction(req.tenant_id, "search") as conn:
-            if req.mode is SearchMode.SEMANTIC:
-                found = await self._semantic(conn, req, req.threshold, req.limit)
-                return [self._scored(r, s, s, None) for r, s in found]
-            if req.mode is SearchMode.KEYWORD:
-                found = await self._keyword(conn, req, req.limit)
-                return [
-                    self._scored(r, s, None, s)
-                    for r, s in found
-                    if req.threshold is None or s >= req.threshold
-                ]
-            pool = max(req.limit * 5, 50)
-            keyword = await self._keyword(conn, req, pool)
-            semantic = await self._semantic(conn, req, None, pool)
-        assert req.vector is not None
-        bm25 = {r[0]: s for r, s in keyword}
-        rows = {r[0]: r for r, _ in keyword}
-        rows.update((r[0], r) for r, _ in semantic)
-        vectors = {seq: self._d.from_vector(row[10]) for seq, row in rows.items()}
-        cosines = {seq: None if v is None else float(v @ req.vector) for seq, v in vectors.items()}
-        top = rank_fused(
-            cosines, bm25, weight=req.semantic_weight, threshold=req.threshold, limit=req.limit
-        )
-        return [
-            ScoredMemory(self._entry(rows[seq]), score, cosines[seq], bm25.get(seq), vectors[seq])
-            for score, seq in top
-        ]
+            if req.mode is not SearchMode.KEYWORD:
+                found.update((r[0], r) for r, _ in await self._semantic(conn, req, None, pool))
+            if req.mode is not SearchMode.SEMANTIC:
+                found.update((r[0], r) for r, _ in await self._keyword(conn, req, pool))
+        cosines: dict[Any, float | None] = {}
+        contexts: dict[Any, float | None] = {}
+        query = req.vector
+        if query is not None and req.mode is not SearchMode.KEYWORD:
+            for seq, r in found.items():
+                vector = self._d.from_vector(r[10])
+                cosines[seq] = None if vector is None else float(vector @ query)
+                context = None if r[11] is None else np.frombuffer(r[11], dtype=np.float32)
+                usable = context is not None and vector is not None and len(context) == len(vector)
+                contexts[seq] = float(context @ query) if usable and context is not None else None
+        keywords: dict[Any, float] = {}
+        if req.mode is not SearchMode.SEMANTIC and req.terms:
+            wanted = set(req.terms)
+            for seq, r in found.items():
+                terms = weighted_terms(r[5], r[12], CONTEXT_TERM_WEIGHT)
+                held = sum(min(terms.get(t, 0.0), 1.0) for t in wanted)
+                keywords[seq] = held / len(wanted)
+        return self._ranked(req, found, cosines, contexts, keywords)
 
     async def _semantic(
         self, conn: Any, req: LayerSearch, min_score: float | None, want: int
@@ -102,7 +106,8 @@ class PostgresMemories(SqlMemories):
                 "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
                 f"AND embedding IS NOT NULL AND {where}{threshold} "
                 "ORDER BY embedding <=> %s LIMIT %s) "
-                f"SELECT {_M_COLUMNS}, 1 - c.d AS score FROM c JOIN memories m "
+                f"SELECT {_M_COLUMNS}, m.context_embedding, m.context, 1 - c.d AS score "
+                "FROM c JOIN memories m "
                 "ON m.tenant_id = %s AND m.id = c.id ORDER BY c.d, m.seq LIMIT %s",
                 (
                     query,
@@ -139,7 +144,8 @@ class PostgresMemories(SqlMemories):
         cap = f" LIMIT {ANY_WORD_CAP}" if any_word else ""
         rows = await (
             await conn.execute(
-                f"SELECT {self._columns}, ts_rank(tsv, to_tsquery('english', %s), 1) AS score "  # noqa: S608
+                f"SELECT {self._columns}, context_embedding, context, "  # noqa: S608
+                "ts_rank(tsv, to_tsquery('english', %s), 1) AS score "
                 f"FROM (SELECT * {base}AND tsv @@ to_tsquery('english', %s) AND {where}{cap}) m "
                 "ORDER BY score DESC, seq LIMIT %s",
                 (" | ".join(words), *scope, level, *params, want),

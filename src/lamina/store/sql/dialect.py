@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
+import numpy as np
+
 from lamina.embeddings.base import Vector
 
 
@@ -59,6 +61,10 @@ class Dialect(ABC):
     def vector(self, value: Vector) -> Any:
         """An embedding as a parameter."""
 
+    def blob(self, value: Vector) -> bytes:
+        """A vector stored as float32 bytes (columns no index searches)."""
+        return np.asarray(value, dtype=np.float32).tobytes()
+
     @abstractmethod
     def from_vector(self, value: Any) -> Vector | None:
         """An embedding column's value (None when NULL)."""
@@ -71,7 +77,8 @@ class Dialect(ABC):
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition that the JSON array ``column`` holds one of ``tags``."""
 
-    def index_columns(self, content: str) -> dict[str, Any]:
-        """Columns a row stores beside ``content`` for the keyword index (none: PostgreSQL
-        derives its tsvector in the table)."""
+    def index_columns(self, content: str, context: str | None = None) -> dict[str, Any]:
+        """Columns a row stores beside ``content`` (and a message's neighbourhood words,
+        ``context``) for the keyword index (none: PostgreSQL derives its tsvector in the
+        table)."""
         return {}

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,16 +25,19 @@ from lamina.memory.models import (
     HistoryOperation,
     MemoryEntry,
     MemoryPage,
+    ScoreParts,
     SearchMode,
 )
 from lamina.memory.ports import (
     EmbeddingStatus,
+    LayerHits,
     LayerSearch,
     NewMemory,
     Scope,
     ScoredMemory,
     updated_entry,
 )
+from lamina.memory.scoring import Candidate, neighbourhood_terms, neighbourhood_vector, rank
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import EmbeddingState
@@ -56,6 +59,49 @@ _HISTORY = (
 _CHUNK = 500
 #: The metadata key of a conversation message (``lamina.memory.messages``).
 _CONVERSATION = "conversation"
+#: Previous turns in a message's neighbourhood (lamina.memory.scoring).
+NEIGHBOURS = 2
+
+
+@dataclass(frozen=True)
+class _Neighbourhood:
+    conversation_id: str
+    position: int
+    context: str
+    vector: Vector | None
+
+
+def _place(metadata: dict[str, Any]) -> tuple[str, int] | None:
+    """(conversation id, position) of a conversation message (add_messages), else None."""
+    conversation = metadata.get(_CONVERSATION)
+    if not isinstance(conversation, dict):
+        return None
+    cid, position = conversation.get("id"), conversation.get("position")
+    if isinstance(cid, str) and isinstance(position, int) and not isinstance(position, bool):
+        return cid, position
+    return None
+
+
+def _neighbourhood(
+    conversation_id: str,
+    position: int,
+    content: str,
+    conversation: dict[str, Any],
+    own: Vector | None,
+    previous: Sequence[tuple[str, Vector | None]],
+) -> _Neighbourhood:
+    speaker = conversation.get("speaker")
+    when = conversation.get("timestamp")
+    return _Neighbourhood(
+        conversation_id,
+        position,
+        neighbourhood_terms(
+            [c for c, _ in previous],
+            speaker if isinstance(speaker, str) else None,
+            when if isinstance(when, str) else None,
+        ),
+        neighbourhood_vector(own, [v for _, v in previous]),
+    )
 
 
 class SqlMemories(ABC):
@@ -71,7 +117,7 @@ class SqlMemories(ABC):
         self._columns = f"{dialect.seq}, {ENTRY}"
 
     @abstractmethod
-    async def search(self, request: LayerSearch) -> list[ScoredMemory]: ...
+    async def search(self, request: LayerSearch) -> LayerHits: ...
 
     @abstractmethod
     async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
@@ -95,12 +141,44 @@ class SqlMemories(ABC):
             embedding_generated=values[10] is not None,
         )
 
-    def _scored(
-        self, values: Sequence[Any], score: float, semantic: float | None, keyword: float | None
-    ) -> ScoredMemory:
+    def _scored(self, values: Sequence[Any], parts: ScoreParts) -> ScoredMemory:
         # Vectors of two models must never meet (near-duplicate checks compare them).
         vector = None if self.embedding.stale else self._d.from_vector(values[10])
-        return ScoredMemory(self._entry(values), score, semantic, keyword, vector)
+        return ScoredMemory(self._entry(values), parts, vector)
+
+    def _ranked(
+        self,
+        req: LayerSearch,
+        found: dict[Any, Row],
+        cosines: dict[Any, float | None],
+        context_cosines: dict[Any, float | None],
+        keyword: dict[Any, float],
+    ) -> LayerHits:
+        """Score the candidate rows ``found`` (by row key) with lamina.memory.scoring."""
+        d = self._d
+        ranked = rank(
+            (
+                Candidate(
+                    key,
+                    cosines.get(key),
+                    context_cosines.get(key),
+                    keyword.get(key, 0.0),
+                    values[5],
+                    d.from_json(values[6]),
+                    d.from_time(values[8]),
+                )
+                for key, values in found.items()
+            ),
+            req.signals,
+            mode=req.mode,
+            weight=req.semantic_weight,
+            threshold=req.threshold,
+            limit=req.limit,
+        )
+        return LayerHits(
+            [self._scored(found[key], parts) for parts, key in ranked.hits],
+            ranked.below_threshold,
+        )
 
     def embedding_status(self) -> EmbeddingStatus:
         return self.embedding.status
@@ -229,12 +307,14 @@ class SqlMemories(ABC):
         self, memories: list[NewMemory], actor: str | None
     ) -> Program[list[MemoryEntry]]:
         """Positions from ``conversations`` (one UPSERT per conversation, its row locked until
-        the transaction ends), then the inserts, all in one transaction."""
+        the transaction ends), each message's neighbourhood (its two previous turns, stored
+        or in this call), then the inserts, all in one transaction."""
         sizes: dict[tuple[str, str], int] = {}
         for m in memories:
             key = (m.tenant_id, str(m.metadata[_CONVERSATION]["id"]))
             sizes[key] = sizes.get(key, 0) + 1
         nxt: dict[tuple[str, str], int] = {}
+        window: dict[tuple[str, str], list[tuple[str, Vector | None]]] = {}
         for (tenant_id, conversation_id), size in sizes.items():
             end = yield row(
                 "INSERT INTO conversations (tenant_id, conversation_id, next_position) "
@@ -245,8 +325,13 @@ class SqlMemories(ABC):
                 conversation_id,
                 size,
             )
-            nxt[(tenant_id, conversation_id)] = int(end[0]) - size
+            start = int(end[0]) - size
+            nxt[(tenant_id, conversation_id)] = start
+            window[(tenant_id, conversation_id)] = yield from self._previous_turns(
+                tenant_id, conversation_id, start
+            )
         numbered: list[NewMemory] = []
+        neighbourhoods: list[_Neighbourhood] = []
         for m in memories:
             conversation = m.metadata[_CONVERSATION]
             key = (m.tenant_id, str(conversation["id"]))
@@ -254,15 +339,100 @@ class SqlMemories(ABC):
             nxt[key] += 1
             metadata = {**m.metadata, _CONVERSATION: {**conversation, "position": position}}
             numbered.append(replace(m, metadata=metadata))
-        return (yield from self._insert(numbered, actor))
+            previous = window[key][-NEIGHBOURS:]
+            neighbourhoods.append(
+                _neighbourhood(key[1], position, m.content, conversation, m.embedding, previous)
+            )
+            window[key].append((m.content, m.embedding))
+        return (yield from self._insert(numbered, actor, neighbourhoods))
 
-    def _insert(self, memories: list[NewMemory], actor: str | None) -> Program[list[MemoryEntry]]:
+    def _previous_turns(
+        self, tenant_id: str, conversation_id: str, before: int
+    ) -> Program[list[tuple[str, Vector | None]]]:
+        """(content, vector) of the ``NEIGHBOURS`` stored turns before position ``before``,
+        oldest first."""
+        found = yield rows(
+            "SELECT content, embedding, embedding_model FROM memories WHERE tenant_id = %s "
+            "AND conversation_id = %s AND conversation_position < %s "
+            "ORDER BY conversation_position DESC LIMIT %s",
+            tenant_id,
+            conversation_id,
+            before,
+            NEIGHBOURS,
+        )
+        return [(str(c), self._vector_of(v, m)) for c, v, m in reversed(found)]
+
+    def _vector_of(self, value: Any, model: str | None) -> Vector | None:
+        """A stored vector if it is of the configured model and size, else None (vectors of
+        two models never meet)."""
+        if value is None or model != self.embedder.model_id:
+            return None
+        vector = self._d.from_vector(value)
+        return vector if vector is not None and len(vector) == self.embedder.dimensions else None
+
+    def _renew(
+        self, tenant_id: str, conversation_id: str, after: int, count_: int | None
+    ) -> Program[None]:
+        """Recompute the neighbourhood of the ``count_`` turns (None: all) after position
+        ``after`` from the turns now before them: after a turn was deleted or rewritten, no
+        neighbour keeps its old words or vector."""
+        window = yield from self._previous_turns(tenant_id, conversation_id, after + 1)
+        limit = "" if count_ is None else f" LIMIT {int(count_)}"
+        targets = yield rows(
+            "SELECT id, conversation_position, content, metadata, embedding, embedding_model "  # noqa: S608
+            "FROM memories "
+            "WHERE tenant_id = %s AND conversation_id = %s AND conversation_position > %s "
+            f"ORDER BY conversation_position{limit}",
+            tenant_id,
+            conversation_id,
+            after,
+        )
+        updates = []
+        for memory_id, position, content, metadata, embedding, model in targets:
+            conversation = self._d.from_json(metadata).get(_CONVERSATION, {})
+            own = self._vector_of(embedding, model)
+            n = _neighbourhood(
+                conversation_id, position, content, conversation, own, window[-NEIGHBOURS:]
+            )
+            window.append((content, own))
+            columns = self._neighbourhood_columns(content, n)
+            names = ", ".join(f"{c} = %s" for c in columns)
+            updates.append((*columns.values(), tenant_id, memory_id))
+        if updates:
+            yield many(
+                f"UPDATE memories SET {names} WHERE tenant_id = %s AND id = %s",  # noqa: S608
+                updates,
+            )
+
+    def _neighbourhood_columns(self, content: str, n: _Neighbourhood | None) -> dict[str, Any]:
+        """The index columns of a row; a conversation message's also name its place and
+        neighbourhood (other rows leave those columns out: stores of an older schema, which
+        tests fill, lack them)."""
+        if n is None:
+            return self._d.index_columns(content)
+        return {
+            "conversation_id": n.conversation_id,
+            "conversation_position": n.position,
+            "context": n.context,
+            "context_embedding": None if n.vector is None else self._d.blob(n.vector),
+            **self._d.index_columns(content, n.context),
+        }
+
+    def _insert(
+        self,
+        memories: list[NewMemory],
+        actor: str | None,
+        neighbourhoods: list[_Neighbourhood] | None = None,
+    ) -> Program[list[MemoryEntry]]:
         d = self._d
         now = datetime.now(UTC)
         model = self.embedder.model_id
         # While the store needs re-embedding, new vectors wait (pending) for ``reembed``.
         if self.embedding.stale:
             memories = [replace(m, embedding=None) for m in memories]
+        around: list[_Neighbourhood | None] = (
+            list(neighbourhoods) if neighbourhoods else [None] * len(memories)
+        )
         stored = [
             {
                 "tenant_id": m.tenant_id,
@@ -273,12 +443,12 @@ class SqlMemories(ABC):
                 "content": m.content,
                 "metadata": d.json(m.metadata),
                 "embedding": None if m.embedding is None else d.vector(m.embedding),
-                **d.index_columns(m.content),
+                **self._neighbourhood_columns(m.content, n),
                 "embedding_model": None if m.embedding is None else model,
                 "created_at": d.time(now),
                 "updated_at": d.time(now),
             }
-            for m in memories
+            for m, n in zip(memories, around, strict=True)
         ]
         # COPY is refused under row-level security; executemany pipelines the inserts.
         yield many(
@@ -395,6 +565,10 @@ class SqlMemories(ABC):
             actor,
             sets["updated_at"],
         )
+        place = _place(old.metadata)
+        if place is not None and (content is not None or embedding is not None):
+            # Its own neighbourhood vector holds its vector; the next turns hold its words.
+            yield from self._renew(tenant_id, place[0], place[1] - 1, NEIGHBOURS + 1)
         return new
 
     async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
@@ -423,6 +597,9 @@ class SqlMemories(ABC):
                 tenant_id,
                 *params,
             )
+            places = {_place(d.from_json(r[3])) for r in deleted} - {None}
+            for conversation_id, position in sorted(p for p in places if p is not None):
+                yield from self._renew(tenant_id, conversation_id, position, NEIGHBOURS)
             yield many(
                 _HISTORY,
                 [

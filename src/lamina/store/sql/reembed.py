@@ -56,6 +56,25 @@ class Reembedding(ABC):
     def _item_record(self, values: Sequence[Any]) -> ContextRecord:
         """A context item's row (sequence, record columns, embedding) as a record."""
 
+    @abstractmethod
+    def _renew(
+        self, tenant_id: str, conversation_id: str, after: int, count_: int | None
+    ) -> Program[None]:
+        """Recompute conversation messages' neighbourhoods (lamina.store.sql.memories)."""
+
+    def _renew_neighbourhoods(self, tenant: str) -> Program[int]:
+        """Neighbourhood vectors again, from the re-embedded vectors, for every conversation
+        whose messages lost theirs."""
+        found = yield rows(
+            "SELECT DISTINCT conversation_id FROM memories WHERE tenant_id = %s "
+            "AND conversation_id IS NOT NULL AND context_embedding IS NULL "
+            "AND embedding IS NOT NULL",
+            tenant,
+        )
+        for (conversation_id,) in found:
+            yield from self._renew(tenant, conversation_id, -1, None)
+        return len(found)
+
     async def reembed(
         self, item_text: ItemText, *, batch_size: int, on_progress: ReembedProgress | None
     ) -> dict[str, Any]:
@@ -120,6 +139,8 @@ class Reembedding(ABC):
                         done += n
                         if on_progress is not None:
                             on_progress(min(done, total), total)
+            for tenant in tenants:
+                await self._exec.write(tenant, "reembed", self._renew_neighbourhoods(tenant))
             if await self._finish(model, dims, resized):
                 self.embedding.status = replace(
                     status, store_model=model, store_dimensions=dims, in_progress=False
@@ -260,8 +281,8 @@ class Reembedding(ABC):
         for key, content, vector in items:
             if kind == "memories":
                 stored += yield count(
-                    "UPDATE memories SET embedding = %s, embedding_model = %s "
-                    "WHERE tenant_id = %s AND id = %s AND content = %s",
+                    "UPDATE memories SET embedding = %s, embedding_model = %s, "
+                    "context_embedding = NULL WHERE tenant_id = %s AND id = %s AND content = %s",
                     self._d.vector(vector),
                     model,
                     tenant,

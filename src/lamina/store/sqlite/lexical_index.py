@@ -5,21 +5,50 @@ it was made from; updating or deleting a document bumps its version, so stale po
 skipped at query time and dropped by compaction. BM25 statistics (document count, average
 length, document frequency) are those of the searched scope alone.
 
-Scores use Okapi BM25 (k1 1.2, b 0.75) with the non-negative IDF
-log(1 + (N - df + 0.5) / (df + 0.5)).
+Scores use Okapi BM25 with the parameters and IDF of lamina.memory.scoring (one BM25 for
+every store). Term counts may be fractional (a message's neighbourhood words count half).
 """
 
 from __future__ import annotations
 
-import math
 from array import array
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from lamina.memory.scoring import BM25_B as B
+from lamina.memory.scoring import BM25_K1 as K1
+from lamina.memory.scoring import bm25_idf
+
 PartitionKey = tuple[str, str, str]
-K1 = 1.2
-B = 0.75
+
+
+@dataclass(frozen=True)
+class KeywordScores:
+    """BM25 scores of every document of a scope holding a query term (``pks`` ascending),
+    and the sum of the query terms' IDF in that scope (a term no document holds counts as
+    held by one)."""
+
+    pks: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+    idf_sum: float
+
+    def top(self, limit: int | None) -> list[tuple[int, float]]:
+        """(pk, score), best first (ties to the smaller pk)."""
+        if limit is not None and len(self.pks) > limit:
+            chosen = np.argpartition(-self.scores, limit - 1)[:limit]
+        else:
+            chosen = np.arange(len(self.pks))
+        order = chosen[np.lexsort((self.pks[chosen], -self.scores[chosen]))]
+        return [(int(self.pks[i]), float(self.scores[i])) for i in order]
+
+    def get(self, pk: int) -> float:
+        i = int(np.searchsorted(self.pks, pk))
+        return float(self.scores[i]) if i < len(self.pks) and self.pks[i] == pk else 0.0
+
+
+_EMPTY = KeywordScores(np.empty(0, dtype=np.int64), np.empty(0), 0.0)
 
 
 class _Postings:
@@ -73,7 +102,7 @@ class LexicalIndex:
         self._doc_length[pk] = 0.0
         self._stale += 1
 
-    def upsert(self, pk: int, key: PartitionKey, terms: dict[str, int]) -> None:
+    def upsert(self, pk: int, key: PartitionKey, terms: dict[str, float]) -> None:
         self.remove(pk)
         self._grow(pk)
         part = self._part_ids.get(key)
@@ -119,37 +148,38 @@ class LexicalIndex:
         self, key: PartitionKey, terms: list[str], limit: int | None
     ) -> list[tuple[int, float]]:
         """(pk, BM25 score) pairs, best first, for documents holding any of ``terms``."""
+        return self.scores(key, terms).top(limit)
+
+    def scores(self, key: PartitionKey, terms: list[str]) -> KeywordScores:
+        """Every document of the scope holding any of ``terms``, with its BM25 score."""
         part = self._part_ids.get(key)
         if part is None or self._part_docs[part] == 0 or not terms:
-            return []
+            return _EMPTY
         docs = self._part_docs[part]
         avg_length = max(self._part_length[part] / docs, 1e-9)
         all_pks: list[npt.NDArray[np.int64]] = []
         all_scores: list[npt.NDArray[np.float32]] = []
+        idf_sum = 0.0
         for term in dict.fromkeys(terms):
             postings = self._postings.get(term)
             if postings is None:
+                idf_sum += bm25_idf(docs, 1)  # an absent term weighs as a rare one
                 continue
             pks = np.frombuffer(postings.pks, dtype=np.int64)
             valid = (self._doc_part[pks] == part) & (
                 self._doc_version[pks] == np.frombuffer(postings.versions, dtype=np.int64)
             )
             pks = pks[valid]
+            idf = bm25_idf(docs, max(len(pks), 1))
+            idf_sum += idf
             if len(pks) == 0:
                 continue
             tfs = np.frombuffer(postings.tfs, dtype=np.float32)[valid]
-            df = len(pks)
-            idf = math.log(1.0 + (docs - df + 0.5) / (df + 0.5))
             norm = K1 * (1.0 - B + B * self._doc_length[pks] / avg_length)
             all_pks.append(pks)
             all_scores.append((idf * tfs * (K1 + 1.0) / (tfs + norm)).astype(np.float32))
         if not all_pks:
-            return []
+            return KeywordScores(_EMPTY.pks, _EMPTY.scores, idf_sum)
         unique, inverse = np.unique(np.concatenate(all_pks), return_inverse=True)
-        scores = np.bincount(inverse, weights=np.concatenate(all_scores))
-        if limit is not None and len(unique) > limit:
-            top = np.argpartition(-scores, limit - 1)[:limit]
-        else:
-            top = np.arange(len(unique))
-        order = top[np.lexsort((unique[top], -scores[top]))]
-        return [(int(unique[i]), float(scores[i])) for i in order]
+        scores = np.bincount(inverse, weights=np.concatenate(all_scores)).astype(np.float64)
+        return KeywordScores(unique, scores, idf_sum)

@@ -16,8 +16,8 @@ from typing import Any
 from lamina.embeddings.base import Embedder
 from lamina.memory.filters import Condition, MetadataFilter, matches
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import LayerSearch, ScoredMemory
-from lamina.memory.scoring import rank_fused
+from lamina.memory.ports import LayerHits, LayerSearch
+from lamina.memory.scoring import keyword_part
 from lamina.store.sql.memories import Row, SqlMemories
 from lamina.store.sqlite.db import SQLITE, Database, dumps
 from lamina.store.sqlite.indexes import SyncedIndexes
@@ -65,7 +65,7 @@ class SQLiteMemories(SqlMemories):
 
     # -- search -----------------------------------------------------------------------------
 
-    async def search(self, request: LayerSearch) -> list[ScoredMemory]:
+    async def search(self, request: LayerSearch) -> LayerHits:
         return await self._db.call("search", self._search, self._searchable(request))
 
     def _rows(self, pks: Sequence[int], flt: MetadataFilter) -> dict[int, Row]:
@@ -79,87 +79,44 @@ class SQLiteMemories(SqlMemories):
             params.append(_filter_json(flt))
         return {row[0]: row for row in self._db.connection().execute(sql, params)}
 
-    def _filtered(
-        self, hits: list[tuple[int, float]], flt: MetadataFilter, want: int
-    ) -> list[tuple[Row, float]]:
-        """The first ``want`` hits (best first) whose rows pass the filter, with their rows."""
-        out: list[tuple[Row, float]] = []
+    def _passing(self, ranked: list[int], flt: MetadataFilter, want: int) -> dict[int, Row]:
+        """Rows of the first ``want`` of ``ranked`` (best first) that pass the filter."""
+        out: dict[int, Row] = {}
         step = want if flt.empty else _CHUNK
-        for start in range(0, len(hits), step):
-            chunk = hits[start : start + step]
-            rows = self._rows([pk for pk, _ in chunk], flt)
-            out.extend((rows[pk], score) for pk, score in chunk if pk in rows)
+        for start in range(0, len(ranked), step):
+            rows = self._rows(ranked[start : start + step], flt)
+            for pk in ranked[start : start + step]:
+                if pk in rows and len(out) < want:
+                    out[pk] = rows[pk]
             if len(out) >= want:
                 break
-        return out[:want]
+        return out
 
-    def _vector_hits(
-        self, req: LayerSearch, min_score: float | None, want: int
-    ) -> list[tuple[int, float]]:
-        assert req.vector is not None
-        key = (req.tenant_id, req.scope.layer.value, req.scope.key)
-        return self._indexes.vector_hits(
-            key, req.vector, min_score, want if req.filter.empty else None
-        )
-
-    def _keyword_hits(
-        self, req: LayerSearch, min_score: float | None, want: int
-    ) -> list[tuple[int, float]]:
-        key = (req.tenant_id, req.scope.layer.value, req.scope.key)
-        hits = self._indexes.keyword_hits(
-            key, list(req.terms), want if req.filter.empty and min_score is None else None
-        )
-        return hits if min_score is None else [h for h in hits if h[1] >= min_score]
-
-    def _search(self, req: LayerSearch) -> list[ScoredMemory]:
+    def _search(self, req: LayerSearch) -> LayerHits:
+        """Candidates: the ``pool`` best of each signal the mode uses (own vector,
+        neighbourhood vector, BM25) that pass the filter; every candidate is then scored
+        on all of them (lamina.memory.scoring)."""
         self._indexes.sync()
-        flt, limit = req.filter, req.limit
-        if req.mode is SearchMode.SEMANTIC:
-            found = self._filtered(self._vector_hits(req, req.threshold, limit), flt, limit)
-            return [self._scored(row, score, score, None) for row, score in found]
-        if req.mode is SearchMode.KEYWORD:
-            found = self._filtered(self._keyword_hits(req, req.threshold, limit), flt, limit)
-            return [self._scored(row, score, None, score) for row, score in found]
-        assert req.vector is not None
-        pool = max(limit * 5, 50)
-        if flt.empty:
-            return self._hybrid(req, pool)
-        keyword = self._filtered(self._keyword_hits(req, None, pool), flt, pool)
-        semantic = self._filtered(self._vector_hits(req, None, pool), flt, pool)
-        rows = {row[0]: row for row, _ in keyword}
-        rows.update((row[0], row) for row, _ in semantic)
-        cosines = {}
-        for pk, row in rows.items():
-            vector = self._d.from_vector(row[10])
-            cosines[pk] = None if vector is None else float(vector @ req.vector)
-        return self._fused(req, cosines, {row[0]: s for row, s in keyword}, rows)
-
-    def _hybrid(self, req: LayerSearch, pool: int) -> list[ScoredMemory]:
-        """Unfiltered hybrid search: fuse on the indexes, read rows for the winners only."""
-        assert req.vector is not None
-        keyword = dict(self._keyword_hits(req, None, pool))
-        cosines: dict[int, float | None] = dict(self._vector_hits(req, None, pool))
-        cosines.update(self._indexes.cosines(keyword.keys() - cosines.keys(), req.vector))
-        return self._fused(req, cosines, keyword, None)
-
-    def _fused(
-        self,
-        req: LayerSearch,
-        cosines: dict[int, float | None],
-        keyword: dict[int, float],
-        rows: dict[int, Row] | None,
-    ) -> list[ScoredMemory]:
-        top = rank_fused(
-            cosines,
-            keyword,
-            weight=req.semantic_weight,
-            threshold=req.threshold,
-            limit=req.limit,
-        )
-        if rows is None:
-            rows = self._rows([pk for _, pk in top], MetadataFilter())
-        return [
-            self._scored(rows[pk], score, cosines[pk], keyword.get(pk))
-            for score, pk in top
-            if pk in rows
-        ]
+        key = (req.tenant_id, req.scope.layer.value, req.scope.key)
+        pool = max(req.limit * 5, 50)
+        cap = pool if req.filter.empty else None
+        lists: list[list[int]] = []
+        if req.vector is not None and req.mode is not SearchMode.KEYWORD:
+            lists.append([pk for pk, _ in self._indexes.vector_hits(key, req.vector, None, cap)])
+            lists.append([pk for pk, _ in self._indexes.context_hits(key, req.vector, cap)])
+        keyword = None
+        if req.mode is not SearchMode.SEMANTIC:
+            keyword = self._indexes.keyword_scores(key, list(req.terms))
+            lists.append([pk for pk, _ in keyword.top(cap)])
+        found: dict[int, Row] = {}
+        for ranked in lists:
+            found.update(self._passing(ranked, req.filter, pool))
+        cosines: dict[int, float | None] = {}
+        contexts: dict[int, float | None] = {}
+        if req.vector is not None and req.mode is not SearchMode.KEYWORD:
+            cosines = self._indexes.cosines(found, req.vector)
+            contexts = self._indexes.context_cosines(found, req.vector)
+        keywords = {}
+        if keyword is not None:
+            keywords = {pk: keyword_part(keyword.get(pk), keyword.idf_sum) for pk in found}
+        return self._ranked(req, found, cosines, contexts, keywords)

@@ -1,0 +1,173 @@
+"""Recall (memory/scoring.py): conversation neighbourhoods, score parts, the default mode and
+threshold, on the embedded store and on PostgreSQL, through the public library."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from lamina import ErrorCode, Lamina, LaminaError
+from lamina.memory.models import SCORE_RATE, ScoreParts
+from lamina.memory.scoring import QuerySignals, raw_of
+from tests.conftest import fast_settings
+from tests.pg import require_postgres, reset_database
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def lm(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Lamina]:
+    extra: dict[str, Any] = {}
+    if request.param == "postgres":
+        url = require_postgres()
+        reset_database(url)
+        extra["database_url"] = url
+    with Lamina(fast_settings(data_dir, **extra)) as ms:
+        yield ms
+
+
+def _raw_context(ms: Lamina, memory_id: str) -> tuple[str | None, bool]:
+    """(context, has a neighbourhood vector) of a memory, read from the raw table."""
+    url = ms.settings.database_url
+    sql = "SELECT context, context_embedding IS NOT NULL FROM memories WHERE id = "
+    if url and url.startswith("postgres"):
+        with psycopg.connect(url) as conn:
+            row = conn.execute(sql + "%s", (memory_id,)).fetchone()
+    else:
+        with sqlite3.connect(ms.settings.sqlite_path()) as conn:
+            row = conn.execute(sql + "?", (memory_id,)).fetchone()
+    assert row is not None
+    return row[0], bool(row[1])
+
+
+PAINTING = [
+    {"role": "user", "name": "Caroline", "content": "What did you paint last weekend?"},
+    {
+        "role": "assistant",
+        "name": "Melanie",
+        "content": "A sunrise over the lake, it took me hours.",
+        "timestamp": "2023-05-08T13:56:00",
+    },
+    {"role": "user", "name": "Caroline", "content": "Lovely. I spent mine hiking."},
+]
+
+
+def test_a_message_is_found_through_its_neighbourhood(lm: Lamina) -> None:
+    added = lm.memory.add_messages(PAINTING, user_id="u", conversation_id="c1")
+    question, answer, _ = added.memories
+    # The answer holds none of the query's words: its previous turn and speaker do.
+    hits = lm.memory.search("What did Melanie paint?", user_id="u")
+    assert hits and hits[0].memory.id == answer.id
+    parts = hits[0].parts
+    assert parts.keyword is not None and parts.keyword > 0
+    assert parts.speaker > 0 and parts.conversation > 0
+    context, has_vector = _raw_context(lm, answer.id)
+    assert context is not None and "paint last weekend" in context and "Melanie" in context
+    assert "8 May 2023" in context and has_vector
+    # The first turn has no previous turn: its speaker and date only, no vector.
+    first_context, first_vector = _raw_context(lm, question.id)
+    assert first_context is not None and first_context.startswith("Caroline\n")
+    assert not first_vector
+    # A later call continues the neighbourhood from the stored turns.
+    later = lm.memory.add_messages(
+        [{"role": "assistant", "name": "Melanie", "content": "Where did you walk?"}],
+        user_id="u",
+        conversation_id="c1",
+    ).memories[0]
+    later_context, _ = _raw_context(lm, later.id)
+    assert later_context is not None and "sunrise" in later_context and "hiking" in later_context
+
+
+def test_deleting_or_rewriting_a_turn_leaves_nothing_of_it_in_its_neighbours(lm: Lamina) -> None:
+    added = lm.memory.add_messages(PAINTING, user_id="u", conversation_id="c1")
+    question, answer, hiking = added.memories
+    assert lm.memory.search("paint weekend", user_id="u", mode="keyword", threshold=0.0)
+    assert lm.memory.delete(question.id)
+    # Nothing holds the deleted words any more: neither the answer nor the turn after.
+    assert lm.memory.search("paint weekend", user_id="u", mode="keyword", threshold=0.0) == []
+    context, has_vector = _raw_context(lm, answer.id)
+    assert context is not None and "paint" not in context and not has_vector
+    hiking_context, _ = _raw_context(lm, hiking.id)
+    assert hiking_context is not None and "paint" not in hiking_context
+    assert "sunrise" in hiking_context
+    lm.memory.update(answer.id, content="A sunset over the sea.")
+    hiking_context, hiking_vector = _raw_context(lm, hiking.id)
+    assert hiking_context is not None and "sunset" in hiking_context
+    assert "sunrise" not in hiking_context and hiking_vector
+    assert lm.memory.search("sunrise", user_id="u", mode="keyword", threshold=0.0) == []
+
+
+def test_every_score_is_rebuilt_from_its_parts(lm: Lamina) -> None:
+    lm.memory.add_messages(PAINTING, user_id="u", conversation_id="c1")
+    lm.memory.add("Prefers dark mode in every editor", layer="user", user_id="u")
+    for mode in ("hybrid", "semantic", "keyword"):
+        hits = lm.memory.search(
+            'did Melanie paint a "sunrise over the lake" in May 2023?',
+            user_id="u",
+            mode=mode,
+            threshold=0.0,
+        )
+        assert hits, mode
+        for hit in hits:
+            p = hit.parts
+            w = p.semantic_weight
+            raw = w * (p.semantic or 0.0) + (1 - w) * (p.keyword or 0.0)
+            raw += p.speaker + p.conversation + p.phrase + p.date
+            assert math.isclose(hit.score, 1 - math.exp(-SCORE_RATE * raw), rel_tol=1e-9)
+            assert 0.0 <= hit.score <= 1.0
+            assert hit.semantic_score == p.semantic and hit.keyword_score == p.keyword
+            assert (p.semantic is None) == (mode == "keyword")
+            assert (p.keyword is None) == (mode == "semantic")
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+        sunrise = next(h for h in hits if "sunrise" in h.memory.content)
+        assert sunrise.parts.phrase > 0 and sunrise.parts.date > 0, mode
+
+
+def test_defaults_are_hybrid_and_the_threshold_says_what_it_removed(lm: Lamina) -> None:
+    lm.memory.add("Prefers dark mode in every editor", layer="user", user_id="alice")
+    lm.memory.add("The deployment runs on Fridays", layer="user", user_id="alice")
+    hits = lm.memory.search("editor theme", user_id="alice")
+    assert [h.memory.content for h in hits] == ["Prefers dark mode in every editor"]
+    assert hits[0].parts.semantic is not None and hits[0].parts.keyword is not None
+    assert hits[0].score >= 0.7 and hits.below_threshold == 1
+    nothing = lm.memory.search("quarterly tax filing deadline", user_id="alice")
+    assert nothing == [] and nothing.below_threshold == 2
+    everything = lm.memory.search("quarterly tax filing deadline", user_id="alice", threshold=0)
+    assert len(everything) == 2 and everything.below_threshold == 0
+    # Bad thresholds and modes: a clear error, nothing changed.
+    for bad in ({"threshold": "high"}, {"threshold": math.nan}, {"mode": "fuzzy"}):
+        with pytest.raises(LaminaError) as err:
+            lm.memory.search("editor", user_id="alice", **bad)
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    assert lm.memory.list(user_id="alice").total_count == 2
+
+
+def test_the_retriever_searches_memories_in_the_default_mode(lm: Lamina) -> None:
+    lm.memory.add("User prefers answers in German", layer="user", user_id="u1")
+    prompt = lm.context.build_prompt(
+        "Base.", "which language should answers be in?", identifiers={"user_id": "u1"}
+    )
+    assert "## Relevant Memories\n- User prefers answers in German" in prompt
+
+
+def test_query_signals() -> None:
+    signals = QuerySignals.of(
+        'Did Caroline say "support group" on 8 May, 2023 or May 9th 2023, '
+        "in 2022-12-31, in June 2021 or in 2019? Not 2023-13-01."
+    )
+    assert {"caroline", "support", "group"} <= signals.words
+    assert signals.phrases == ("support group",)
+    assert set(signals.dates) == {
+        (2023, 5, 8),
+        (2023, 5, 9),
+        (2022, 12, 31),
+        (2021, 6, None),
+        (2019, None, None),
+    }
+    assert QuerySignals.of("nothing dated here").dates == ()
+    assert math.isclose(ScoreParts(semantic=raw_of(0.7) * 2, keyword=0.0).score, 0.7)
