@@ -1,4 +1,6 @@
-"""Retrieval quality on LoCoMo (../shared/eval/locomo-dev.json), as a new user would get it.
+"""Retrieval quality on LoCoMo (../shared/eval/locomo-dev.json), as a new user would get it,
+on the embedded store and, with ``--postgres URL``, on PostgreSQL in the same run, side by
+side with their difference (the two must agree: docs/search.md).
 
 Each conversation is ingested with ``memory.add_messages`` one session at a time (one
 conversation id per session, the speakers' names, the session's date as every message's
@@ -14,63 +16,25 @@ top k, averaged over questions. Also printed:
 
 The data is read from ../shared at run time and never copied into the project.
 
-    uv run python benchmarks/locomo_recall.py [--data PATH] [--database-url URL]
+    uv run python -m benchmarks.locomo_recall [--data PATH] [--postgres URL]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from benchmarks.add_messages import locomo_sessions
 from lamina import Lamina
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "locomo-dev.json"
 KS = (5, 10, 20)
-
-
-def session_time(text: str) -> str | None:
-    """ "1:56 pm on 8 May, 2023" as ISO-8601 (UTC), or None."""
-    try:
-        return (
-            datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).isoformat()
-        )
-    except ValueError:
-        return None
-
-
-def sessions(conversation: dict[str, Any]) -> list[tuple[int, list[dict[str, Any]]]]:
-    """(session number, messages) in order; each message carries its dia_id in metadata."""
-    first = conversation.get("speaker_a")
-    out = []
-    numbers = sorted(
-        int(m.group(1)) for key in conversation if (m := re.fullmatch(r"session_(\d+)", key))
-    )
-    for number in numbers:
-        when = session_time(conversation.get(f"session_{number}_date_time", ""))
-        messages = []
-        for turn in conversation[f"session_{number}"]:
-            text = turn["text"]
-            if turn.get("blip_caption"):
-                text += f" [shares {turn['blip_caption']}]"
-            message: dict[str, Any] = {
-                "role": "user" if turn["speaker"] == first else "assistant",
-                "name": turn["speaker"],
-                "content": text,
-                "metadata": {"dia_id": turn["dia_id"]},
-            }
-            if when:
-                message["timestamp"] = when
-            messages.append(message)
-        out.append((number, messages))
-    return out
 
 
 def questions(sample: dict[str, Any]) -> list[dict[str, Any]]:
@@ -81,15 +45,9 @@ def recall(ranked: list[str], evidence: set[str]) -> dict[int, float]:
     return {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    parser.add_argument("--database-url", default=None, help="Default: a fresh SQLite file.")
-    args = parser.parse_args()
-    if not args.data.is_file():
-        sys.exit(f"evaluation data not found: {args.data}")
-    data = json.loads(args.data.read_text(encoding="utf-8"))
-    runs = {
+def measure(path: Path, database_url: str | None) -> dict[str, Any]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    runs: dict[str, dict[str, Any]] = {
         "default": {},
         "threshold_0": {"threshold": 0.0},
         "keyword": {"mode": "keyword", "threshold": 0.0},
@@ -97,28 +55,26 @@ def main() -> None:
     }
     totals = {name: dict.fromkeys(KS, 0.0) for name in runs}
     latencies: dict[str, list[float]] = {name: [] for name in runs}
-    count = 0
-    empty_elsewhere = 0
+    count = empty_elsewhere = messages = 0
     below_when_empty: list[int] = []
     ingest_seconds = 0.0
-    messages = 0
     with tempfile.TemporaryDirectory() as tmp:
         options: dict[str, Any] = {"data_dir": tmp}
-        if args.database_url:
-            options["database_url"] = args.database_url
+        if database_url:
+            options["database_url"] = database_url
         with Lamina(**options) as ms:
             dia_of: dict[str, str] = {}
-            for sample in data:
-                user = sample["sample_id"]
-                for number, batch in sessions(sample["conversation"]):
-                    start = time.perf_counter()
-                    added = ms.memory.add_messages(
-                        batch, user_id=user, conversation_id=f"{user}-session-{number}"
-                    )
-                    ingest_seconds += time.perf_counter() - start
-                    messages += len(batch)
-                    for entry in added.memories:
-                        dia_of[entry.id] = entry.metadata["dia_id"]
+            numbers: dict[str, int] = {}
+            for user, batch in locomo_sessions(path):
+                numbers[user] = numbers.get(user, 0) + 1
+                start = time.perf_counter()
+                added = ms.memory.add_messages(
+                    batch, user_id=user, conversation_id=f"{user}-session-{numbers[user]}"
+                )
+                ingest_seconds += time.perf_counter() - start
+                messages += len(batch)
+                for entry in added.memories:
+                    dia_of[entry.id] = entry.metadata["dia_id"]
             users = [sample["sample_id"] for sample in data]
             for index, sample in enumerate(data):
                 user = sample["sample_id"]
@@ -138,8 +94,6 @@ def main() -> None:
                         empty_elsewhere += 1
                         below_when_empty.append(elsewhere.below_threshold)
     result: dict[str, Any] = {
-        "benchmark": "locomo_recall",
-        "store": "postgresql" if args.database_url else "sqlite",
         "questions": count,
         "messages": messages,
         "add_messages_per_s": round(messages / ingest_seconds, 1),
@@ -158,6 +112,26 @@ def main() -> None:
             statistics.median(below_when_empty) if below_when_empty else None
         ),
     }
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--postgres", default=None, help="Also measure on this PostgreSQL.")
+    args = parser.parse_args()
+    if not args.data.is_file():
+        sys.exit(f"evaluation data not found: {args.data}")
+    result: dict[str, Any] = {"benchmark": "locomo_recall", "sqlite": measure(args.data, None)}
+    if args.postgres:
+        result["postgresql"] = measure(args.data, args.postgres)
+        result["difference_postgresql_minus_sqlite"] = {
+            run: {
+                key: round(result["postgresql"][run][key] - result["sqlite"][run][key], 3)
+                for key in result["sqlite"][run]
+            }
+            for run in ("default", "threshold_0", "keyword", "semantic")
+        }
     print(json.dumps(result, indent=2))
 
 

@@ -195,20 +195,21 @@ def throughput(kind: str, target: str, qvecs: np.ndarray, clients: int = 4) -> f
 
 
 def service_latency(url: str, n: int) -> dict[str, Any]:
+    """Search through the library with default arguments, a query never seen before each
+    time (its embedding included), in each mode."""
     from lamina import Lamina
 
     out: dict[str, Any] = {}
     with Lamina(database_url=url) as ms:
-        qs = queries(n)
-        for q in qs:
+        for q in queries(20, seed=1):
             ms.memory.search(q, user_id="bench")
-        for name, kwargs in (("semantic", {}), ("hybrid", {"mode": "hybrid"})):
+        for k, mode in enumerate(("semantic", "hybrid", "keyword")):
             times = []
-            for q in qs:
+            for i, q in enumerate(queries(n, seed=1000 + k)):
                 start = time.perf_counter()
-                ms.memory.search(q, user_id="bench", **kwargs)
+                ms.memory.search(f"{q} ({k}-{i})", user_id="bench", mode=mode)
                 times.append(time.perf_counter() - start)
-            out[f"search_{name}_library"] = ms_stats(times)
+            out[f"search_{mode}_library"] = ms_stats(times)
     return out
 
 

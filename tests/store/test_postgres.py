@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -398,29 +399,55 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
             "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_tags'"
         ).fetchone() == (0,)
 
-    async def write_old() -> list[str]:
-        from lamina.memory.layers import MemoryLayer
-        from lamina.memory.ports import NewMemory, Scope
-
-        old = await open_at(1)  # the store at schema 1, migrations stopped there
-        scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+    def write_old() -> list[str]:
+        """Rows as a schema-1 store held them, written with SQL (today's code writes columns
+        schema 1 lacks): 20 memories, one rewritten, one deleted, with their history."""
+        embedder = LocalEmbedder()
         texts = [f"old memory {i}" for i in range(20)]
-        vectors = await old.generate_embedding("default", texts)
-        entries = await old.bulk_add(
-            [
-                NewMemory(
-                    f"old-{i}", "default", scope, t, {"tags": ["old", f"t{i % 3}"]}, vectors[i]
-                )
-                for i, t in enumerate(texts)
-            ]
-        )
-        edited = (await old.generate_embedding("default", ["old memory zero, edited"]))[0]
-        await old.update("default", "old-0", content="old memory zero, edited", embedding=edited)
-        await old.delete("default", "old-1")
-        await old.shutdown()
-        return [e.id for e in entries]
+        vectors = embedder.embed_sync([*texts, "old memory zero, edited"])
 
-    ids = asyncio.run(write_old())
+        def literal(v: Any) -> str:
+            return "[" + ",".join(f"{x:.8f}" for x in v) + "]"
+
+        with psycopg.connect(pg_url) as conn:
+            for i, text in enumerate(texts):
+                conn.execute(
+                    "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, "
+                    "content, metadata, embedding, embedding_model, created_at, updated_at) "
+                    "VALUES ('default', %s, 'user', 'u', '{\"user_id\": \"u\"}', %s, %s, "
+                    "%s::vector, %s, now(), now())",
+                    (
+                        f"old-{i}",
+                        text,
+                        json.dumps({"tags": ["old", f"t{i % 3}"]}),
+                        literal(vectors[i]),
+                        embedder.model_id,
+                    ),
+                )
+                conn.execute(
+                    "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, "
+                    "new_content, at) VALUES ('default', %s, 'add', 'user', %s, now())",
+                    (f"old-{i}", text),
+                )
+            conn.execute(
+                "UPDATE memories SET content = 'old memory zero, edited', "
+                "embedding = %s::vector WHERE id = 'old-0'",
+                (literal(vectors[-1]),),
+            )
+            conn.execute(
+                "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, "
+                "old_content, new_content, at) VALUES ('default', 'old-0', 'update', 'user', "
+                "'old memory 0', 'old memory zero, edited', now())"
+            )
+            conn.execute("DELETE FROM memories WHERE id = 'old-1'")
+            conn.execute(
+                "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, "
+                "old_content, at) VALUES ('default', 'old-1', 'delete', 'user', "
+                "'old memory 1', now())"
+            )
+        return [f"old-{i}" for i in range(20)]
+
+    ids = write_old()
     with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         assert ms.health()["store"]["schema_version"] == PG_LATEST
         # The tables added since schema 1 work on the upgraded database.
@@ -433,6 +460,11 @@ def test_upgrading_an_older_schema_keeps_every_row(pg_url: str, tmp_path: Path) 
         assert ms.memory.history(ids[1])[-1].operation.value == "delete"
         hits = ms.memory.search("old memory zero, edited", user_id="u", threshold=0.9)
         assert hits[0].memory.id == ids[0]
+        # Rows from before the keyword postings got their terms when the schema moved on.
+        found = ms.memory.search("edited", user_id="u", mode="keyword")
+        assert [h.memory.id for h in found] == [ids[0]]
+        every = ms.memory.search("memory", user_id="u", mode="keyword", threshold=0, limit=50)
+        assert len(every) == 19
     with psycopg.connect(pg_url) as conn:
         assert conn.execute(
             "SELECT array_agg(version ORDER BY version) FROM schema_migrations"

@@ -45,19 +45,24 @@ def demo(state: State) -> None:
         else ms.settings.sqlite_path()
     )
     click.echo(f"stored {len(samples)} memories in {where} (tenant 'demo')\n")
-    for mode in ("semantic", "keyword", "hybrid"):
+    for mode in ("hybrid", "semantic", "keyword"):
         query = "which database does the project use"
         hits = ms.memory.search(
-            query,
-            user_id="alice",
-            project_id="atlas",
-            mode=mode,
-            tenant_id=tenant,
-            threshold=0.3 if mode == "semantic" else None,
+            query, user_id="alice", project_id="atlas", mode=mode, tenant_id=tenant
         )
         click.echo(f"{mode} search: {query!r}")
         for hit in hits:
-            click.echo(f"  {hit.score:.3f}  [{hit.memory.layer.value}] {hit.memory.content}")
+            p = hit.parts
+            why = " ".join(
+                f"{name} {value:.2f}"
+                for name, value in (("semantic", p.semantic), ("keyword", p.keyword))
+                if value is not None
+            )
+            click.echo(
+                f"  {hit.score:.3f}  [{hit.memory.layer.value}] {hit.memory.content}  ({why})"
+            )
+        if not hits:
+            click.echo(f"  nothing at the default threshold ({hits.below_threshold} below it)")
     click.echo("\nlayers reached by user alice in project atlas:")
     resolved = ms.memory.resolve_identifiers(user_id="alice", project_id="atlas", tenant_id=tenant)
     click.echo("  " + ", ".join(resolved["layers"]))

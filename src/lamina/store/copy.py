@@ -108,7 +108,7 @@ _SOURCE: dict[str, tuple[str, str]] = {
     "memories": (
         "id, layer, scope_key, identifiers, content, metadata, embedding, embedding_model, "
         "created_at, updated_at, conversation_id, conversation_position, context, "
-        "context_embedding",
+        "context_embedding, lexicon",
         "pk",
     ),
     "memory_history": (

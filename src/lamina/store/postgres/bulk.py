@@ -11,6 +11,7 @@ from psycopg.types.json import Jsonb
 
 from lamina.store.postgres.db import Database, translate
 from lamina.store.postgres.filters import to_pg_vector
+from lamina.text import decode_terms
 
 #: Every table holding tenant rows (what ``db copy`` moves and verifies).
 TENANT_TABLES = (
@@ -87,8 +88,8 @@ class BulkLoading:
             await cur.executemany(
                 "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "
                 "metadata, embedding, embedding_model, created_at, updated_at, conversation_id, "
-                "conversation_position, context, context_embedding) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "conversation_position, context, context_embedding, lexicon, term_count) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [
                     (
                         tenant_id,
@@ -97,7 +98,8 @@ class BulkLoading:
                         r[4],
                         Jsonb(r[5]),
                         None if r[6] is None else to_pg_vector(r[6]),
-                        *r[7:14],
+                        *r[7:15],
+                        float(sum(decode_terms(r[14] or "").values())),
                     )
                     for r in rows["memories"]
                 ],

@@ -190,6 +190,8 @@ class Database:
                     log.info("applying migration %s", migration.name)
                     sql = migration.sql.replace("{dimensions}", str(int(dimensions)))
                     await conn.execute(sql.encode())
+                    if migration.number == _LEXICON_MIGRATION:
+                        await _fill_lexicon(conn)
                     await conn.execute(
                         "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                         (migration.number, migration.name),
@@ -203,6 +205,36 @@ class Database:
                         (model_id, str(dimensions)),
                     )
         return version
+
+
+#: The migration after which rows stored before it get their keyword terms from Python.
+_LEXICON_MIGRATION = 8
+_FILL_BATCH = 1000
+_FORCED = ("memories", "memory_terms", "memory_scope_stats")
+
+
+async def _fill_lexicon(conn: Any) -> None:
+    """Compute the keyword terms of every memory stored before migration 8 (the same
+    analyser as the embedded store), inside the migration's transaction. Row-level security
+    is lifted for the owner meanwhile (it would hide every row) and forced again after."""
+    for table in _FORCED:
+        await conn.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
+    async with conn.cursor(name="lamina_fill_lexicon") as reader:
+        await reader.execute(
+            "SELECT tenant_id, seq, content, context FROM memories WHERE lexicon IS NULL"
+        )
+        while found := await reader.fetchmany(_FILL_BATCH):
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "UPDATE memories SET lexicon = %s, term_count = %s "
+                    "WHERE tenant_id = %s AND seq = %s",
+                    [
+                        (*POSTGRES.memory_terms(content, context).values(), tenant, seq)
+                        for tenant, seq, content, context in found
+                    ],
+                )
+    for table in _FORCED:
+        await conn.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 
 
 async def run(conn: Any, program: Program[T]) -> T:
@@ -230,6 +262,7 @@ async def run(conn: Any, program: Program[T]) -> T:
 
 
 class PostgresDialect(Dialect):
+    memory_term_count = True
     seq = "seq"
     graph_id = "id"
     true = "true"

@@ -1,23 +1,21 @@
 """Memories in PostgreSQL: the shared SQL; pgvector (HNSW, cosine) for semantic search,
-tsvector + GIN for keywords, JSONB metadata filters (filters.py)."""
+BM25 over postings kept by triggers (``memory_terms``, ``memory_scope_stats``: migration
+0008) for keywords, JSONB metadata filters (filters.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
-from lamina.memory.scoring import CONTEXT_TERM_WEIGHT
+from lamina.memory.scoring import BM25_B, BM25_K1, bm25_idf, keyword_part
 from lamina.store.postgres.db import POSTGRES, Database
-from lamina.store.postgres.filters import ANY_WORD_CAP, choose_keyword_level, filter_sql
+from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.memories import ENTRY, Row, SqlMemories
-from lamina.text import keyword_terms, weighted_terms
 
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in f"seq, {ENTRY}".split(","))
 
@@ -54,36 +52,101 @@ class PostgresMemories(SqlMemories):
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, request: LayerSearch) -> LayerHits:
-        """Candidates: the ``pool`` nearest by vector (HNSW) and the ``pool`` best keyword
-        matches (GIN, ts_rank order), scored by lamina.memory.scoring. The keyword part is
-        the share of the query's terms a memory holds (its own words count fully, its
-        neighbourhood's half), not yet the embedded store's BM25."""
+        """Candidates: the ``pool`` nearest by vector (HNSW) and the ``pool`` best by BM25
+        (postings in ``memory_terms``), scored by lamina.memory.scoring exactly as the
+        embedded store scores them (same terms, same BM25 statistics of the scope)."""
         req = self._searchable(request)
         pool = max(req.limit * 5, 50)
         found: dict[Any, Row] = {}
+        keywords: dict[Any, float] = {}
         async with self._db.transaction(req.tenant_id, "search") as conn:
             if req.mode is not SearchMode.KEYWORD:
                 found.update((r[0], r) for r, _ in await self._semantic(conn, req, None, pool))
             if req.mode is not SearchMode.SEMANTIC:
-                found.update((r[0], r) for r, _ in await self._keyword(conn, req, pool))
-        cosines: dict[Any, float | None] = {}
-        contexts: dict[Any, float | None] = {}
-        query = req.vector
-        if query is not None and req.mode is not SearchMode.KEYWORD:
-            for seq, r in found.items():
-                vector = self._d.from_vector(r[10])
-                cosines[seq] = None if vector is None else float(vector @ query)
-                context = None if r[11] is None else np.frombuffer(r[11], dtype=np.float32)
-                usable = context is not None and vector is not None and len(context) == len(vector)
-                contexts[seq] = float(context @ query) if usable and context is not None else None
-        keywords: dict[Any, float] = {}
-        if req.mode is not SearchMode.SEMANTIC and req.terms:
-            wanted = set(req.terms)
-            for seq, r in found.items():
-                terms = weighted_terms(r[5], r[12], CONTEXT_TERM_WEIGHT)
-                held = sum(min(terms.get(t, 0.0), 1.0) for t in wanted)
-                keywords[seq] = held / len(wanted)
-        return self._ranked(req, found, cosines, contexts, keywords)
+                keywords = await self._bm25(conn, req, pool, found)
+        return self._ranked(req, found, keywords)
+
+    async def _bm25(
+        self, conn: Any, req: LayerSearch, pool: int, found: dict[Any, Row]
+    ) -> dict[Any, float]:
+        """The keyword part of every candidate: the ``pool`` best BM25 matches that pass the
+        filter are added to ``found`` (rows read), and those already there get theirs."""
+        terms = list(dict.fromkeys(req.terms))
+        scope = (req.tenant_id, req.scope.layer.value, req.scope.key)
+        if not terms:
+            return {}
+        stats = await (
+            await conn.execute(
+                "SELECT docs, length FROM memory_scope_stats "
+                "WHERE tenant_id = %s AND layer = %s AND scope_key = %s",
+                scope,
+            )
+        ).fetchone()
+        if stats is None or not stats[0]:
+            return {}
+        docs, length = int(stats[0]), float(stats[1])
+        counted = await (
+            await conn.execute(
+                "SELECT q.term, (SELECT count(*) FROM memory_terms t WHERE t.tenant_id = %s "
+                "AND t.layer = %s AND t.scope_key = %s AND t.term = q.term) "
+                "FROM unnest(%s::text[]) AS q(term)",
+                (*scope, terms),
+            )
+        ).fetchall()
+        frequency = {term: int(n) for term, n in counted if n}
+        idf = {t: bm25_idf(docs, max(int(frequency.get(t, 0)), 1)) for t in terms}
+        idf_sum = sum(idf.values())
+        held = [t for t in terms if t in frequency]
+        if not held:
+            return {}
+        where, params = filter_sql(req.filter)
+        join = (
+            ""
+            if req.filter.empty
+            else (f"JOIN memories m ON m.tenant_id = %s AND m.seq = s.memory_seq WHERE {where} ")
+        )
+        join_params = [] if req.filter.empty else [req.tenant_id, *params]
+        scored = await (
+            await conn.execute(
+                # Summed in term order (code points), as the embedded store sums: same bits.
+                "WITH s AS MATERIALIZED (SELECT t.memory_seq, sum(q.idf * t.tf * %s / "  # noqa: S608
+                '(t.tf + %s * (%s + %s * t.doc_length / %s)) ORDER BY t.term COLLATE "C") '
+                "AS score FROM unnest(%s::text[], %s::float8[]) AS q(term, idf) "
+                # One index range per term whatever the statistics say (OFFSET 0: no flattening).
+                "CROSS JOIN LATERAL (SELECT p.term, p.memory_seq, p.tf, p.doc_length "
+                "FROM memory_terms p WHERE p.tenant_id = %s AND p.layer = %s "
+                "AND p.scope_key = %s AND p.term = q.term OFFSET 0) t GROUP BY t.memory_seq) "
+                f"(SELECT s.memory_seq, s.score, true FROM s {join}"
+                "ORDER BY s.score DESC, s.memory_seq LIMIT %s) "
+                "UNION ALL (SELECT memory_seq, score, false FROM s WHERE memory_seq = ANY(%s))",
+                (
+                    BM25_K1 + 1.0,
+                    BM25_K1,
+                    1.0 - BM25_B,
+                    BM25_B,
+                    max(length / docs, 1e-9),
+                    held,
+                    [idf[t] for t in held],
+                    *scope,
+                    *join_params,
+                    pool,
+                    list(found),
+                ),
+            )
+        ).fetchall()
+        bm25 = {seq: float(score) for seq, score, _ in scored}
+        top = [seq for seq, _, is_top in scored if is_top and seq not in found]
+        if top:
+            rows = await (
+                await conn.execute(
+                    f"SELECT {self._columns}, context_embedding, context FROM memories "  # noqa: S608
+                    "WHERE tenant_id = %s AND seq = ANY(%s)",
+                    (req.tenant_id, top),
+                    binary=True,  # vectors as float32 bytes, not text to parse
+                )
+            ).fetchall()
+            found.update((r[0], tuple(r)) for r in rows)
+        return {seq: keyword_part(bm25.get(seq, 0.0), idf_sum) for seq in found}
 
     async def _semantic(
         self, conn: Any, req: LayerSearch, min_score: float | None, want: int
@@ -121,34 +184,7 @@ class PostgresMemories(SqlMemories):
                     req.tenant_id,
                     want,
                 ),
-            )
-        ).fetchall()
-        return [(tuple(r[:-1]), float(r[-1])) for r in rows]
-
-    async def _keyword(self, conn: Any, req: LayerSearch, want: int) -> list[tuple[Row, float]]:
-        words = keyword_terms(req.text)
-        if not words:
-            return []
-        where, params = filter_sql(req.filter)
-        scope = (req.tenant_id, req.scope.layer.value, req.scope.key)
-        base = "FROM memories WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
-        level, any_word = await choose_keyword_level(
-            conn,
-            f"SELECT count(*) FROM (SELECT 1 {base}AND tsv @@ to_tsquery('english', %s) "  # noqa: S608
-            f"AND {where} LIMIT %s) s",
-            scope,
-            tuple(params),
-            words,
-            want,
-        )
-        cap = f" LIMIT {ANY_WORD_CAP}" if any_word else ""
-        rows = await (
-            await conn.execute(
-                f"SELECT {self._columns}, context_embedding, context, "  # noqa: S608
-                "ts_rank(tsv, to_tsquery('english', %s), 1) AS score "
-                f"FROM (SELECT * {base}AND tsv @@ to_tsquery('english', %s) AND {where}{cap}) m "
-                "ORDER BY score DESC, seq LIMIT %s",
-                (" | ".join(words), *scope, level, *params, want),
+                binary=True,  # vectors as float32 bytes, not text to parse
             )
         ).fetchall()
         return [(tuple(r[:-1]), float(r[-1])) for r in rows]

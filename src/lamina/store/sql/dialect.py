@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from lamina.embeddings.base import Vector
+from lamina.memory.scoring import CONTEXT_TERM_WEIGHT
+from lamina.text import encode_terms, weighted_terms
 
 
 class Dialect(ABC):
@@ -77,8 +79,19 @@ class Dialect(ABC):
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition that the JSON array ``column`` holds one of ``tags``."""
 
-    def index_columns(self, content: str, context: str | None = None) -> dict[str, Any]:
-        """Columns a row stores beside ``content`` (and a message's neighbourhood words,
-        ``context``) for the keyword index (none: PostgreSQL derives its tsvector in the
-        table)."""
+    def index_columns(self, content: str) -> dict[str, Any]:
+        """Columns a context item stores beside ``content`` for the keyword index (none:
+        PostgreSQL derives its tsvector in the table)."""
         return {}
+
+    #: Whether ``memories`` stores its length in terms (PostgreSQL: BM25 in SQL).
+    memory_term_count: ClassVar[bool] = False
+
+    def memory_terms(self, content: str, context: str | None = None) -> dict[str, Any]:
+        """A memory's keyword-index columns: its terms (lamina.text.analyze) and its
+        neighbourhood's at CONTEXT_TERM_WEIGHT, as "term:count …" (and their total)."""
+        terms = weighted_terms(content, context, CONTEXT_TERM_WEIGHT)
+        columns: dict[str, Any] = {"lexicon": encode_terms(terms)}
+        if self.memory_term_count:
+            columns["term_count"] = float(sum(terms.values()))
+        return columns

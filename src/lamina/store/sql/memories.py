@@ -147,28 +147,36 @@ class SqlMemories(ABC):
         return ScoredMemory(self._entry(values), parts, vector)
 
     def _ranked(
-        self,
-        req: LayerSearch,
-        found: dict[Any, Row],
-        cosines: dict[Any, float | None],
-        context_cosines: dict[Any, float | None],
-        keyword: dict[Any, float],
+        self, req: LayerSearch, found: dict[Any, Row], keyword: dict[Any, float]
     ) -> LayerHits:
-        """Score the candidate rows ``found`` (by row key) with lamina.memory.scoring."""
+        """Score the candidate rows ``found`` (by row key; each row is ``ENTRY`` then the
+        neighbourhood vector and words) with lamina.memory.scoring. Both stores read the
+        same stored floats and compute the same way: the same scores."""
         d = self._d
-        ranked = rank(
-            (
+        query = req.vector if req.mode is not SearchMode.KEYWORD else None
+        candidates = []
+        for key, values in found.items():
+            cosine = context = None
+            if query is not None and not self.embedding.stale:
+                own = d.from_vector(values[10])
+                if own is not None and len(own) == len(query):
+                    cosine = float(own @ query)
+                    around = None if values[11] is None else np.frombuffer(values[11], np.float32)
+                    if around is not None and len(around) == len(query):
+                        context = float(around @ query)
+            candidates.append(
                 Candidate(
                     key,
-                    cosines.get(key),
-                    context_cosines.get(key),
+                    cosine,
+                    context,
                     keyword.get(key, 0.0),
                     values[5],
                     d.from_json(values[6]),
                     d.from_time(values[8]),
                 )
-                for key, values in found.items()
-            ),
+            )
+        ranked = rank(
+            candidates,
             req.signals,
             mode=req.mode,
             weight=req.semantic_weight,
@@ -409,13 +417,13 @@ class SqlMemories(ABC):
         neighbourhood (other rows leave those columns out: stores of an older schema, which
         tests fill, lack them)."""
         if n is None:
-            return self._d.index_columns(content)
+            return self._d.memory_terms(content)
         return {
             "conversation_id": n.conversation_id,
             "conversation_position": n.position,
             "context": n.context,
             "context_embedding": None if n.vector is None else self._d.blob(n.vector),
-            **self._d.index_columns(content, n.context),
+            **self._d.memory_terms(content, n.context),
         }
 
     def _insert(
@@ -538,7 +546,7 @@ class SqlMemories(ABC):
         }
         if content is not None:
             sets["content"] = content
-            sets.update(d.index_columns(content))
+            sets.update(d.memory_terms(content))
         if embedding is not None:
             sets["embedding"] = d.vector(embedding)
             sets["embedding_model"] = self.embedder.model_id

@@ -18,11 +18,9 @@ import numpy as np
 
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.scoring import CONTEXT_TERM_WEIGHT
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import pending_migrations
 from lamina.store.sql.program import Lock, Program, Step, drive
-from lamina.text import encode_terms, weighted_terms
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -254,8 +252,8 @@ class SQLiteDialect(Dialect):
             list(tags),
         )
 
-    def index_columns(self, content: str, context: str | None = None) -> dict[str, Any]:
-        return {"lexicon": encode_terms(weighted_terms(content, context, CONTEXT_TERM_WEIGHT))}
+    def index_columns(self, content: str) -> dict[str, Any]:
+        return self.memory_terms(content)
 
 
 SQLITE = SQLiteDialect()

@@ -26,8 +26,7 @@ from lamina.text import decode_terms
 @dataclass(frozen=True)
 class IndexedTable:
     """Where a table's rows and change log are. ``partition`` is an SQL expression list over
-    the row alias ``m`` giving (tenant, a, b); a NULL tenant means "not in the index";
-    ``context_vector`` the column of a second vector per row (or NULL)."""
+    the row alias ``m`` giving (tenant, a, b); a NULL tenant means "not in the index"."""
 
     table: str
     log: str
@@ -36,7 +35,6 @@ class IndexedTable:
     pruned_key: str
     #: The schema version that created the table.
     since: int = 1
-    context_vector: str = "NULL"
 
 
 MEMORIES = IndexedTable(
@@ -45,7 +43,6 @@ MEMORIES = IndexedTable(
     "memory_pk",
     "m.tenant_id, m.layer, m.scope_key",
     "index_log_pruned_through",
-    context_vector="m.context_embedding",
 )
 CONTEXT_ITEMS = IndexedTable(
     "context_items",
@@ -64,8 +61,6 @@ class SyncedIndexes:
         self._db = db
         self._source = source
         self._vectors = VectorIndex(dimensions)
-        #: Neighbourhood vectors of conversation messages (lamina.memory.scoring).
-        self._contexts = VectorIndex(dimensions)
         self._blob_size = 4 * dimensions  # float32
         self._lexicon = LexicalIndex()
         self._lock = threading.Lock()
@@ -92,31 +87,28 @@ class SyncedIndexes:
                 return
             rows = conn.execute(
                 f"SELECT l.seq, l.{src.log_column}, {src.partition}, m.embedding, "  # noqa: S608
-                f"m.lexicon, {src.context_vector} FROM {src.log} l LEFT JOIN {src.table} m "
+                f"m.lexicon FROM {src.log} l LEFT JOIN {src.table} m "
                 f"ON m.pk = l.{src.log_column} WHERE l.seq > ? ORDER BY l.seq",
                 (self._applied_seq,),
             ).fetchall()
             self._apply(rows)
 
     def _apply(self, rows: Iterable[tuple[Any, ...]]) -> None:
-        for seq, pk, tenant, layer, key, blob, lexicon, context in rows:
+        for seq, pk, tenant, layer, key, blob, lexicon in rows:
             if tenant is None:
                 self._vectors.remove(pk)
-                self._contexts.remove(pk)
                 self._lexicon.remove(pk)
             else:
                 part = (tenant, layer, key)
-                for index, vector in ((self._vectors, blob), (self._contexts, context)):
-                    if vector is None or len(vector) != self._blob_size:  # or another model's
-                        index.remove(pk)
-                    else:
-                        index.upsert(pk, part, np.frombuffer(vector, dtype=np.float32))
+                if blob is None or len(blob) != self._blob_size:  # None, or another model's
+                    self._vectors.remove(pk)
+                else:
+                    self._vectors.upsert(pk, part, np.frombuffer(blob, dtype=np.float32))
                 self._lexicon.upsert(pk, part, decode_terms(lexicon))
             self._applied_seq = max(self._applied_seq, seq)
 
     def _load(self, conn: sqlite3.Connection) -> None:
         self._vectors.clear()
-        self._contexts.clear()
         self._lexicon.clear()
         src = self._source
         with self._db.snapshot():
@@ -131,8 +123,8 @@ class SyncedIndexes:
                 if tenant is not None:
                     self._vectors.reserve((tenant, layer, key), count)
             rows = conn.execute(
-                f"SELECT ?, m.pk, {src.partition}, m.embedding, m.lexicon, "  # noqa: S608
-                f"{src.context_vector} FROM {src.table} m ORDER BY m.pk",
+                f"SELECT ?, m.pk, {src.partition}, m.embedding, m.lexicon "  # noqa: S608
+                f"FROM {src.table} m ORDER BY m.pk",
                 (top,),
             )
             self._applied_seq = 0
@@ -146,13 +138,6 @@ class SyncedIndexes:
         with self._lock:
             return self._vectors.search(key, query, min_score, limit)
 
-    def context_hits(
-        self, key: PartitionKey, query: Vector, limit: int | None
-    ) -> list[tuple[int, float]]:
-        """(pk, cosine with the neighbourhood vector), best first."""
-        with self._lock:
-            return self._contexts.search(key, query, None, limit)
-
     def keyword_hits(
         self, key: PartitionKey, terms: list[str], limit: int | None
     ) -> list[tuple[int, float]]:
@@ -165,19 +150,10 @@ class SyncedIndexes:
 
     def cosines(self, pks: Iterable[int], query: Vector) -> dict[int, float | None]:
         """Cosine of ``query`` with each stored vector (None for a memory without one)."""
-        return self._cosines(self._vectors, pks, query)
-
-    def context_cosines(self, pks: Iterable[int], query: Vector) -> dict[int, float | None]:
-        """Cosine of ``query`` with each neighbourhood vector (None: the row has none)."""
-        return self._cosines(self._contexts, pks, query)
-
-    def _cosines(
-        self, index: VectorIndex, pks: Iterable[int], query: Vector
-    ) -> dict[int, float | None]:
         out: dict[int, float | None] = {}
         with self._lock:
             for pk in pks:
-                vector = index.vector(pk)
+                vector = self._vectors.vector(pk)
                 out[pk] = None if vector is None else float(vector @ query)
         return out
 

@@ -35,9 +35,13 @@ class KeywordScores:
     idf_sum: float
 
     def top(self, limit: int | None) -> list[tuple[int, float]]:
-        """(pk, score), best first (ties to the smaller pk)."""
+        """(pk, score), best first (ties to the smaller pk, at the cut too: the same
+        ``limit`` documents PostgreSQL's ``ORDER BY score DESC, seq LIMIT`` picks)."""
         if limit is not None and len(self.pks) > limit:
-            chosen = np.argpartition(-self.scores, limit - 1)[:limit]
+            cut = -np.partition(-self.scores, limit - 1)[limit - 1]
+            (above,) = np.nonzero(self.scores > cut)
+            (level,) = np.nonzero(self.scores == cut)  # ascending pks
+            chosen = np.concatenate([above, level[: limit - len(above)]])
         else:
             chosen = np.arange(len(self.pks))
         order = chosen[np.lexsort((self.pks[chosen], -self.scores[chosen]))]
@@ -158,9 +162,10 @@ class LexicalIndex:
         docs = self._part_docs[part]
         avg_length = max(self._part_length[part] / docs, 1e-9)
         all_pks: list[npt.NDArray[np.int64]] = []
-        all_scores: list[npt.NDArray[np.float32]] = []
+        all_scores: list[npt.NDArray[np.float64]] = []
         idf_sum = 0.0
-        for term in dict.fromkeys(terms):
+        # Terms in code-point order: each score is summed in the order PostgreSQL sums it.
+        for term in sorted(set(terms)):
             postings = self._postings.get(term)
             if postings is None:
                 idf_sum += bm25_idf(docs, 1)  # an absent term weighs as a rare one
@@ -174,12 +179,16 @@ class LexicalIndex:
             idf_sum += idf
             if len(pks) == 0:
                 continue
-            tfs = np.frombuffer(postings.tfs, dtype=np.float32)[valid]
-            norm = K1 * (1.0 - B + B * self._doc_length[pks] / avg_length)
+            # Double precision, in the order PostgreSQL computes it (store/postgres/memories.py).
+            tfs = np.frombuffer(postings.tfs, dtype=np.float32)[valid].astype(np.float64)
+            lengths = self._doc_length[pks].astype(np.float64)
+            norm = K1 * ((1.0 - B) + B * lengths / avg_length)
             all_pks.append(pks)
-            all_scores.append((idf * tfs * (K1 + 1.0) / (tfs + norm)).astype(np.float32))
+            all_scores.append(idf * tfs * (K1 + 1.0) / (tfs + norm))
         if not all_pks:
             return KeywordScores(_EMPTY.pks, _EMPTY.scores, idf_sum)
         unique, inverse = np.unique(np.concatenate(all_pks), return_inverse=True)
-        scores = np.bincount(inverse, weights=np.concatenate(all_scores)).astype(np.float64)
+        scores: npt.NDArray[np.float64] = np.bincount(
+            inverse, weights=np.concatenate(all_scores)
+        ).astype(np.float64)
         return KeywordScores(unique, scores, idf_sum)

@@ -72,7 +72,10 @@ class SQLiteMemories(SqlMemories):
         if not pks:
             return {}
         marks = ",".join("?" * len(pks))
-        sql = f"SELECT {self._columns} FROM memories WHERE pk IN ({marks})"  # noqa: S608
+        sql = (
+            f"SELECT {self._columns}, context_embedding, context FROM memories "  # noqa: S608
+            f"WHERE pk IN ({marks})"
+        )
         params: list[Any] = list(pks)
         if not flt.empty:
             sql += " AND ms_match(metadata, ?)"
@@ -93,9 +96,8 @@ class SQLiteMemories(SqlMemories):
         return out
 
     def _search(self, req: LayerSearch) -> LayerHits:
-        """Candidates: the ``pool`` best of each signal the mode uses (own vector,
-        neighbourhood vector, BM25) that pass the filter; every candidate is then scored
-        on all of them (lamina.memory.scoring)."""
+        """Candidates: the ``pool`` best by vector and the ``pool`` best by BM25 that pass
+        the filter; every candidate is then scored on all parts (lamina.memory.scoring)."""
         self._indexes.sync()
         key = (req.tenant_id, req.scope.layer.value, req.scope.key)
         pool = max(req.limit * 5, 50)
@@ -103,7 +105,6 @@ class SQLiteMemories(SqlMemories):
         lists: list[list[int]] = []
         if req.vector is not None and req.mode is not SearchMode.KEYWORD:
             lists.append([pk for pk, _ in self._indexes.vector_hits(key, req.vector, None, cap)])
-            lists.append([pk for pk, _ in self._indexes.context_hits(key, req.vector, cap)])
         keyword = None
         if req.mode is not SearchMode.SEMANTIC:
             keyword = self._indexes.keyword_scores(key, list(req.terms))
@@ -111,12 +112,7 @@ class SQLiteMemories(SqlMemories):
         found: dict[int, Row] = {}
         for ranked in lists:
             found.update(self._passing(ranked, req.filter, pool))
-        cosines: dict[int, float | None] = {}
-        contexts: dict[int, float | None] = {}
-        if req.vector is not None and req.mode is not SearchMode.KEYWORD:
-            cosines = self._indexes.cosines(found, req.vector)
-            contexts = self._indexes.context_cosines(found, req.vector)
         keywords = {}
         if keyword is not None:
             keywords = {pk: keyword_part(keyword.get(pk), keyword.idf_sum) for pk in found}
-        return self._ranked(req, found, cosines, contexts, keywords)
+        return self._ranked(req, found, keywords)

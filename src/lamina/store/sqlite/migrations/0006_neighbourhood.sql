@@ -3,7 +3,7 @@
 -- metadata.conversation for the index below; context holds the words a message is also
 -- found by (the two previous turns, its speaker, its date: part of lexicon, at half weight);
 -- context_embedding the normalised sum of its own and the previous turns' vectors.
--- Messages stored before this version have no neighbourhood until their conversation grows.
+-- Messages stored before this version have no neighbourhood.
 ALTER TABLE memories ADD COLUMN conversation_id TEXT;
 ALTER TABLE memories ADD COLUMN conversation_position INTEGER;
 ALTER TABLE memories ADD COLUMN context TEXT;
@@ -15,7 +15,3 @@ UPDATE memories
         AND json_type(metadata, '$.conversation.position') = 'integer';
 CREATE INDEX memories_conversation ON memories (tenant_id, conversation_id, conversation_position)
     WHERE conversation_id IS NOT NULL;
-DROP TRIGGER memories_au_index;
-CREATE TRIGGER memories_au_index AFTER UPDATE OF embedding, context_embedding, lexicon, layer, scope_key ON memories BEGIN
-    INSERT INTO index_log (memory_pk) VALUES (new.pk);
-END;
