@@ -96,7 +96,7 @@ async def load(kind: str, target: str, texts: list[str], vectors: np.ndarray) ->
     await store.shutdown()
     if kind == "postgresql":  # fresh planner statistics, as autovacuum would leave them
         with psycopg.connect(target, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE memories")
+            conn.execute("VACUUM ANALYZE memories, memory_terms, memory_scope_stats")
     return rate
 
 
@@ -138,7 +138,7 @@ async def measure(
     times, recalls, tie_recalls = [], [], []
     for q in qvecs:
         start = time.perf_counter()
-        hits = await store.search(layer_search(q))
+        hits = (await store.search(layer_search(q))).hits
         times.append(time.perf_counter() - start)
         scores = vectors @ q
         top = np.argsort(-scores)[:10]

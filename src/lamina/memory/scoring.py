@@ -40,6 +40,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,9 @@ from lamina.text import words
 #: BM25 parameters of the keyword part (every store).
 BM25_K1 = 0.9
 BM25_B = 0.4
+#: Each term's share of a BM25 score is rounded to a multiple of 1 / BM25_GRID before the
+#: shares are added: integer sums are exact in any order, so every store gets the same bits.
+BM25_GRID = float(2**32)
 #: Weight of a neighbourhood word against the memory's own words in the keyword index.
 CONTEXT_TERM_WEIGHT = 0.5
 #: The cosine that counts as no semantic evidence, and the one that counts as full evidence.
@@ -236,40 +240,83 @@ def rank(
     w = weight_of(mode, weight)
     use_semantic = mode is not SearchMode.KEYWORD
     use_keyword = mode is not SearchMode.SEMANTIC
-    partial: list[tuple[Candidate, ScoreParts, str | None]] = []
+    # (key, semantic, keyword, speaker, phrase, date, conversation id), then the raw score
+    # without its conversation part: plain floats, models only for the hits kept.
+    partial: list[tuple[Any, float | None, float | None, float, float, float, str | None]] = []
     best: dict[str, float] = {}
     for c in candidates:
         speaker, conversation = _speaker(c.metadata)
         semantic = semantic_part(c.cosine, c.context_cosine) if use_semantic else None
         keyword = c.keyword if use_keyword else None
-        parts = ScoreParts(
-            semantic=semantic,
-            keyword=keyword,
-            semantic_weight=w,
-            speaker=SPEAKER_BOOST if speaker and _names(query, speaker) else 0.0,
-            phrase=PHRASE_BOOST * _phrase_share(query, c.content),
-            date=DATE_BOOST if _dated(query, event_time(c.metadata, c.created_at)) else 0.0,
-        )
-        partial.append((c, parts, conversation))
+        named = SPEAKER_BOOST if speaker and _names(query, speaker) else 0.0
+        phrase = PHRASE_BOOST * _phrase_share(query, c.content) if query.phrases else 0.0
+        dated = 0.0
+        if query.dates and _dated(query, event_time(c.metadata, c.created_at)):
+            dated = DATE_BOOST
+        partial.append((c.key, semantic, keyword, named, phrase, dated, conversation))
         if conversation is not None:
-            best[conversation] = max(best.get(conversation, 0.0), parts.raw)
-    scored: list[tuple[ScoreParts, Any]] = []
+            raw = _raw(w, semantic, keyword, named, 0.0, phrase, dated)
+            best[conversation] = max(best.get(conversation, 0.0), raw)
+    kept: list[tuple[float, Any, tuple[Any, ...]]] = []
     below = 0
-    for c, parts, conversation in partial:
-        if conversation is not None:
-            parts = parts.model_copy(
-                update={"conversation": CONVERSATION_BOOST * best[conversation]}
-            )
-        if threshold is not None and parts.score < threshold:
+    for key, semantic, keyword, named, phrase, dated, conversation in partial:
+        boost = 0.0 if conversation is None else CONVERSATION_BOOST * best[conversation]
+        raw = _raw(w, semantic, keyword, named, boost, phrase, dated)
+        if threshold is not None and _score(raw) < threshold:
             below += 1
             continue
-        scored.append((parts, c.key))
-    scored.sort(key=lambda item: (-item[0].raw, item[1]))
-    return Ranked(scored[:limit], below)
+        kept.append((raw, key, (semantic, keyword, named, boost, phrase, dated)))
+    kept.sort(key=lambda item: (-item[0], item[1]))
+    hits = [
+        (
+            ScoreParts(
+                semantic=values[0],
+                keyword=values[1],
+                semantic_weight=w,
+                speaker=values[2],
+                conversation=values[3],
+                phrase=values[4],
+                date=values[5],
+            ),
+            key,
+        )
+        for _, key, values in kept[:limit]
+    ]
+    return Ranked(hits, below)
+
+
+def _raw(
+    w: float,
+    semantic: float | None,
+    keyword: float | None,
+    speaker: float,
+    conversation: float,
+    phrase: float,
+    date: float,
+) -> float:
+    """``ScoreParts.raw``, term by term in the same order (the same float)."""
+    return (
+        w * (semantic or 0.0)
+        + (1.0 - w) * (keyword or 0.0)
+        + speaker
+        + conversation
+        + phrase
+        + date
+    )
+
+
+def _score(raw: float) -> float:
+    """``ScoreParts.score`` of a raw score."""
+    return 1.0 - math.exp(-SCORE_RATE * max(raw, 0.0))
+
+
+@lru_cache(maxsize=4096)
+def _name_words(speaker: str) -> tuple[str, ...]:
+    return tuple(words(speaker))
 
 
 def _names(query: QuerySignals, speaker: str) -> bool:
-    name = words(speaker)
+    name = _name_words(speaker)
     return bool(name) and all(w in query.words for w in name)
 
 

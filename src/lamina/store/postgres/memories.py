@@ -12,7 +12,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
-from lamina.memory.scoring import BM25_B, BM25_K1, bm25_idf, keyword_part
+from lamina.memory.scoring import BM25_B, BM25_GRID, BM25_K1, bm25_idf, keyword_part
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.memories import ENTRY, Row, SqlMemories
@@ -75,30 +75,6 @@ class PostgresMemories(SqlMemories):
         scope = (req.tenant_id, req.scope.layer.value, req.scope.key)
         if not terms:
             return {}
-        stats = await (
-            await conn.execute(
-                "SELECT docs, length FROM memory_scope_stats "
-                "WHERE tenant_id = %s AND layer = %s AND scope_key = %s",
-                scope,
-            )
-        ).fetchone()
-        if stats is None or not stats[0]:
-            return {}
-        docs, length = int(stats[0]), float(stats[1])
-        counted = await (
-            await conn.execute(
-                "SELECT q.term, (SELECT count(*) FROM memory_terms t WHERE t.tenant_id = %s "
-                "AND t.layer = %s AND t.scope_key = %s AND t.term = q.term) "
-                "FROM unnest(%s::text[]) AS q(term)",
-                (*scope, terms),
-            )
-        ).fetchall()
-        frequency = {term: int(n) for term, n in counted if n}
-        idf = {t: bm25_idf(docs, max(int(frequency.get(t, 0)), 1)) for t in terms}
-        idf_sum = sum(idf.values())
-        held = [t for t in terms if t in frequency]
-        if not held:
-            return {}
         where, params = filter_sql(req.filter)
         join = (
             ""
@@ -106,36 +82,57 @@ class PostgresMemories(SqlMemories):
             else (f"JOIN memories m ON m.tenant_id = %s AND m.seq = s.memory_seq WHERE {where} ")
         )
         join_params = [] if req.filter.empty else [req.tenant_id, *params]
+        # One pass over the query terms' postings (one index range per term whatever the
+        # statistics say; OFFSET 0 keeps it so): document frequencies, then BM25 per memory,
+        # each term's share computed as the embedded store computes it (the same IDF: ln of
+        # the same doubles) and summed on the BM25_GRID in integers, exact in any order: the
+        # same bits. Rows: (0, -, frequency, term),
+        # then (1, seq, score) for the best ``pool`` that pass the filter, then (2, seq,
+        # score) for the candidates already found, and (3, -, documents).
         scored = await (
             await conn.execute(
-                # Summed in term order (code points), as the embedded store sums: same bits.
-                "WITH s AS MATERIALIZED (SELECT t.memory_seq, sum(q.idf * t.tf * %s / "  # noqa: S608
-                '(t.tf + %s * (%s + %s * t.doc_length / %s)) ORDER BY t.term COLLATE "C") '
-                "AS score FROM unnest(%s::text[], %s::float8[]) AS q(term, idf) "
-                # One index range per term whatever the statistics say (OFFSET 0: no flattening).
-                "CROSS JOIN LATERAL (SELECT p.term, p.memory_seq, p.tf, p.doc_length "
-                "FROM memory_terms p WHERE p.tenant_id = %s AND p.layer = %s "
-                "AND p.scope_key = %s AND p.term = q.term OFFSET 0) t GROUP BY t.memory_seq) "
-                f"(SELECT s.memory_seq, s.score, true FROM s {join}"
-                "ORDER BY s.score DESC, s.memory_seq LIMIT %s) "
-                "UNION ALL (SELECT memory_seq, score, false FROM s WHERE memory_seq = ANY(%s))",
+                "WITH st AS (SELECT docs::float8 AS n, greatest(length / docs, 1e-9) AS avg "  # noqa: S608
+                "FROM memory_scope_stats WHERE tenant_id = %s AND layer = %s "
+                "AND scope_key = %s AND docs > 0), "
+                "p AS MATERIALIZED (SELECT t.* FROM unnest(%s::text[]) AS q(term) "
+                "CROSS JOIN LATERAL (SELECT x.term, x.memory_seq, x.tf, x.doc_length "
+                "FROM memory_terms x WHERE x.tenant_id = %s AND x.layer = %s "
+                "AND x.scope_key = %s AND x.term = q.term OFFSET 0) t "
+                "WHERE EXISTS (SELECT 1 FROM st)), "
+                "d AS (SELECT term, count(*)::float8 AS df FROM p GROUP BY term), "
+                "w AS (SELECT term, df, ln(1.0 + (st.n - df + 0.5) / (df + 0.5)) AS idf "
+                "FROM d CROSS JOIN st), "
+                "s AS MATERIALIZED (SELECT p.memory_seq, (sum(round(w.idf * p.tf * %s / "
+                "(p.tf + %s * (%s + %s * p.doc_length / st.avg)) * %s)::bigint)::float8 / %s) "
+                "AS score FROM p JOIN w USING (term) CROSS JOIN st GROUP BY p.memory_seq) "
+                "(SELECT 0, NULL::bigint, d.df, d.term FROM d) UNION ALL "
+                f"(SELECT 1, s.memory_seq, s.score, NULL FROM s {join}"
+                "ORDER BY s.score DESC, s.memory_seq LIMIT %s) UNION ALL "
+                "(SELECT 2, memory_seq, score, NULL FROM s WHERE memory_seq = ANY(%s)) "
+                "UNION ALL (SELECT 3, NULL, st.n, NULL FROM st)",
                 (
+                    *scope,
+                    terms,
+                    *scope,
                     BM25_K1 + 1.0,
                     BM25_K1,
                     1.0 - BM25_B,
                     BM25_B,
-                    max(length / docs, 1e-9),
-                    held,
-                    [idf[t] for t in held],
-                    *scope,
+                    BM25_GRID,
+                    BM25_GRID,
                     *join_params,
                     pool,
                     list(found),
                 ),
             )
         ).fetchall()
-        bm25 = {seq: float(score) for seq, score, _ in scored}
-        top = [seq for seq, _, is_top in scored if is_top and seq not in found]
+        documents = next((int(r[2]) for r in scored if r[0] == 3), 0)
+        if not documents:
+            return {}
+        frequency = {str(r[3]): int(r[2]) for r in scored if r[0] == 0}
+        idf_sum = sum(bm25_idf(documents, max(frequency.get(t, 0), 1)) for t in terms)
+        bm25 = {r[1]: float(r[2]) for r in scored if r[0] in (1, 2)}
+        top = [r[1] for r in scored if r[0] == 1 and r[1] not in found]
         if top:
             rows = await (
                 await conn.execute(

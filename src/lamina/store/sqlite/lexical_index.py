@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from lamina.memory.scoring import BM25_B as B
+from lamina.memory.scoring import BM25_GRID as GRID
 from lamina.memory.scoring import BM25_K1 as K1
 from lamina.memory.scoring import bm25_idf
 
@@ -164,8 +165,7 @@ class LexicalIndex:
         all_pks: list[npt.NDArray[np.int64]] = []
         all_scores: list[npt.NDArray[np.float64]] = []
         idf_sum = 0.0
-        # Terms in code-point order: each score is summed in the order PostgreSQL sums it.
-        for term in sorted(set(terms)):
+        for term in dict.fromkeys(terms):
             postings = self._postings.get(term)
             if postings is None:
                 idf_sum += bm25_idf(docs, 1)  # an absent term weighs as a rare one
@@ -179,16 +179,17 @@ class LexicalIndex:
             idf_sum += idf
             if len(pks) == 0:
                 continue
-            # Double precision, in the order PostgreSQL computes it (store/postgres/memories.py).
+            # Double precision, as PostgreSQL computes it (store/postgres/memories.py), each
+            # share rounded to the grid: the sums below are of integers, exact in any order.
             tfs = np.frombuffer(postings.tfs, dtype=np.float32)[valid].astype(np.float64)
             lengths = self._doc_length[pks].astype(np.float64)
-            norm = K1 * ((1.0 - B) + B * lengths / avg_length)
+            share = idf * tfs * (K1 + 1.0) / (tfs + K1 * ((1.0 - B) + B * lengths / avg_length))
             all_pks.append(pks)
-            all_scores.append(idf * tfs * (K1 + 1.0) / (tfs + norm))
+            all_scores.append(np.rint(share * GRID))
         if not all_pks:
             return KeywordScores(_EMPTY.pks, _EMPTY.scores, idf_sum)
         unique, inverse = np.unique(np.concatenate(all_pks), return_inverse=True)
-        scores: npt.NDArray[np.float64] = np.bincount(
-            inverse, weights=np.concatenate(all_scores)
-        ).astype(np.float64)
+        scores: npt.NDArray[np.float64] = (
+            np.bincount(inverse, weights=np.concatenate(all_scores)).astype(np.float64) / GRID
+        )
         return KeywordScores(unique, scores, idf_sum)

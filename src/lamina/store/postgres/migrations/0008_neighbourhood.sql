@@ -33,8 +33,9 @@ CREATE TABLE memory_terms (
     memory_seq bigint NOT NULL,
     tf real NOT NULL,
     doc_length real NOT NULL,
-    PRIMARY KEY (tenant_id, layer, scope_key, term, memory_seq)
-) WITH (fillfactor = 90);
+    -- tf and doc_length ride in the index: a search reads postings without the heap.
+    PRIMARY KEY (tenant_id, layer, scope_key, term, memory_seq) INCLUDE (tf, doc_length)
+);
 CREATE INDEX memory_terms_memory ON memory_terms (tenant_id, memory_seq);
 -- Documents and their total length per scope (BM25's N and average length).
 CREATE TABLE memory_scope_stats (
