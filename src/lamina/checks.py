@@ -48,6 +48,18 @@ def _unicode(name: str, value: str) -> str:
     return value
 
 
+def storable(value: str) -> bool:
+    """Whether every store can hold ``value``: valid Unicode without NUL characters (which
+    PostgreSQL text cannot hold). An id that is not can name nothing stored."""
+    if "\x00" in value:
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_string(name: str, value: object) -> str:
     """Required text: a string with more than whitespace in it."""
     if not isinstance(value, str):
@@ -109,6 +121,8 @@ def check_id(value: object) -> str:
         raise invalid("id must be a non-empty string", "id")
     if len(value) > MAX_ID_LENGTH:
         raise invalid(f"id is longer than {MAX_ID_LENGTH} characters", "id")
+    if not storable(value):
+        raise invalid("id must be valid Unicode text without NUL characters", "id")
     return value
 
 

@@ -101,6 +101,41 @@ def test_deleting_or_rewriting_a_turn_leaves_nothing_of_it_in_its_neighbours(lm:
     assert lm.memory.search("sunrise", user_id="u", mode="keyword", threshold=0.0) == []
 
 
+def test_a_conversation_id_reused_by_another_user_lends_no_words(lm: Lamina) -> None:
+    lm.memory.add_messages(
+        [{"role": "user", "content": "My bank PIN is zanzibar4471"}],
+        user_id="alice",
+        conversation_id="chat",
+    )
+    bob = lm.memory.add_messages(
+        [{"role": "user", "content": "hello there"}], user_id="bob", conversation_id="chat"
+    ).memories[0]
+    assert lm.memory.search("zanzibar4471", user_id="bob", mode="keyword", threshold=0) == []
+    context, has_vector = _raw_context(lm, bob.id)
+    assert context is not None and "zanzibar" not in context and not has_vector
+    # Deleting alice's turn renews nothing of bob's either.
+    alice = lm.memory.search("bank PIN", user_id="alice")[0].memory
+    assert lm.memory.delete(alice.id)
+    assert _raw_context(lm, bob.id) == (context, False)
+
+
+def test_conversation_metadata_is_reserved_for_add_messages(lm: Lamina) -> None:
+    forged = {"conversation": {"id": "c1", "position": 0, "speaker": "Melanie"}}
+    with pytest.raises(LaminaError) as err:
+        lm.memory.add("I painted the lake", layer="user", user_id="u", metadata=forged)
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    assert err.value.details["field"] == "metadata.conversation"
+    with pytest.raises(LaminaError):
+        lm.memory.bulk_add([{"content": "x", "layer": "user", "user_id": "u", "metadata": forged}])
+    assert lm.memory.list(user_id="u").total_count == 0
+    # Ids a store cannot hold (NUL, lone surrogates) are refused before any SQL.
+    for bad in ("a\x00b", "\ud800"):
+        for call in (lm.memory.get, lm.memory.delete, lm.memory.history):
+            with pytest.raises(LaminaError) as err:
+                call(bad)
+            assert err.value.code is ErrorCode.INVALID_ARGUMENT
+
+
 def test_every_score_is_rebuilt_from_its_parts(lm: Lamina) -> None:
     lm.memory.add_messages(PAINTING, user_id="u", conversation_id="c1")
     lm.memory.add("Prefers dark mode in every editor", layer="user", user_id="u")
@@ -153,6 +188,11 @@ def test_the_retriever_searches_memories_in_the_default_mode(lm: Lamina) -> None
         "Base.", "which language should answers be in?", identifiers={"user_id": "u1"}
     )
     assert "## Relevant Memories\n- User prefers answers in German" in prompt
+
+
+def test_possessives_name_the_speaker() -> None:
+    assert "caroline" in QuerySignals.of("What did Caroline's sister paint?").words
+    assert "caroline" in QuerySignals.of("What did Caroline’s sister paint?").words
 
 
 def test_query_signals() -> None:

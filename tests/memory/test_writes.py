@@ -51,6 +51,7 @@ def test_update_reembeds_only_new_content(tmp_path: Path) -> None:
         assert changed.updated_at > meta.updated_at
         hits = ms.memory.search("rewritten text", user_id="u", threshold=0.9)
         assert [h.memory.id for h in hits] == [m.id]
+        assert hits[0].parts.semantic is not None and hits[0].parts.semantic >= 1.7
 
 
 def test_metadata_only_update_keeps_the_stored_vector(ms: Lamina, data_dir: Path) -> None:

@@ -122,7 +122,6 @@ def test_a_tenant_never_reaches_another_tenants_data(client: httpx.Client) -> No
     assert created["status"]["state"] == "TASK_STATE_COMPLETED", created
     # Every tool, as tenant B, against tenant A's ids.
     attempts = [
-        ("memory_get", {"memory_id": memory_id}, "MEMORY_NOT_FOUND"),
         ("memory_update", {"memory_id": memory_id, "content": "pwned"}, "MEMORY_NOT_FOUND"),
         ("knowledge_get", {"id": "adr-001"}, "ITEM_NOT_FOUND"),
         ("knowledge_update", {"id": "adr-001", "body": "pwned"}, "ITEM_NOT_FOUND"),
@@ -134,6 +133,8 @@ def test_a_tenant_never_reaches_another_tenants_data(client: httpx.Client) -> No
         assert task["status"]["state"] == "TASK_STATE_REJECTED", (tool, task)
         error = task["status"]["message"]["parts"][1]["data"]["error"]
         assert error["code"] == code, tool
+    # Reading another tenant's memory finds nothing, as reading an unknown id.
+    assert result_of(_send(client, B, "memory_get", {"memory_id": memory_id})) is None
     # Delete is idempotent (as in the library): it reports that nothing existed.
     gone = result_of(_send(client, B, "memory_delete", {"memory_id": memory_id}))
     assert gone["existed"] is False

@@ -87,6 +87,15 @@ def test_card_has_the_required_fields_and_every_tool(client: httpx.Client) -> No
         i["protocolVersion"] == "1.0" and i["url"].startswith("http://127.0.0.1:")
         for i in card["supportedInterfaces"]
     )
+    # Clients append "/message:send": the URL must not end in "/" (no "//message:send").
+    rest = next(i["url"] for i in card["supportedInterfaces"] if i["protocolBinding"] != "JSONRPC")
+    assert not rest.endswith("/")
+    sent = client.post(
+        f"{rest}/message:send",
+        json={"message": {"messageId": "m-card", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+        headers={"A2A-Version": "1.0"},
+    )
+    assert sent.status_code == 200, sent.text
     assert card["capabilities"]["streaming"] is True
     assert card["capabilities"].get("pushNotifications", False) is False
     skills = {s["id"]: s for s in card["skills"]}
@@ -164,6 +173,24 @@ def test_missing_argument_asks_for_input_and_the_reply_completes_it(client: http
     assert done["id"] == task["id"]
     assert done["status"]["state"] == "TASK_STATE_COMPLETED"
     assert result_of(done)["content"] == "late content"
+
+
+def test_the_card_is_cacheable_and_revalidated(client: httpx.Client) -> None:
+    first = client.get("/.well-known/agent-card.json")
+    assert first.status_code == 200
+    assert "max-age=300" in first.headers["cache-control"]
+    etag, modified = first.headers["etag"], first.headers["last-modified"]
+    assert etag.startswith('"') and modified.endswith("GMT")
+    again = client.get("/.well-known/agent-card.json", headers={"If-None-Match": etag})
+    assert again.status_code == 304 and again.content == b"" and again.headers["etag"] == etag
+    other = client.get("/.well-known/agent-card.json", headers={"If-None-Match": '"other"'})
+    assert other.status_code == 200 and other.json() == first.json()
+
+
+def test_getting_an_unknown_memory_answers_null(client: httpx.Client) -> None:
+    done = send(client, tool_message("memory_get", {"memory_id": "no-such-memory"}))
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done
+    assert result_of(done) is None
 
 
 def test_cancel_task(client: httpx.Client) -> None:

@@ -65,7 +65,7 @@ def test_lamina_serve_end_to_end(tmp_path: Path) -> None:
         httpx.Client(base_url=url, timeout=30) as client,
     ):
         card = client.get("/.well-known/agent-card.json").json()
-        assert card["supportedInterfaces"][0]["url"] == url + "/"
+        assert card["supportedInterfaces"][0]["url"] == url.rstrip("/")
         task = send(
             client,
             tool_message(

@@ -183,7 +183,7 @@ def test_health_and_metrics(live: Running, client: httpx.Client) -> None:
     }
     assert all(c["status"] == "up" for c in report["checks"].values())
     send(client, tool_message("memory_list", {"user_id": "m"}))
-    send(client, tool_message("memory_get", {"memory_id": "nope"}))
+    send(client, tool_message("memory_update", {"memory_id": "nope", "content": "x"}))
     text = client.get("/metrics").text
     assert re.search(
         r'a2a_requests_total\{outcome="completed",skill="memory",'

@@ -89,6 +89,21 @@ _MONTHS = {
     for name in names
 }
 _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
+#: English month names, whatever the process's locale (indexed words must not vary).
+_MONTH_NAMES = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _YEAR = r"(1[89]\d\d|2\d\d\d)"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _DATE_PATTERNS = (
@@ -141,7 +156,10 @@ class QuerySignals:
         phrases = tuple(
             dict.fromkeys(p.strip().lower() for p in _PHRASE.findall(text) if p.strip())
         )
-        return cls(frozenset(words(text)), phrases, _dates(lowered))
+        found = words(text)
+        # "Caroline's" names Caroline too (analyze splits at apostrophes the same way).
+        split = [part for word in found if "'" in word for part in word.split("'") if part]
+        return cls(frozenset(found + split), phrases, _dates(lowered))
 
 
 def _dates(text: str) -> tuple[DateSpan, ...]:
@@ -364,7 +382,7 @@ def neighbourhood_terms(previous: Sequence[str], speaker: str | None, when: str 
         except ValueError:
             at = None
         if at is not None:
-            parts.append(f"{at.day} {at.strftime('%B')} {at.year}")
+            parts.append(f"{at.day} {_MONTH_NAMES[at.month - 1]} {at.year}")
     return "\n".join(parts)
 
 

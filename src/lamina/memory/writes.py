@@ -123,6 +123,12 @@ class MemoryWrites(Hierarchy, Backfill):
             mem_layer = parse_layer(layer)
             text = check_content(content, self._settings.max_content_length)
             meta = check_metadata(metadata)
+            if CONVERSATION_KEY in meta:
+                raise invalid(
+                    f"metadata.{CONVERSATION_KEY}: the key is reserved (add_messages sets it: "
+                    "store conversation messages with add_messages)",
+                    f"metadata.{CONVERSATION_KEY}",
+                )
             resolved = await self._resolve(tenant, Identifiers(**ids))
             scope = scope_for(mem_layer, resolved)
             mid = str(uuid.uuid4())

@@ -11,6 +11,7 @@ from typing import Any
 
 from lamina.metrics import ServerMetrics
 from lamina.server.auth import KeyRing, Principal, presented_key
+from lamina.server.body import BadBody, read_json
 from lamina.server.ratelimit import RateLimiter
 
 log = logging.getLogger("lamina.server")
@@ -46,13 +47,9 @@ def _parts(body: Any) -> list[Any]:
     return parts if isinstance(parts, list) else []
 
 
-def skill_of(raw: bytes, skill_for_tool: Callable[[str], str]) -> str:
-    """The skill a request body asks for: the tool's skill, "search" for free text,
-    "tasks" for everything else (GetTask, ListTasks, CancelTask, ...)."""
-    try:
-        body = json.loads(raw) if raw else None
-    except ValueError:
-        return "tasks"
+def skill_of(body: Any, skill_for_tool: Callable[[str], str]) -> str:
+    """The skill a request body (its JSON value) asks for: the tool's skill, "search" for
+    free text, "tasks" for everything else (GetTask, ListTasks, CancelTask, ...)."""
     parts = _parts(body)
     for part in parts:
         data = part.get("data") if isinstance(part, dict) else None
@@ -103,12 +100,12 @@ class Gate:
             await send(message)
 
         try:
-            await self._handle(scope, receive, counted_send, path, method)
+            await self._handle(scope, receive, counted_send, path, method, group)
         finally:
             self.metrics.http.labels(group, str(status_seen[0] if status_seen else 0)).inc()
 
     async def _handle(
-        self, scope: Scope, receive: Receive, send: Send, path: str, method: str
+        self, scope: Scope, receive: Receive, send: Send, path: str, method: str, group: str
     ) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if path in PUBLIC and method in ("GET", "HEAD"):
@@ -162,8 +159,15 @@ class Gate:
             chunks.append(chunk)
             more = bool(message.get("more_body", False))
         body = b"".join(chunks)
+        parsed: Any = None
+        bad: BadBody | None = None
+        if method == "POST" and body:
+            try:
+                parsed = read_json(body)
+            except BadBody as exc:
+                bad = exc
         if path != "/metrics":
-            skill = skill_of(body, self.skill_for_tool) if method == "POST" else "tasks"
+            skill = skill_of(parsed, self.skill_for_tool)
             wait = await self.limiter.check(principal.tenant, principal.tier, skill)
             if wait is not None:
                 self.metrics.rate_limited.labels(principal.tenant, skill).inc()
@@ -177,6 +181,12 @@ class Gate:
                     details={"skill": skill},
                 )
                 return
+        if bad is not None and group in ("jsonrpc", "rest", "legacy"):
+            log.info(
+                "%s %s: unreadable body from tenant %s: %s", method, path, principal.tenant, bad
+            )
+            await _bad_body(send, group, str(bad))
+            return
         scope["lamina.principal"] = principal
         replayed = False
 
@@ -199,6 +209,32 @@ class Gate:
         )
 
 
+_ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+async def _bad_body(send: Send, group: str, message: str) -> None:
+    """Tell the client its body is not JSON the way its route speaks: a JSON-RPC parse error
+    (HTTP 200, as the SDK answers one), the HTTP+JSON binding's 400, the legacy routes' 400."""
+    if group == "jsonrpc":
+        error = {"code": -32700, "message": message}
+        await _send(send, 200, {"jsonrpc": "2.0", "id": None, "error": error}, {})
+        return
+    if group == "legacy":
+        await _send(send, 400, {"error": {"code": -32700, "message": message}}, {})
+        return
+    info = {"@type": _ERROR_INFO, "reason": "INVALID_REQUEST", "domain": "a2a-protocol.org"}
+    error = {"code": 400, "status": "INVALID_ARGUMENT", "message": message, "details": [info]}
+    await _send(send, 400, {"error": error}, {})
+
+
+async def _send(send: Send, status: int, payload: Any, headers: dict[str, str]) -> None:
+    body = json.dumps(payload).encode()
+    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in headers.items()]
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
 async def _json(
     send: Send,
     status: int,
@@ -207,10 +243,5 @@ async def _json(
     headers: dict[str, str] | None = None,
     details: dict[str, Any] | None = None,
 ) -> None:
-    body = json.dumps(
-        {"error": {"code": code, "message": message, "details": details or {}}}
-    ).encode()
-    raw = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
+    payload = {"error": {"code": code, "message": message, "details": details or {}}}
+    await _send(send, status, payload, headers or {})

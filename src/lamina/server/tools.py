@@ -260,14 +260,8 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
         return {"results": _dump(hits), "below_threshold": hits.below_threshold}
 
     async def memory_get(a: Any, t: str) -> Any:
-        found = await mem.get(a.memory_id, tenant_id=t)
-        if found is None:
-            raise LaminaError(
-                ErrorCode.MEMORY_NOT_FOUND,
-                f"memory {a.memory_id!r} not found",
-                details={"id": a.memory_id},
-            )
-        return _dump(found)
+        # As the library: null when no memory of this tenant has the id (not an error).
+        return _dump(await mem.get(a.memory_id, tenant_id=t))
 
     async def memory_update(a: Any, t: str) -> Any:
         return _dump(
@@ -378,7 +372,14 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             memory_search,
             True,
         ),
-        ("memory_get", "memory", "Read one memory by id.", MemoryId, memory_get, True),
+        (
+            "memory_get",
+            "memory",
+            "Read one memory by id (null when there is none).",
+            MemoryId,
+            memory_get,
+            True,
+        ),
         (
             "memory_update",
             "memory",

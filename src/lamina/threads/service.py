@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from lamina.checks import invalid, storable
 from lamina.config import ServerSettings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.threads.ports import CleanupCounts, StoredThread, ThreadStore
@@ -96,7 +97,12 @@ class ThreadService:
         )
 
     async def open(self, tenant_id: str, thread_id: str) -> Thread:
-        """The thread, created on first use; THREAD_EXPIRED when it has expired."""
+        """The thread, created on first use; THREAD_EXPIRED when it has expired;
+        INVALID_ARGUMENT for an id no store can hold (NUL, lone surrogates)."""
+        if not storable(thread_id):
+            raise invalid(
+                "contextId must be valid Unicode text without NUL characters", "contextId"
+            )
         row, created = await self._store.open_thread(
             tenant_id, thread_id, self._clock(), self._settings.thread_ttl
         )
@@ -105,6 +111,8 @@ class ThreadService:
         return self._decode(tenant_id, row, created)
 
     async def get(self, tenant_id: str, thread_id: str) -> Thread | None:
+        if not storable(thread_id):
+            return None
         row = await self._store.get_thread(tenant_id, thread_id)
         if row is None:
             return None

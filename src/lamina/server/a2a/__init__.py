@@ -5,6 +5,10 @@ replacing this package only."""
 
 from __future__ import annotations
 
+import hashlib
+import json
+import time
+from email.utils import formatdate
 from typing import Any
 
 from a2a.auth.user import User
@@ -15,17 +19,21 @@ from a2a.server.routes import create_jsonrpc_routes, create_rest_routes
 from a2a.server.routes.common import ServerCallContextBuilder
 from google.protobuf.json_format import MessageToDict
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from lamina.runtime import AsyncLamina
 from lamina.server.a2a.card import SPEC_VERSION, CardBuilder
 from lamina.server.a2a.executor import LaminaExecutor, ThreadContextBuilder
+from lamina.server.a2a.faults import quiet_client_faults
 from lamina.server.a2a.legacy import legacy_routes
 from lamina.server.a2a.store import StoreTaskStore
 from lamina.server.adapter import ToolSurface
 from lamina.server.skills import Dispatcher, describe
 from lamina.server.tools import ServerTool
+
+#: Seconds a client may keep the agent card without asking again.
+CARD_MAX_AGE = 300
 
 __all__ = ["SPEC_VERSION", "A2AAdapter"]
 
@@ -85,14 +93,28 @@ class A2AAdapter(ToolSurface):
             request_context_builder=ThreadContextBuilder(dispatcher),
         )
         self._contexts = _ContextBuilder()
+        quiet_client_faults()
 
     def native(self, tool: ServerTool) -> Any:
         return describe([tool])[0]
 
     def routes(self) -> list[BaseRoute]:
+        started = formatdate(time.time(), usegmt=True)
+
         async def agent_card(request: Request) -> Response:
-            card = self.cards.card(str(request.base_url))
-            return JSONResponse(MessageToDict(card), headers={"Cache-Control": "no-cache"})
+            """The card, cacheable for five minutes and revalidated by its ETag (it changes
+            only when tools are registered or the server restarts)."""
+            card = MessageToDict(self.cards.card(str(request.base_url)))
+            body = json.dumps(card, separators=(",", ":"), sort_keys=True).encode()
+            etag = '"' + hashlib.sha256(body).hexdigest()[:32] + '"'
+            headers = {
+                "Cache-Control": f"public, max-age={CARD_MAX_AGE}",
+                "ETag": etag,
+                "Last-Modified": started,
+            }
+            if etag in request.headers.get("if-none-match", ""):
+                return Response(status_code=304, headers=headers)
+            return Response(body, media_type="application/json", headers=headers)
 
         routes: list[BaseRoute] = [
             Route("/.well-known/agent-card.json", agent_card, methods=["GET"])

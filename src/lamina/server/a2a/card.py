@@ -45,7 +45,8 @@ class CardBuilder:
         self, registry: ToolRegistry, url: str, *, auth: bool, version: str, fixed: bool
     ) -> None:
         self._registry = registry
-        self._url = url.rstrip("/") + "/"
+        # No trailing slash: clients append "/message:send" and the like to it.
+        self._url = url.rstrip("/")
         self._fixed = fixed
         self._auth = auth
         self._version = version
@@ -62,7 +63,7 @@ class CardBuilder:
         copy = AgentCard()
         copy.CopyFrom(card)
         for interface in copy.supported_interfaces:
-            interface.url = url
+            interface.url = url.rstrip("/")
         return copy
 
     def _build(self) -> AgentCard:

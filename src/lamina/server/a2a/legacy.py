@@ -3,7 +3,7 @@ and from the 1.0 request handler (so they share tasks, threads, auth and limits)
 
 from __future__ import annotations
 
-import json
+import logging
 import re
 import uuid
 from typing import Any
@@ -12,10 +12,15 @@ from a2a.server.context import ServerCallContext
 from a2a.server.request_handlers import RequestHandler
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest, Task
 from a2a.utils.errors import A2A_ERROR_MAPPING, JSON_RPC_ERROR_CODE_MAP, A2AError
-from google.protobuf.json_format import MessageToDict, ParseDict
+from google.protobuf.json_format import MessageToDict, ParseDict, ParseError
+from google.protobuf.struct_pb2 import Struct
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
+from lamina.server.body import BadBody, read_json
+
+log = logging.getLogger("lamina.server")
 
 _ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _STATES = {
@@ -34,15 +39,24 @@ class LegacyError(ValueError):
     pass
 
 
+def _struct(value: Any, target: Struct, name: str) -> None:
+    if not isinstance(value, dict):
+        raise LegacyError(f"{name} must be a JSON object, got {type(value).__name__}")
+    try:
+        ParseDict(value, target)
+    except (ParseError, OverflowError) as exc:
+        raise LegacyError(f"{name} cannot be read: {exc}") from None
+
+
 def _part_in(part: Any) -> Part:
     if not isinstance(part, dict):
         raise LegacyError("each part must be an object")
     kind = part.get("type") or part.get("kind") or ("data" if "data" in part else "text")
     if kind == "text" and isinstance(part.get("text"), str):
         return Part(text=part["text"])
-    if kind == "data" and isinstance(part.get("data"), dict):
+    if kind == "data":
         out = Part(media_type="application/json")
-        ParseDict(part["data"], out.data)
+        _struct(part.get("data"), out.data, "a data part's data")
         return out
     raise LegacyError(f"unsupported part {kind!r}: use text or data parts")
 
@@ -117,11 +131,9 @@ def _reply(result: dict[str, Any], rpc_id: Any) -> JSONResponse:
 def legacy_routes(handler: RequestHandler, build_context: Any) -> list[Route]:
     async def send(request: Request) -> JSONResponse:
         try:
-            body = json.loads(await request.body())
-        except ValueError:
-            return JSONResponse(
-                {"error": {"code": -32700, "message": "invalid JSON"}}, status_code=400
-            )
+            body = read_json(await request.body())
+        except BadBody as exc:
+            return JSONResponse({"error": {"code": -32700, "message": str(exc)}}, status_code=400)
         if not isinstance(body, dict):
             return _bad("the body must be a JSON object", None)
         rpc_id = body.get("id") if body.get("jsonrpc") == "2.0" else None
@@ -145,9 +157,10 @@ def legacy_routes(handler: RequestHandler, build_context: Any) -> list[Route]:
             if session:
                 out.context_id = session
             meta = params.get("metadata") or message.get("metadata")
-            if isinstance(meta, dict):
-                ParseDict(meta, out.metadata)
+            if meta is not None:
+                _struct(meta, out.metadata, "metadata")
         except LegacyError as exc:
+            log.info("POST /tasks/send: %s", exc)
             return _bad(str(exc), rpc_id)
         context: ServerCallContext = build_context(request)
         try:

@@ -11,6 +11,7 @@ from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
 from google.protobuf.json_format import MessageToJson, Parse
 
+from lamina.checks import storable
 from lamina.threads.ports import StoredTask, ThreadStore
 
 
@@ -44,6 +45,8 @@ class StoreTaskStore(TaskStore):
         await self._threads.save_task(tenant_of(context), _stored(task))
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
+        if not storable(task_id):
+            return None
         row = await self._threads.get_task(tenant_of(context), task_id)
         return None if row is None else _task(row)
 
@@ -51,10 +54,16 @@ class StoreTaskStore(TaskStore):
         before: tuple[int, str] | None = None
         if params.page_token:
             cursor = decode_list_tasks_cursor(params.page_token)
-            if cursor is None:
+            if (
+                cursor is None
+                or not storable(cursor.task_id)
+                or not 0 <= (cursor.timestamp_ns or 0) < 2**63
+            ):
                 raise InvalidParamsError(message="invalid pageToken: pass back a nextPageToken")
             before = (cursor.timestamp_ns or 0, cursor.task_id)
         size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
+        if not storable(params.context_id):
+            return ListTasksResponse(page_size=size)
         rows, total = await self._threads.list_tasks(
             tenant_of(context),
             context_id=params.context_id or None,
@@ -82,4 +91,6 @@ class StoreTaskStore(TaskStore):
         )
 
     async def delete(self, task_id: str, context: ServerCallContext) -> None:
+        if not storable(task_id):
+            return
         await self._threads.delete_task(tenant_of(context), task_id)

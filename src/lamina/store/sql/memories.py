@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -19,7 +19,7 @@ import numpy as np
 from lamina.embeddings.base import Embedder, Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import MetadataFilter
-from lamina.memory.layers import MemoryLayer
+from lamina.memory.layers import MemoryLayer, scope_key
 from lamina.memory.models import (
     HistoryEvent,
     HistoryOperation,
@@ -61,6 +61,20 @@ _CHUNK = 500
 _CONVERSATION = "conversation"
 #: Previous turns in a message's neighbourhood (lamina.memory.scoring).
 NEIGHBOURS = 2
+
+
+@dataclass(frozen=True, order=True)
+class ConversationScope:
+    """The turns of one conversation in one scope (layer and scope key): the only turns a
+    message's neighbourhood is made of."""
+
+    tenant_id: str
+    conversation_id: str
+    layer: str
+    scope_key: str
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.tenant_id, self.conversation_id, self.layer, self.scope_key))
 
 
 @dataclass(frozen=True)
@@ -315,15 +329,15 @@ class SqlMemories(ABC):
         self, memories: list[NewMemory], actor: str | None
     ) -> Program[list[MemoryEntry]]:
         """Positions from ``conversations`` (one UPSERT per conversation, its row locked until
-        the transaction ends), each message's neighbourhood (its two previous turns, stored
-        or in this call), then the inserts, all in one transaction."""
+        the transaction ends: neighbourhood work on a conversation never interleaves), each
+        message's neighbourhood (its two previous turns of the same scope, stored or in this
+        call), then the inserts, all in one transaction."""
         sizes: dict[tuple[str, str], int] = {}
         for m in memories:
             key = (m.tenant_id, str(m.metadata[_CONVERSATION]["id"]))
             sizes[key] = sizes.get(key, 0) + 1
         nxt: dict[tuple[str, str], int] = {}
-        window: dict[tuple[str, str], list[tuple[str, Vector | None]]] = {}
-        for (tenant_id, conversation_id), size in sizes.items():
+        for (tenant_id, conversation_id), size in sorted(sizes.items()):
             end = yield row(
                 "INSERT INTO conversations (tenant_id, conversation_id, next_position) "
                 "VALUES (%s, %s, %s) ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET "
@@ -333,11 +347,8 @@ class SqlMemories(ABC):
                 conversation_id,
                 size,
             )
-            start = int(end[0]) - size
-            nxt[(tenant_id, conversation_id)] = start
-            window[(tenant_id, conversation_id)] = yield from self._previous_turns(
-                tenant_id, conversation_id, start
-            )
+            nxt[(tenant_id, conversation_id)] = int(end[0]) - size
+        window: dict[ConversationScope, list[tuple[str, Vector | None]]] = {}
         numbered: list[NewMemory] = []
         neighbourhoods: list[_Neighbourhood] = []
         for m in memories:
@@ -345,30 +356,44 @@ class SqlMemories(ABC):
             key = (m.tenant_id, str(conversation["id"]))
             position = nxt[key]
             nxt[key] += 1
+            thread = ConversationScope(m.tenant_id, key[1], m.scope.layer.value, m.scope.key)
+            if thread not in window:
+                window[thread] = yield from self._previous_turns(thread, position)
             metadata = {**m.metadata, _CONVERSATION: {**conversation, "position": position}}
             numbered.append(replace(m, metadata=metadata))
-            previous = window[key][-NEIGHBOURS:]
+            previous = window[thread][-NEIGHBOURS:]
             neighbourhoods.append(
                 _neighbourhood(key[1], position, m.content, conversation, m.embedding, previous)
             )
-            window[key].append((m.content, m.embedding))
+            window[thread].append((m.content, m.embedding))
         return (yield from self._insert(numbered, actor, neighbourhoods))
 
     def _previous_turns(
-        self, tenant_id: str, conversation_id: str, before: int
+        self, thread: ConversationScope, before: int
     ) -> Program[list[tuple[str, Vector | None]]]:
-        """(content, vector) of the ``NEIGHBOURS`` stored turns before position ``before``,
-        oldest first."""
+        """(content, vector) of the ``NEIGHBOURS`` stored turns of ``thread`` before position
+        ``before``, oldest first. Only turns of the same scope count: a conversation id
+        another user also used never lends that user's words."""
         found = yield rows(
             "SELECT content, embedding, embedding_model FROM memories WHERE tenant_id = %s "
-            "AND conversation_id = %s AND conversation_position < %s "
-            "ORDER BY conversation_position DESC LIMIT %s",
-            tenant_id,
-            conversation_id,
+            "AND conversation_id = %s AND layer = %s AND scope_key = %s "
+            "AND conversation_position < %s ORDER BY conversation_position DESC LIMIT %s",
+            *thread,
             before,
             NEIGHBOURS,
         )
         return [(str(c), self._vector_of(v, m)) for c, v, m in reversed(found)]
+
+    def _lock_conversations(self, tenant_id: str, conversation_ids: set[str]) -> Program[None]:
+        """Hold the ``conversations`` rows (as ``add_messages`` does) before changing turns,
+        in one order: no neighbourhood is computed from turns that change meanwhile."""
+        for conversation_id in sorted(conversation_ids):
+            yield row(
+                "SELECT next_position FROM conversations WHERE tenant_id = %s "  # noqa: S608
+                f"AND conversation_id = %s{self._d.for_update}",
+                tenant_id,
+                conversation_id,
+            )
 
     def _vector_of(self, value: Any, model: str | None) -> Vector | None:
         """A stored vector if it is of the configured model and size, else None (vectors of
@@ -378,23 +403,21 @@ class SqlMemories(ABC):
         vector = self._d.from_vector(value)
         return vector if vector is not None and len(vector) == self.embedder.dimensions else None
 
-    def _renew(
-        self, tenant_id: str, conversation_id: str, after: int, count_: int | None
-    ) -> Program[None]:
-        """Recompute the neighbourhood of the ``count_`` turns (None: all) after position
-        ``after`` from the turns now before them: after a turn was deleted or rewritten, no
-        neighbour keeps its old words or vector."""
-        window = yield from self._previous_turns(tenant_id, conversation_id, after + 1)
+    def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:
+        """Recompute the neighbourhood of the ``count_`` turns (None: all) of ``thread``
+        after position ``after`` from the turns now before them: after a turn was deleted
+        or rewritten, no neighbour keeps its old words or vector."""
+        window = yield from self._previous_turns(thread, after + 1)
         limit = "" if count_ is None else f" LIMIT {int(count_)}"
         targets = yield rows(
             "SELECT id, conversation_position, content, metadata, embedding, embedding_model "  # noqa: S608
-            "FROM memories "
-            "WHERE tenant_id = %s AND conversation_id = %s AND conversation_position > %s "
+            "FROM memories WHERE tenant_id = %s AND conversation_id = %s AND layer = %s "
+            "AND scope_key = %s AND conversation_position > %s "
             f"ORDER BY conversation_position{limit}",
-            tenant_id,
-            conversation_id,
+            *thread,
             after,
         )
+        tenant_id, conversation_id = thread.tenant_id, thread.conversation_id
         updates = []
         for memory_id, position, content, metadata, embedding, model in targets:
             conversation = self._d.from_json(metadata).get(_CONVERSATION, {})
@@ -516,6 +539,15 @@ class SqlMemories(ABC):
         actor: str | None,
     ) -> Program[MemoryEntry]:
         d = self._d
+        if content is not None or embedding is not None:
+            before = yield row(
+                "SELECT metadata FROM memories WHERE tenant_id = %s AND id = %s",
+                tenant_id,
+                memory_id,
+            )
+            place = None if before is None else _place(d.from_json(before[0]))
+            if place is not None:
+                yield from self._lock_conversations(tenant_id, {place[0]})
         found = yield row(
             f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
             f"{d.for_update}",
@@ -576,7 +608,9 @@ class SqlMemories(ABC):
         place = _place(old.metadata)
         if place is not None and (content is not None or embedding is not None):
             # Its own neighbourhood vector holds its vector; the next turns hold its words.
-            yield from self._renew(tenant_id, place[0], place[1] - 1, NEIGHBOURS + 1)
+            key = scope_key(old.layer, old.identifiers)
+            thread = ConversationScope(tenant_id, place[0], old.layer.value, key)
+            yield from self._renew(thread, place[1] - 1, NEIGHBOURS + 1)
         return new
 
     async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
@@ -599,15 +633,26 @@ class SqlMemories(ABC):
         removed = 0
         for start in range(0, len(ids), _CHUNK):
             chunk, params = d.any_of("id", ids[start : start + _CHUNK])
-            deleted = yield rows(
-                f"DELETE FROM memories WHERE tenant_id = %s AND {chunk} "  # noqa: S608
-                "RETURNING id, layer, content, metadata",
+            going = yield rows(
+                f"SELECT metadata FROM memories WHERE tenant_id = %s AND {chunk}",  # noqa: S608
                 tenant_id,
                 *params,
             )
-            places = {_place(d.from_json(r[3])) for r in deleted} - {None}
-            for conversation_id, position in sorted(p for p in places if p is not None):
-                yield from self._renew(tenant_id, conversation_id, position, NEIGHBOURS)
+            talks = {p[0] for r in going if (p := _place(d.from_json(r[0]))) is not None}
+            yield from self._lock_conversations(tenant_id, talks)
+            deleted = yield rows(
+                f"DELETE FROM memories WHERE tenant_id = %s AND {chunk} "  # noqa: S608
+                "RETURNING id, layer, content, metadata, scope_key",
+                tenant_id,
+                *params,
+            )
+            places = set()
+            for r in deleted:
+                place = _place(d.from_json(r[3]))
+                if place is not None:
+                    places.add((ConversationScope(tenant_id, place[0], r[1], r[4]), place[1]))
+            for thread, position in sorted(places):
+                yield from self._renew(thread, position, NEIGHBOURS)
             yield many(
                 _HISTORY,
                 [

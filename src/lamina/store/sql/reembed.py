@@ -21,6 +21,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.ports import ContextRecord, ItemText, ReembedProgress
 from lamina.store.sql.context_items import RECORD
 from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.memories import ConversationScope
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, EmbeddingState
 from lamina.store.sql.program import Executor, Program, count, row, rows
 
@@ -57,23 +58,36 @@ class Reembedding(ABC):
         """A context item's row (sequence, record columns, embedding) as a record."""
 
     @abstractmethod
-    def _renew(
-        self, tenant_id: str, conversation_id: str, after: int, count_: int | None
-    ) -> Program[None]:
+    def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:
         """Recompute conversation messages' neighbourhoods (lamina.store.sql.memories)."""
 
-    def _renew_neighbourhoods(self, tenant: str) -> Program[int]:
-        """Neighbourhood vectors again, from the re-embedded vectors, for every conversation
-        whose messages lost theirs."""
+    @abstractmethod
+    def _lock_conversations(self, tenant_id: str, conversation_ids: set[str]) -> Program[None]:
+        """Hold conversations against concurrent changes of their turns."""
+
+    def _lacking_neighbourhoods(self, tenant: str) -> Program[list[ConversationScope]]:
+        """Conversations (per scope) holding a message past their first two that has a
+        vector but no neighbourhood vector: those whose vectors were re-embedded."""
         found = yield rows(
-            "SELECT DISTINCT conversation_id FROM memories WHERE tenant_id = %s "
-            "AND conversation_id IS NOT NULL AND context_embedding IS NULL "
-            "AND embedding IS NOT NULL",
+            "SELECT DISTINCT conversation_id, layer, scope_key FROM memories "
+            "WHERE tenant_id = %s AND conversation_id IS NOT NULL "
+            "AND context_embedding IS NULL AND embedding IS NOT NULL "
+            "AND conversation_position > 0",
             tenant,
         )
-        for (conversation_id,) in found:
-            yield from self._renew(tenant, conversation_id, -1, None)
-        return len(found)
+        return [ConversationScope(tenant, c, layer, key) for c, layer, key in found]
+
+    def _renew_conversation(self, thread: ConversationScope) -> Program[None]:
+        yield from self._lock_conversations(thread.tenant_id, {thread.conversation_id})
+        yield from self._renew(thread, -1, None)
+
+    async def _renew_neighbourhoods(self, tenant: str) -> None:
+        """Neighbourhood vectors again, from the re-embedded vectors: one transaction per
+        conversation, so that writers wait for one conversation at most."""
+        for thread in await self._exec.read(
+            tenant, "reembed", self._lacking_neighbourhoods(tenant)
+        ):
+            await self._exec.write(tenant, "reembed", self._renew_conversation(thread))
 
     async def reembed(
         self, item_text: ItemText, *, batch_size: int, on_progress: ReembedProgress | None
@@ -140,7 +154,7 @@ class Reembedding(ABC):
                         if on_progress is not None:
                             on_progress(min(done, total), total)
             for tenant in tenants:
-                await self._exec.write(tenant, "reembed", self._renew_neighbourhoods(tenant))
+                await self._renew_neighbourhoods(tenant)
             if await self._finish(model, dims, resized):
                 self.embedding.status = replace(
                     status, store_model=model, store_dimensions=dims, in_progress=False

@@ -65,7 +65,7 @@ BEGIN
     DELETE FROM memory_terms t USING old_rows o
         WHERE t.tenant_id = o.tenant_id AND t.memory_seq = o.seq AND o.lexicon IS NOT NULL;
     UPDATE memory_scope_stats s SET docs = s.docs - g.docs, length = s.length - g.length
-        FROM (SELECT tenant_id, layer, scope_key, count(*) AS docs, sum(term_count) AS length
+        FROM (SELECT tenant_id, layer, scope_key, count(*) AS docs, sum(term_count::float8) AS length
               FROM old_rows WHERE lexicon IS NOT NULL GROUP BY 1, 2, 3) g
         WHERE s.tenant_id = g.tenant_id AND s.layer = g.layer AND s.scope_key = g.scope_key;
     RETURN NULL;
@@ -78,7 +78,7 @@ BEGIN
         FROM new_rows n, regexp_split_to_table(n.lexicon, ' ') p
         WHERE n.lexicon IS NOT NULL AND p <> '';
     INSERT INTO memory_scope_stats AS s (tenant_id, layer, scope_key, docs, length)
-        SELECT tenant_id, layer, scope_key, count(*), sum(term_count)
+        SELECT tenant_id, layer, scope_key, count(*), sum(term_count::float8)
         FROM new_rows WHERE lexicon IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (tenant_id, layer, scope_key) DO UPDATE
         SET docs = s.docs + excluded.docs, length = s.length + excluded.length;
@@ -107,7 +107,7 @@ BEGIN
             OR n.scope_key <> o.scope_key OR n.term_count <> o.term_count
     )
     UPDATE memory_scope_stats s SET docs = s.docs - g.docs, length = s.length - g.length
-        FROM (SELECT tenant_id, layer, scope_key, count(*) AS docs, sum(term_count) AS length
+        FROM (SELECT tenant_id, layer, scope_key, count(*) AS docs, sum(term_count::float8) AS length
               FROM changed WHERE lexicon IS NOT NULL GROUP BY 1, 2, 3) g
         WHERE s.tenant_id = g.tenant_id AND s.layer = g.layer AND s.scope_key = g.scope_key;
     WITH changed AS (
@@ -126,7 +126,7 @@ BEGIN
             OR n.scope_key <> o.scope_key OR n.term_count <> o.term_count
     )
     INSERT INTO memory_scope_stats AS s (tenant_id, layer, scope_key, docs, length)
-        SELECT tenant_id, layer, scope_key, count(*), sum(term_count)
+        SELECT tenant_id, layer, scope_key, count(*), sum(term_count::float8)
         FROM changed WHERE lexicon IS NOT NULL GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
         ON CONFLICT (tenant_id, layer, scope_key) DO UPDATE
         SET docs = s.docs + excluded.docs, length = s.length + excluded.length;
