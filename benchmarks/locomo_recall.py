@@ -27,6 +27,7 @@ import statistics
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -60,8 +61,9 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
     ingest_seconds = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         options: dict[str, Any] = {"data_dir": tmp}
-        if database_url:
+        if database_url:  # a tenant of its own: earlier runs' rows stay out of the way
             options["database_url"] = database_url
+            options["tenant_id"] = f"locomo-{uuid.uuid4().hex[:12]}"
         with Lamina(**options) as ms:
             dia_of: dict[str, str] = {}
             numbers: dict[str, int] = {}
