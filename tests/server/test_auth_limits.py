@@ -18,7 +18,7 @@ from lamina.config import ServerSettings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.server.app import check_bind
 from lamina.server.auth import KeyRing, hash_key, new_key
-from lamina.server.ratelimit import RateLimiter
+from lamina.server.ratelimit import Limited, RateLimiter
 from tests.server.harness import (
     HEADERS,
     Running,
@@ -82,7 +82,7 @@ def test_no_or_bad_key_is_401_but_card_and_health_stay_public(client: httpx.Clie
     ):
         response = client.post("/", json=envelope, headers={**HEADERS, **headers})
         assert response.status_code == 401, headers
-        assert response.json()["error"]["code"] == "UNAUTHORIZED"
+        assert response.json()["error"]["data"]["reason"] == "UNAUTHORIZED"
         assert "bearer" in response.headers["www-authenticate"].lower()
     for path in ("/tasks", "/tasks/x", "/tasks/x/get"):
         assert client.get(path, headers=HEADERS).status_code == 401
@@ -195,7 +195,7 @@ def test_rate_limit_per_skill_returns_429_with_retry_after(
         codes.append(response.status_code)
         if response.status_code == 429:
             assert response.headers["retry-after"] == "20"
-            assert response.json()["error"]["code"] == "RATE_LIMITED"
+            assert response.json()["error"]["data"]["reason"] == "RATE_LIMITED"
     assert codes[:3] == [200, 200, 200] and codes[3:] == [429, 429]
     # Other skills of the same tenant, and other tenants, are not limited by it.
     assert _send(client, C, "memory_list", {"user_id": "x"})["status"]["state"]
@@ -213,10 +213,10 @@ def test_tier_limit_counts_every_request() -> None:
         ServerSettings(tiers={"t": {"requests_per_minute": 2}}), clock=lambda: 120.0
     )
     results = asyncio.run(_hits(limiter, "acme", "t", 3))
-    assert results[:2] == [None, None] and results[2] == 60.0
+    assert results[:2] == [None, None] and results[2] == Limited("total", 2, 60.0)
 
 
-async def _hits(limiter: RateLimiter, tenant: str, tier: str, n: int) -> list[float | None]:
+async def _hits(limiter: RateLimiter, tenant: str, tier: str, n: int) -> list[Limited | None]:
     return [await limiter.check(tenant, tier, "memory") for _ in range(n)]
 
 
@@ -225,7 +225,7 @@ def test_redis_limits_are_shared_between_replicas() -> None:
 
     url = os.environ.get("LAMINA_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
-    async def scenario() -> list[float | None]:
+    async def scenario() -> list[Limited | None]:
         settings = ServerSettings(redis_url=url, tiers={"default": {"requests_per_minute": 4}})
         one, two = RateLimiter(settings), RateLimiter(settings)
         tenant = f"t-{uuid.uuid4().hex}"

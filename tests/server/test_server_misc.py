@@ -102,7 +102,7 @@ def test_oversized_and_malformed_bodies(client: httpx.Client) -> None:
     envelope = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": huge}}
     response = client.post("/", json=envelope, headers=HEADERS)
     assert response.status_code == 413
-    assert response.json()["error"]["code"] == "PAYLOAD_TOO_LARGE"
+    assert response.json()["error"]["data"]["reason"] == "PAYLOAD_TOO_LARGE"
 
     def chunks() -> Iterator[bytes]:  # no Content-Length: counted while reading
         for _ in range(30):
@@ -122,7 +122,8 @@ def test_oversized_and_malformed_bodies(client: httpx.Client) -> None:
         )
         assert response.status_code in (200, 400), body
         assert "error" in response.json(), body
-    assert client.post("/message:send", content=b"{oops", headers=HEADERS).status_code == 400
+    as_json = {**HEADERS, "Content-Type": "application/json"}
+    assert client.post("/message:send", content=b"{oops", headers=as_json).status_code == 400
     # Still serving.
     assert send(client, tool_message("memory_list", {"user_id": "u"}))["status"]["state"] == (
         "TASK_STATE_COMPLETED"

@@ -1,18 +1,25 @@
-"""The HTTP gate in front of every route: body size limit (413), API key → tenant (401),
-rate limits per tenant and skill (429 with Retry-After), the A2A version warning, and the
-HTTP request metric. A pure ASGI middleware: the body is read once, checked, and replayed."""
+"""The HTTP gate in front of every route: API key → tenant (401), body size limit (413),
+JSON content type (415), rate limits per tenant and skill (429 with Retry-After), the A2A
+version warning, and the HTTP request metric. A pure ASGI middleware: the body is read once,
+checked, and replayed.
+
+Its refusals speak the route's protocol (docs/server.md, "Error formats"): a JSON-RPC 2.0
+error envelope on ``POST /`` (with the request's id when the body could be read), the
+HTTP+JSON binding's error (google.rpc.Status with an ErrorInfo) on the REST routes, the legacy
+routes' ``{"error": {code, message, data}}``; the HTTP status and headers are the same on all."""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from lamina.metrics import ServerMetrics
 from lamina.server.auth import KeyRing, Principal, presented_key
 from lamina.server.body import BadBody, read_json
-from lamina.server.ratelimit import RateLimiter
+from lamina.server.ratelimit import Limited, RateLimiter
 
 log = logging.getLogger("lamina.server")
 
@@ -24,6 +31,11 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PUBLIC = {"/health", "/.well-known/agent-card.json"}
 SUPPORTED_VERSION = (1, 0)
+# Media types a JSON body may be sent as (parameters such as charset aside): JSON, and the
+# HTTP+JSON binding's own type.
+JSON_TYPES = ("application/json", "application/a2a+json")
+# The A2A groups: refusals in their protocol, bodies must be JSON.
+A2A_GROUPS = ("jsonrpc", "rest", "legacy")
 
 
 def route_group(path: str, method: str) -> str:
@@ -35,6 +47,8 @@ def route_group(path: str, method: str) -> str:
         return "legacy"
     if path == "/" and method == "POST":
         return "jsonrpc"
+    if path == "/mcp" or path.startswith("/mcp/"):
+        return "mcp"
     return "rest"
 
 
@@ -58,12 +72,58 @@ def skill_of(body: Any, skill_for_tool: Callable[[str], str]) -> str:
     return "search" if parts else "tasks"
 
 
+def is_json(content_type: str | None) -> bool:
+    """Whether a Content-Type header names JSON (``application/json; charset=utf-8`` does)."""
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    return media in JSON_TYPES
+
+
+def _rpc_id(body: Any) -> str | int | float | None:
+    """The id of a JSON-RPC request, when it is one a response may carry (string or number)."""
+    rpc_id = body.get("id") if isinstance(body, dict) else None
+    if isinstance(rpc_id, bool) or not isinstance(rpc_id, str | int | float):
+        return None
+    return rpc_id
+
+
 def _version(header: str) -> tuple[int, int] | None:
     try:
         major, _, minor = header.strip().partition(".")
         return int(major), int(minor.split(".")[0] or 0)
     except ValueError:
         return None
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One gate refusal, whatever the route: rendered by ``_refuse`` in the route's protocol.
+    ``reason`` is the ErrorInfo reason (and the error code on non-A2A routes), ``rpc_code``
+    the JSON-RPC code, ``grpc`` the google.rpc status name of the HTTP+JSON error."""
+
+    status: int
+    reason: str
+    rpc_code: int
+    grpc: str
+    message: str
+    data: dict[str, Any] = field(default_factory=dict)
+    headers: dict[str, str] = field(default_factory=dict)
+    domain: str = "lamina"
+
+
+# JSON-RPC codes of the refusals A2A names no error for: implementation-defined server errors,
+# at the far end of the -32000..-32099 range from A2A's own (-32001 upwards).
+UNAUTHENTICATED_CODE = -32090
+PAYLOAD_TOO_LARGE_CODE = -32091
+RATE_LIMITED_CODE = -32092
+CONTENT_TYPE_NOT_SUPPORTED_CODE = -32005  # A2A ContentTypeNotSupportedError
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Gone(Exception):
+    pass
 
 
 class Gate:
@@ -117,17 +177,29 @@ class Gate:
                 presented_key(headers.get("authorization"), headers.get("x-api-key"))
             )
             if found is None:
-                await _json(
-                    send,
+                refusal = Refusal(
                     401,
                     "UNAUTHORIZED",
+                    UNAUTHENTICATED_CODE,
+                    "UNAUTHENTICATED",
                     "a valid API key is required: Authorization: Bearer <key> or X-API-Key: <key>",
-                    {"www-authenticate": 'Bearer realm="lamina"'},
+                    headers={"www-authenticate": 'Bearer realm="lamina"'},
                 )
+                rpc_id = None
+                if group == "jsonrpc":  # answer with the request's id if its body tells it
+                    try:
+                        rpc_id = _rpc_id(_parse(await self._read(receive, headers)))
+                    except _TooLarge:
+                        pass
+                    except _Gone:
+                        return
+                await _refuse(send, group, refusal, rpc_id)
                 return
             principal = found
             if path == "/metrics" and principal.tier != "admin":
-                await _json(send, 403, "UNAUTHORIZED", "/metrics needs a key of tier admin")
+                message = "/metrics needs a key of tier admin"
+                refusal = Refusal(403, "UNAUTHORIZED", 0, "PERMISSION_DENIED", message)
+                await _refuse(send, group, refusal, None)
                 return
         declared = headers.get("a2a-version")
         if declared:
@@ -140,25 +212,13 @@ class Gate:
                     method,
                     path,
                 )
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_body:
-            await self._too_large(send)
+        try:
+            body = await self._read(receive, headers)
+        except _Gone:
             return
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_body:
-                await self._too_large(send)
-                return
-            chunks.append(chunk)
-            more = bool(message.get("more_body", False))
-        body = b"".join(chunks)
+        except _TooLarge:
+            await _refuse(send, group, self._too_large(), None)
+            return
         parsed: Any = None
         bad: BadBody | None = None
         if method == "POST" and body:
@@ -166,22 +226,30 @@ class Gate:
                 parsed = read_json(body)
             except BadBody as exc:
                 bad = exc
+        rpc_id = _rpc_id(parsed) if group == "jsonrpc" else None
+        content_type = headers.get("content-type")
+        if body and group in A2A_GROUPS and not is_json(content_type):
+            log.info("%s %s: body of type %r refused", method, path, content_type)
+            refusal = Refusal(
+                415,
+                "CONTENT_TYPE_NOT_SUPPORTED",
+                CONTENT_TYPE_NOT_SUPPORTED_CODE,
+                "INVALID_ARGUMENT",
+                "the request body must be JSON (Content-Type: application/json), "
+                f"not {content_type or 'untyped'}",
+                data={"contentType": content_type or "", "supported": list(JSON_TYPES)},
+                domain="a2a-protocol.org",
+            )
+            await _refuse(send, group, refusal, rpc_id)
+            return
         if path != "/metrics":
             skill = skill_of(parsed, self.skill_for_tool)
-            wait = await self.limiter.check(principal.tenant, principal.tier, skill)
-            if wait is not None:
+            limited = await self.limiter.check(principal.tenant, principal.tier, skill)
+            if limited is not None:
                 self.metrics.rate_limited.labels(principal.tenant, skill).inc()
-                await _json(
-                    send,
-                    429,
-                    "RATE_LIMITED",
-                    f"rate limit of tier {principal.tier!r} reached for {skill}: "
-                    f"retry in {int(wait)} s",
-                    {"retry-after": str(int(wait))},
-                    details={"skill": skill},
-                )
+                await _refuse(send, group, _rate_limited(limited, principal.tier, skill), rpc_id)
                 return
-        if bad is not None and group in ("jsonrpc", "rest", "legacy"):
+        if bad is not None and group in A2A_GROUPS:
             log.info(
                 "%s %s: unreadable body from tenant %s: %s", method, path, principal.tenant, bad
             )
@@ -199,17 +267,101 @@ class Gate:
 
         await self.app(scope, replay, send)
 
-    async def _too_large(self, send: Send) -> None:
-        await _json(
-            send,
+    async def _read(self, receive: Receive, headers: dict[str, str]) -> bytes:
+        """The whole body; _TooLarge past ``max_body`` (declared or counted), _Gone if the
+        client left."""
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            raise _TooLarge
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Gone
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise _TooLarge
+            chunks.append(chunk)
+            more = bool(message.get("more_body", False))
+        return b"".join(chunks)
+
+    def _too_large(self) -> Refusal:
+        return Refusal(
             413,
             "PAYLOAD_TOO_LARGE",
+            PAYLOAD_TOO_LARGE_CODE,
+            "INVALID_ARGUMENT",
             f"the request body is over the limit of {self.max_body} bytes",
-            details={"max_bytes": self.max_body},
+            data={"maxBytes": self.max_body},
         )
 
 
+def _parse(body: bytes) -> Any:
+    try:
+        return read_json(body) if body else None
+    except BadBody:
+        return None
+
+
+def _rate_limited(limited: Limited, tier: str, skill: str) -> Refusal:
+    wait = int(limited.retry_after)
+    if limited.scope == "total":
+        what = f"{limited.limit} requests per minute for all of the tenant's requests"
+    else:
+        what = f"{limited.limit} requests per minute for skill {skill!r}"
+    message = f"rate limit of tier {tier!r} reached: {what}; retry in {wait} s"
+    return Refusal(
+        429,
+        "RATE_LIMITED",
+        RATE_LIMITED_CODE,
+        "RESOURCE_EXHAUSTED",
+        message,
+        data={
+            "limit": limited.scope,
+            "requestsPerMinute": limited.limit,
+            "skill": skill,
+            "retryAfterSeconds": wait,
+        },
+        headers={"retry-after": str(wait)},
+    )
+
+
 _ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
+
+
+async def _refuse(send: Send, group: str, refusal: Refusal, rpc_id: Any) -> None:
+    """A gate refusal in the route's protocol, with the refusal's HTTP status and headers."""
+    data = {"reason": refusal.reason, **refusal.data}
+    payload: Any
+    if group == "jsonrpc":
+        error = {"code": refusal.rpc_code, "message": refusal.message, "data": data}
+        payload = {"jsonrpc": "2.0", "id": rpc_id, "error": error}
+    elif group == "legacy":
+        payload = {"error": {"code": refusal.rpc_code, "message": refusal.message, "data": data}}
+    elif group == "rest":
+        info = {
+            "@type": _ERROR_INFO,
+            "reason": refusal.reason,
+            "domain": refusal.domain,
+            # google.rpc.ErrorInfo metadata is a map of strings.
+            "metadata": {
+                k: v if isinstance(v, str) else json.dumps(v) for k, v in refusal.data.items()
+            },
+        }
+        error = {
+            "code": refusal.status,
+            "status": refusal.grpc,
+            "message": refusal.message,
+            "details": [info],
+        }
+        payload = {"error": error}
+    else:  # card, health, metrics, MCP: lamina's own error shape
+        error = {"code": refusal.reason, "message": refusal.message, "details": refusal.data}
+        payload = {"error": error}
+    await _send(send, refusal.status, payload, refusal.headers)
 
 
 async def _bad_body(send: Send, group: str, message: str) -> None:
@@ -233,15 +385,3 @@ async def _send(send: Send, status: int, payload: Any, headers: dict[str, str]) 
     raw += [(k.encode(), v.encode()) for k, v in headers.items()]
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
-
-
-async def _json(
-    send: Send,
-    status: int,
-    code: str,
-    message: str,
-    headers: dict[str, str] | None = None,
-    details: dict[str, Any] | None = None,
-) -> None:
-    payload = {"error": {"code": code, "message": message, "details": details or {}}}
-    await _send(send, status, payload, headers or {})

@@ -12,7 +12,8 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
 from lamina.config import ServerSettings, TierLimits
 from lamina.extras import require
@@ -65,6 +66,16 @@ class RedisCounter:
         await self._client.aclose()
 
 
+@dataclass(frozen=True)
+class Limited:
+    """A request over a limit: which one (the tenant's total or one skill's), its size in
+    requests per minute, and the seconds to wait (Retry-After)."""
+
+    scope: Literal["total", "skill"]
+    limit: int
+    retry_after: float
+
+
 class RateLimiter:
     def __init__(self, settings: ServerSettings, clock: Callable[[], float] = time.time) -> None:
         self._settings = settings
@@ -77,19 +88,22 @@ class RateLimiter:
         tiers = self._settings.tiers
         return tiers.get(tier) or tiers.get("default") or TierLimits()
 
-    async def check(self, tenant: str, tier: str, skill: str) -> float | None:
-        """None when the request may go on; else the seconds to wait (Retry-After)."""
+    async def check(self, tenant: str, tier: str, skill: str) -> Limited | None:
+        """None when the request may go on; else the limit it is over (the tenant's total is
+        counted first: a request it refuses is not counted against the skill)."""
         now = self._clock()
         window = int(now // WINDOW)
         retry = max(1.0, math.ceil((window + 1) * WINDOW - now))
         limits = self.limits(tier)
-        checks = [(f"{tenant}:*", limits.requests_per_minute)]
+        checks: list[tuple[str, int, Literal["total", "skill"]]] = [
+            (f"{tenant}:*", limits.requests_per_minute, "total")
+        ]
         if skill in limits.skills:
-            checks.append((f"{tenant}:{skill}", limits.skills[skill]))
+            checks.append((f"{tenant}:{skill}", limits.skills[skill], "skill"))
         try:
-            for key, limit in checks:
+            for key, limit, scope in checks:
                 if await self.counter.incr(key, window) > limit:
-                    return retry
+                    return Limited(scope, limit, retry)
         except Exception as exc:  # Redis down: let the request through, say so
             log.warning("rate limiter unavailable (%s): request allowed", exc)
         return None
