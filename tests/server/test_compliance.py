@@ -193,6 +193,21 @@ def test_getting_an_unknown_memory_answers_null(client: httpx.Client) -> None:
     assert result_of(done) is None
 
 
+def test_a_reply_to_an_input_required_task_needs_no_context_id(client: httpx.Client) -> None:
+    task = send(client, tool_message("memory_add", {"layer": "user", "user_id": "alice"}))
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+    reply = {
+        "messageId": "r2-" + task["id"],
+        "role": "ROLE_USER",
+        "taskId": task["id"],  # the task names its context: the client need not repeat it
+        "parts": [{"data": {"content": "reply without a context id"}}],
+    }
+    done = send(client, reply)
+    assert done["id"] == task["id"] and done["contextId"] == task["contextId"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert result_of(done)["content"] == "reply without a context id"
+
+
 def test_cancel_task(client: httpx.Client) -> None:
     waiting = send(client, tool_message("memory_get", {}))
     assert waiting["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"

@@ -86,11 +86,12 @@ class A2AAdapter(ToolSurface):
         self.cards = CardBuilder(
             dispatcher.registry, url, auth=auth, version=version, fixed=fixed_url
         )
+        tasks = StoreTaskStore(ms.store.threads)
         self.handler = DefaultRequestHandler(
             agent_executor=LaminaExecutor(dispatcher),
-            task_store=StoreTaskStore(ms.store.threads),
+            task_store=tasks,
             agent_card=self.cards.card(),
-            request_context_builder=ThreadContextBuilder(dispatcher),
+            request_context_builder=ThreadContextBuilder(dispatcher, tasks),
         )
         self._contexts = _ContextBuilder()
         quiet_client_faults()

@@ -17,7 +17,7 @@ from a2a.server.agent_execution import (
 )
 from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
-from a2a.server.tasks import TaskUpdater
+from a2a.server.tasks import TaskStore, TaskUpdater
 from a2a.types import Part, SendMessageRequest, Task, TaskState, TaskStatus
 from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict, ParseDict
@@ -99,9 +99,10 @@ class ThreadContextBuilder(SimpleRequestContextBuilder):
     """Opens (or creates) the thread of the request before any task exists, so that
     continuing an expired thread is a protocol error, not a failed task."""
 
-    def __init__(self, dispatcher: Dispatcher) -> None:
+    def __init__(self, dispatcher: Dispatcher, tasks: TaskStore) -> None:
         super().__init__()
         self._dispatcher = dispatcher
+        self._tasks = tasks
 
     async def build(
         self,
@@ -112,6 +113,12 @@ class ThreadContextBuilder(SimpleRequestContextBuilder):
         task: Task | None = None,
     ) -> RequestContext:
         task_id = task_id or context.state.get("lamina.legacy_task_id")
+        if task_id and not context_id:
+            # A reply to a task (input-required) belongs to the task's context: the client
+            # need not repeat the contextId the task already names.
+            known = task if task is not None else await self._tasks.get(task_id, context)
+            if known is not None:
+                context_id = known.context_id
         built = await super().build(context, params, task_id, context_id, task)
         tenant = context.state["lamina.tenant"]
         try:
