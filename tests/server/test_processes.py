@@ -172,7 +172,9 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
     key = new_key()
     config = tmp_path / "lamina.toml"
     config.write_text(
-        f'[[server.api_keys]]\nkey_hash = "{hash_key(key)}"\ntenant_id = "acme"\n',
+        f'[[server.api_keys]]\nkey_hash = "{hash_key(key)}"\ntenant_id = "acme"\n'
+        'tier = "small"\n[server.tiers.small]\nrequests_per_minute = 10000\n'
+        "[server.tiers.small.skills]\ngovernance = 2\n",
         encoding="utf-8",
     )
     process = subprocess.Popen(
@@ -215,6 +217,20 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
                 assert json.loads(added.content[0].text)["tenant_id"] == "acme"
 
         asyncio.run(scenario())
+
+        # MCP calls count under their tool's skill: the third governance call in the
+        # minute is refused (the gate counts before the MCP app reads the call).
+        def call(tool: str) -> httpx.Response:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+            body["params"] = {"name": tool, "arguments": {}}
+            headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
+            return httpx.post(url, json=body, headers=headers)
+
+        assert [call("governance_policies").status_code != 429 for _ in range(2)] == [True] * 2
+        refused = call("governance_validate")
+        assert refused.status_code == 429, refused.text
+        assert "governance" in refused.text and refused.headers["retry-after"]
+        assert call("memory_list").status_code != 429
     finally:
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=30)

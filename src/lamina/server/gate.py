@@ -61,9 +61,24 @@ def _parts(body: Any) -> list[Any]:
     return parts if isinstance(parts, list) else []
 
 
+def _mcp_tool(body: Any) -> str | None:
+    """The tool an MCP ``tools/call`` request (or the first of a batch) names."""
+    for message in body if isinstance(body, list) else [body]:
+        if isinstance(message, dict) and message.get("method") == "tools/call":
+            params = message.get("params")
+            name = params.get("name") if isinstance(params, dict) else None
+            if isinstance(name, str):
+                return name
+    return None
+
+
 def skill_of(body: Any, skill_for_tool: Callable[[str], str]) -> str:
-    """The skill a request body (its JSON value) asks for: the tool's skill, "search" for
-    free text, "tasks" for everything else (GetTask, ListTasks, CancelTask, ...)."""
+    """The skill a request body (its JSON value) asks for: the tool's skill (an A2A data
+    part's, or an MCP ``tools/call``'s), "search" for free text, "tasks" for everything else
+    (GetTask, ListTasks, CancelTask, MCP's initialize and tools/list, ...)."""
+    tool = _mcp_tool(body)
+    if tool is not None:
+        return skill_for_tool(tool)
     parts = _parts(body)
     for part in parts:
         data = part.get("data") if isinstance(part, dict) else None
