@@ -49,6 +49,31 @@ class MemoryEntry(BaseModel):
 SCORE_RATE = 2.5
 
 
+def raw_score(
+    w: float,
+    semantic: float | None,
+    keyword: float | None,
+    speaker: float,
+    conversation: float,
+    phrase: float,
+    date: float,
+) -> float:
+    """The raw score of its parts (``ScoreParts.raw``; ranking computes it without models)."""
+    return (
+        w * (semantic or 0.0)
+        + (1.0 - w) * (keyword or 0.0)
+        + speaker
+        + conversation
+        + phrase
+        + date
+    )
+
+
+def score_of(raw: float) -> float:
+    """The [0, 1] score of a raw score."""
+    return 1.0 - math.exp(-SCORE_RATE * max(raw, 0.0))
+
+
 class ScoreParts(BaseModel):
     """What a search score is made of (lamina.memory.scoring, docs/search.md)::
 
@@ -72,19 +97,19 @@ class ScoreParts(BaseModel):
 
     @property
     def raw(self) -> float:
-        w = self.semantic_weight
-        return (
-            w * (self.semantic or 0.0)
-            + (1.0 - w) * (self.keyword or 0.0)
-            + self.speaker
-            + self.conversation
-            + self.phrase
-            + self.date
+        return raw_score(
+            self.semantic_weight,
+            self.semantic,
+            self.keyword,
+            self.speaker,
+            self.conversation,
+            self.phrase,
+            self.date,
         )
 
     @property
     def score(self) -> float:
-        return 1.0 - math.exp(-SCORE_RATE * max(self.raw, 0.0))
+        return score_of(self.raw)
 
 
 class SearchHit(BaseModel):

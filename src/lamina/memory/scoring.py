@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from lamina.embeddings.base import Vector
-from lamina.memory.models import SCORE_RATE, ScoreParts, SearchMode
+from lamina.memory.models import SCORE_RATE, ScoreParts, SearchMode, raw_score, score_of
 from lamina.text import words
 
 #: BM25 parameters of the keyword part (every store).
@@ -273,14 +273,14 @@ def rank(
             dated = DATE_BOOST
         partial.append((c.key, semantic, keyword, named, phrase, dated, conversation))
         if conversation is not None:
-            raw = _raw(w, semantic, keyword, named, 0.0, phrase, dated)
+            raw = raw_score(w, semantic, keyword, named, 0.0, phrase, dated)
             best[conversation] = max(best.get(conversation, 0.0), raw)
     kept: list[tuple[float, Any, tuple[Any, ...]]] = []
     below = 0
     for key, semantic, keyword, named, phrase, dated, conversation in partial:
         boost = 0.0 if conversation is None else CONVERSATION_BOOST * best[conversation]
-        raw = _raw(w, semantic, keyword, named, boost, phrase, dated)
-        if threshold is not None and _score(raw) < threshold:
+        raw = raw_score(w, semantic, keyword, named, boost, phrase, dated)
+        if threshold is not None and score_of(raw) < threshold:
             below += 1
             continue
         kept.append((raw, key, (semantic, keyword, named, boost, phrase, dated)))
@@ -301,31 +301,6 @@ def rank(
         for _, key, values in kept[:limit]
     ]
     return Ranked(hits, below)
-
-
-def _raw(
-    w: float,
-    semantic: float | None,
-    keyword: float | None,
-    speaker: float,
-    conversation: float,
-    phrase: float,
-    date: float,
-) -> float:
-    """``ScoreParts.raw``, term by term in the same order (the same float)."""
-    return (
-        w * (semantic or 0.0)
-        + (1.0 - w) * (keyword or 0.0)
-        + speaker
-        + conversation
-        + phrase
-        + date
-    )
-
-
-def _score(raw: float) -> float:
-    """``ScoreParts.score`` of a raw score."""
-    return 1.0 - math.exp(-SCORE_RATE * max(raw, 0.0))
 
 
 @lru_cache(maxsize=4096)
