@@ -39,8 +39,9 @@ def test_threads_open_touch_and_expire_when_idle(harness: Harness) -> None:
 def test_cleanup_and_counts_cross_tenants(harness: Harness) -> None:
     h, t = harness, harness.store.threads
     h.run(t.open_thread("t1", "idle", 0.0, TTL))
+    assert h.run(t.save_context("t1", "idle", "{}", 500.0, 0, '{"user_id": "i"}'))
     h.run(t.open_thread("t2", "stale-context", 50.0, TTL))
-    assert h.run(t.save_context("t2", "stale-context", '{"x": 1}', 60.0, 0))
+    assert h.run(t.save_context("t2", "stale-context", '{"x": 1}', 60.0, 0, '{"user_id": "u"}'))
     h.run(t.open_thread("t2", "live", 90.0, TTL))
     h.run(t.save_task("t1", StoredTask("task-1", "idle", 1, 5, "{}")))
     assert h.run(t.count_active(90.0, TTL)) == 3
@@ -51,6 +52,9 @@ def test_cleanup_and_counts_cross_tenants(harness: Harness) -> None:
     assert h.run(t.count_active(120.0, TTL)) == 2
     stale = h.run(t.get_thread("t2", "stale-context"))
     assert stale is not None and stale.context == "{}" and stale.context_expires_at is None
+    assert stale.identifiers == '{"user_id": "u"}'  # they live as long as the thread
+    idle = h.run(t.get_thread("t1", "idle"))
+    assert idle is not None and idle.expired and idle.identifiers == "{}"
 
     purged = h.run(t.cleanup(120.0 + 1000.0, TTL, 1000.0))
     assert purged.threads_purged >= 1 and purged.tasks_purged == 1

@@ -273,3 +273,64 @@ def test_no_keys_means_loopback_only(tmp_path: Path) -> None:
     )
     assert out.returncode == 1
     assert "refusing to listen on 0.0.0.0 without API keys" in out.stderr
+
+
+def _legacy(client: httpx.Client, headers: dict[str, str], task_id: str, data: Any) -> Any:
+    message = {"role": "user", "parts": [{"type": "data", "data": data}]}
+    return client.post("/tasks/send", json={"id": task_id, "message": message}, headers=headers)
+
+
+def test_a_legacy_task_id_never_reaches_another_tenants_task(client: httpx.Client) -> None:
+    """A 0.1 client chooses its task ids: another tenant's id (live, waiting for input) names a
+    new task of the caller's own, never the other tenant's task or its contextId."""
+    shared = f"shared-{uuid.uuid4().hex[:8]}"
+    waiting = _legacy(client, A, shared, {"tool": "memory_add", "arguments": {"user_id": "u"}})
+    assert waiting.status_code == 200, waiting.text
+    a_task = waiting.json()
+    assert a_task["status"]["state"] == "input-required", a_task
+    a_context = a_task["sessionId"]
+
+    other = _legacy(client, B, shared, {"tool": "memory_list", "arguments": {"user_id": "u"}})
+    assert other.status_code == 200, other.text
+    assert a_context not in other.text
+    b_task = other.json()
+    assert b_task["id"] == shared and b_task["status"]["state"] == "completed", b_task
+    # Resending with the other tenant's contextId is not a way in either.
+    again = client.post(
+        "/tasks/send",
+        json={
+            "id": shared,
+            "sessionId": a_context,
+            "message": {"parts": [{"type": "data", "data": {"content": "x", "layer": "user"}}]},
+        },
+        headers=B,
+    )
+    assert again.status_code in (200, 400), again.text
+    assert "input-required" not in again.text or again.json()["sessionId"] != a_context
+    # A's task is untouched: still waiting, with only A's own message in its history.
+    polled = client.get(f"/tasks/{shared}/get", headers=A).json()
+    assert polled["status"]["state"] == "input-required"
+    assert polled["sessionId"] == a_context
+    assert [m["role"] for m in polled["history"]].count("user") == 1
+    # And each tenant reads its own task under the same id.
+    assert client.get(f"/tasks/{shared}/get", headers=B).json()["sessionId"] != a_context
+    # A can still answer its own task.
+    done = _legacy(client, A, shared, {"content": "Ana likes tea", "layer": "user"})
+    assert done.json()["status"]["state"] == "completed", done.text
+
+
+def test_public_health_says_up_or_down_and_only_an_admin_sees_what_is_behind_it(
+    client: httpx.Client, live: Running
+) -> None:
+    data_dir = str(live.server.ms.settings.data_dir)
+    for headers in ({}, A, {"Authorization": "Bearer nope"}):
+        response = client.get("/health", headers=headers)
+        assert response.status_code == 200
+        report = response.json()
+        assert report["status"] == "up"
+        assert data_dir not in response.text
+        for check in report["checks"].values():
+            assert set(check) == {"status", "latency_ms"}, check
+    admin = client.get("/health", headers={"X-API-Key": KEY_ADMIN}).json()
+    assert admin["checks"]["database"]["path"].startswith(data_dir)
+    assert "active" in admin["checks"]["threads"]

@@ -149,3 +149,32 @@ def test_many_concurrent_requests_on_one_thread_lose_no_turn(tmp_path: Path) -> 
         with httpx.Client(base_url=live.url, headers=HEADERS) as client:
             tasks = rpc(client, "ListTasks", {"contextId": thread})["result"]
         assert tasks["totalSize"] == 13
+
+
+def test_a_threads_identifiers_outlive_its_conversation_context(tmp_path: Path) -> None:
+    """The context (session context, turns) expires after state_ttl; the identifiers the
+    client opened the thread with live as long as the thread, through the cleanup job too."""
+    settings = server_settings(tmp_path / "d", thread_ttl=3600.0, state_ttl=0.3)
+    with running_server(settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+        send(
+            client,
+            tool_message("memory_add", {"content": "Cy rides", "layer": "user", "user_id": "cy"}),
+        )
+        first = send(client, text_message("rides?", metadata={"user_id": "cy"}))
+        thread = first["contextId"]
+        time.sleep(0.5)
+        counts = live.run(live.server.threads.cleanup())
+        assert counts.states_removed >= 1
+        state = live.run(live.server.threads.get("default", thread))
+        assert "turns" not in state.conversation_context  # the context did expire
+        assert state.identifiers == {"user_id": "cy"}
+        later = send(client, tool_message("memory_list", {}, contextId=thread))
+        assert later["status"]["state"] == "TASK_STATE_COMPLETED", later["status"]
+        assert [m["content"] for m in result_of(later)["items"]] == ["Cy rides"]
+        # Expiring the thread itself clears them.
+    settings = server_settings(tmp_path / "d", thread_ttl=0.2, state_ttl=0.1)
+    with running_server(settings) as live:
+        time.sleep(0.3)
+        live.run(live.server.threads.cleanup())
+        raw = live.run(live.server.ms.store.threads.get_thread("default", thread))
+        assert raw.expired and raw.identifiers == "{}" and raw.context == "{}"

@@ -21,7 +21,7 @@ from lamina.runtime import AsyncLamina
 from lamina.server.a2a import A2AAdapter
 from lamina.server.auth import KeyRing
 from lamina.server.gate import Gate
-from lamina.server.health import health
+from lamina.server.health import health, summary
 from lamina.server.ratelimit import RateLimiter
 from lamina.server.router import LLMRouter
 from lamina.server.skills import Dispatcher, ToolRegistry
@@ -133,8 +133,10 @@ class LaminaServer:
         finally:
             await self.stop()
 
-    async def _health(self, _: Request) -> Response:
+    async def _health(self, request: Request) -> Response:
         report = await health(self.ms, self.threads.active)
+        if not request.scope.get("lamina.health_detail", False):
+            report = summary(report)
         return JSONResponse(report, status_code=200 if report["status"] == "up" else 503)
 
     async def _metrics(self, _: Request) -> Response:

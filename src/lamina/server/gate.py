@@ -184,6 +184,14 @@ class Gate:
     ) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if path in PUBLIC and method in ("GET", "HEAD"):
+            if path == "/health":
+                # Public: up or down. What is behind it (database path, row and thread counts
+                # across tenants, errors) only for an admin key, or when no keys are set.
+                key = presented_key(headers.get("authorization"), headers.get("x-api-key"))
+                caller = self.keys.resolve(key) if self.keys.enabled else None
+                scope["lamina.health_detail"] = not self.keys.enabled or (
+                    caller is not None and caller.tier == "admin"
+                )
             await self.app(scope, receive, send)
             return
         principal = self.default

@@ -60,3 +60,15 @@ async def health(ms: AsyncLamina, active_threads: Callable[[], Awaitable[int]]) 
     checks = dict(zip(names, results, strict=True))
     healthy = all(c["status"] == "up" for c in checks.values())
     return {"status": "up" if healthy else "down", "checks": checks}
+
+
+def summary(report: dict[str, Any]) -> dict[str, Any]:
+    """The report without its details (paths, counts across tenants, errors): what anyone
+    may see, each check's status and latency."""
+    return {
+        "status": report["status"],
+        "checks": {
+            name: {"status": check["status"], "latency_ms": check["latency_ms"]}
+            for name, check in report["checks"].items()
+        },
+    }

@@ -23,6 +23,9 @@ class StoredThread:
     #: When the conversation context expires (None: there is none).
     context_expires_at: float | None
     version: int
+    #: The identifiers the client gave (user_id, project_id, ...) as a JSON object: they
+    #: live as long as the thread, not only as long as its conversation context.
+    identifiers: str = "{}"
 
 
 @dataclass(frozen=True)
@@ -63,14 +66,17 @@ class ThreadStore(Protocol):
         context: str,
         expires_at: float,
         expected_version: int,
+        identifiers: str = "{}",
     ) -> bool:
-        """Replace the conversation context if the version is still ``expected_version``
+        """Replace the conversation context (expiring at ``expires_at``) and the thread's
+        identifiers (expiring with the thread) if the version is still ``expected_version``
         (then it becomes expected_version + 1); False when another writer came first."""
         ...
 
     async def cleanup(self, now: float, idle_ttl: float, retention: float) -> CleanupCounts:
         """Across tenants: mark threads idle past ``idle_ttl`` expired (clearing their
-        context), clear conversation contexts past their expiry, and delete threads expired
+        context and identifiers), clear conversation contexts past their expiry (keeping the
+        identifiers), and delete threads expired
         for ``retention`` seconds together with their tasks."""
         ...
 

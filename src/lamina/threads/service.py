@@ -3,7 +3,8 @@
 A thread remembers its conversation context: the identifiers the client gave (user_id,
 project_id, ...), which later tool calls in the thread use as defaults, the session context
 it was opened with, and its last tool calls. The context expires ``state_ttl`` after its last
-write; the thread itself expires when idle for ``thread_ttl`` and cannot be continued. A
+write, except the identifiers, which live as long as the thread; the thread itself expires
+when idle for ``thread_ttl`` and cannot be continued. A
 context larger than ``max_state_bytes`` is refused and nothing is written.
 """
 
@@ -86,15 +87,24 @@ class ThreadService:
     def _decode(self, tenant_id: str, row: StoredThread, new: bool) -> Thread:
         context: dict[str, Any] = {}
         if row.context_expires_at is None or row.context_expires_at > self._clock():
-            try:
-                loaded = json.loads(row.context)
-            except ValueError:
-                log.error("thread %s of tenant %s: unreadable context", row.thread_id, tenant_id)
-                loaded = {}
-            context = loaded if isinstance(loaded, dict) else {}
+            context = self._load(tenant_id, row, "context", row.context)
+        if "identifiers" not in context:
+            # The context expired (or never held any): the thread's identifiers outlive it.
+            identifiers = self._load(tenant_id, row, "identifiers", row.identifiers)
+            if identifiers:
+                context["identifiers"] = identifiers
         return Thread(
             row.thread_id, tenant_id, row.created_at, row.updated_at, context, new, row.version
         )
+
+    @staticmethod
+    def _load(tenant_id: str, row: StoredThread, what: str, text: str) -> dict[str, Any]:
+        try:
+            loaded = json.loads(text)
+        except ValueError:
+            log.error("thread %s of tenant %s: unreadable %s", row.thread_id, tenant_id, what)
+            return {}
+        return loaded if isinstance(loaded, dict) else {}
 
     async def open(self, tenant_id: str, thread_id: str) -> Thread:
         """The thread, created on first use; THREAD_EXPIRED when it has expired;
@@ -154,7 +164,12 @@ class ThreadService:
                 del turns[: len(turns) - self._settings.max_turns]
             text = self._encode(context)
             expires = self._clock() + self._settings.state_ttl
-            if await self._store.save_context(tenant_id, thread_id, text, expires, row.version):
+            identifiers = json.dumps(
+                context.get("identifiers") or {}, ensure_ascii=False, separators=(",", ":")
+            )
+            if await self._store.save_context(
+                tenant_id, thread_id, text, expires, row.version, identifiers
+            ):
                 return context
         raise LaminaError(
             ErrorCode.CONFLICT,

@@ -18,10 +18,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from lamina.checks import storable
 from lamina.server.body import BadBody, read_json
 
 log = logging.getLogger("lamina.server")
 
+#: Namespace of the ids stored for tasks a 0.1 client names (see ``_own``).
+_LEGACY_IDS = uuid.UUID("5b0c6f5e-8d0a-4c53-9d3e-6a1f4f1e2a77")
 _ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _STATES = {
     "TASK_STATE_SUBMITTED": "submitted",
@@ -77,12 +80,35 @@ def _message_out(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def task_out(task: Task) -> dict[str, Any]:
-    """A 1.0 task in the 0.1 shape (id, sessionId, status.state, artifacts with typed parts)."""
+def _own(context: ServerCallContext, client_id: str) -> str:
+    """The id a new task named ``client_id`` by a 0.1 client is stored under: derived from
+    the tenant and the client's id, so two tenants choosing the same id never share a task
+    (the SDK keeps live tasks by id alone, across tenants)."""
+    return str(uuid.uuid5(_LEGACY_IDS, f"{context.state['lamina.tenant']}\x00{client_id}"))
+
+
+async def _find(handler: RequestHandler, context: ServerCallContext, client_id: str) -> Task | None:
+    """The caller's task that ``client_id`` names: one created through the 1.0 routes (under
+    that id), or one a 0.1 client created (under the derived id)."""
+    if not storable(client_id):
+        return None
+    for candidate in (client_id, _own(context, client_id)):
+        try:
+            task = await handler.on_get_task(GetTaskRequest(id=candidate), context)
+        except A2AError:
+            continue
+        if task is not None:
+            return task
+    return None
+
+
+def task_out(task: Task, shown_id: str | None = None) -> dict[str, Any]:
+    """A 1.0 task in the 0.1 shape (id, sessionId, status.state, artifacts with typed parts),
+    under the id the client knows it by."""
     raw = MessageToDict(task)
     status = raw.get("status", {})
     out: dict[str, Any] = {
-        "id": raw.get("id"),
+        "id": shown_id or raw.get("id"),
         "sessionId": raw.get("contextId"),
         "status": {"state": _STATES.get(status.get("state", ""), "unknown")},
         "artifacts": [
@@ -163,37 +189,32 @@ def legacy_routes(handler: RequestHandler, build_context: Any) -> list[Route]:
             log.info("POST /tasks/send: %s", exc)
             return _bad(str(exc), rpc_id)
         context: ServerCallContext = build_context(request)
-        try:
-            if task_id:
-                existing = await handler.on_get_task(GetTaskRequest(id=task_id), context)
-                if existing is not None:
-                    out.task_id = task_id
-            else:
-                task_id = str(uuid.uuid4())
-        except A2AError:
-            pass
+        shown = task_id or str(uuid.uuid4())
+        if task_id:
+            found = await _find(handler, context, task_id)
+            if found is not None:
+                out.task_id = found.id
         if not out.task_id:
-            context.state["lamina.legacy_task_id"] = task_id
+            # A new task under an id the client chose is stored under the tenant's own
+            # derivation of it, so that no client id can name another tenant's (live) task.
+            context.state["lamina.legacy_task_id"] = _own(context, shown) if task_id else shown
         try:
             result = await handler.on_message_send(SendMessageRequest(message=out), context)
         except A2AError as exc:
             return _error(exc, rpc_id)
         if isinstance(result, Task):
-            return _reply(task_out(result), rpc_id)
+            return _reply(task_out(result, shown), rpc_id)
         return _reply({"message": _message_out(MessageToDict(result))}, rpc_id)
 
     async def get(request: Request) -> JSONResponse:
         task_id = request.path_params["task_id"]
         context: ServerCallContext = build_context(request)
-        try:
-            task = await handler.on_get_task(GetTaskRequest(id=task_id), context)
-        except A2AError as exc:
-            return _error(exc, None)
+        task = await _find(handler, context, task_id)
         if task is None:
             return JSONResponse(
                 {"error": {"code": -32001, "message": "Task not found"}}, status_code=404
             )
-        return JSONResponse(task_out(task))
+        return JSONResponse(task_out(task, task_id))
 
     return [
         Route("/tasks/send", send, methods=["POST"]),

@@ -14,12 +14,15 @@ from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Program, count, first, row, rows
 from lamina.threads.ports import CleanupCounts, StoredTask, StoredThread
 
-_THREAD = "thread_id, created_at, updated_at, expired_at, context, context_expires_at, version"
+_THREAD = (
+    "thread_id, created_at, updated_at, expired_at, context, context_expires_at, version, "
+    "identifiers"
+)
 _TASK = "task_id, context_id, state, updated_ns, data"
 
 
 def _thread(values: Sequence[Any]) -> StoredThread:
-    return StoredThread(values[0], values[1], values[2], values[3] is not None, *values[4:7])
+    return StoredThread(values[0], values[1], values[2], values[3] is not None, *values[4:8])
 
 
 def _task(values: Sequence[Any]) -> StoredTask:
@@ -69,7 +72,7 @@ class SqlThreads(ABC):
             return thread, False
         if thread.updated_at + idle_ttl <= now:
             yield count(
-                "UPDATE a2a_threads SET expired_at = %s, context = '{}', "
+                "UPDATE a2a_threads SET expired_at = %s, context = '{}', identifiers = '{}', "
                 "context_expires_at = NULL, version = version + 1 "
                 "WHERE tenant_id = %s AND thread_id = %s",
                 now,
@@ -103,14 +106,16 @@ class SqlThreads(ABC):
         context: str,
         expires_at: float,
         expected_version: int,
+        identifiers: str = "{}",
     ) -> bool:
         def save() -> Program[bool]:
             changed = yield count(
                 "UPDATE a2a_threads SET context = %s, context_expires_at = %s, "
-                "version = version + 1 WHERE tenant_id = %s AND thread_id = %s "
-                "AND version = %s AND expired_at IS NULL",
+                "identifiers = %s, version = version + 1 WHERE tenant_id = %s "
+                "AND thread_id = %s AND version = %s AND expired_at IS NULL",
                 context,
                 expires_at,
+                identifiers,
                 tenant_id,
                 thread_id,
                 expected_version,

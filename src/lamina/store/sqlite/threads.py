@@ -31,7 +31,7 @@ class SQLiteThreads(SqlThreads):
 
 def _cleanup(now: float, idle_ttl: float, retention: float) -> Program[CleanupCounts]:
     expired = yield count(
-        "UPDATE a2a_threads SET expired_at = %s, context = '{}', "
+        "UPDATE a2a_threads SET expired_at = %s, context = '{}', identifiers = '{}', "
         "context_expires_at = NULL, version = version + 1 "
         "WHERE expired_at IS NULL AND updated_at + %s <= %s",
         now,
