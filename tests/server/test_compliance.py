@@ -395,3 +395,55 @@ def test_free_text_without_a_router_is_a_read_only_search(client: httpx.Client) 
     assert found["mode"] == "search" and "No LLM router" in found["note"]
     assert any("Helix" in m["content"] for m in found["memories"])
     assert "No LLM router" in task["status"]["message"]["parts"][0]["text"]
+
+
+def test_whole_numbers_stay_whole_through_every_route(live: Running, client: httpx.Client) -> None:
+    """Protobuf's Struct holds numbers as doubles: 3 must not come back, or be stored, as 3.0."""
+    meta = {"priority": 3, "ratio": 0.5, "nested": {"n": [1, 2, -7]}, "huge": 2**60}
+    added = result_of(
+        send(
+            client,
+            tool_message(
+                "memory_add",
+                {"content": "whole numbers", "layer": "user", "user_id": "nums", "metadata": meta},
+            ),
+        )
+    )
+    expected = {**meta, "huge": float(2**60)}  # past 2**53 a double is all there is
+    assert added["metadata"] == expected
+    assert type(added["metadata"]["priority"]) is int
+    assert type(added["metadata"]["nested"]["n"][0]) is int
+    assert type(added["metadata"]["ratio"]) is float
+    # Stored as sent: the library reads ints back.
+    stored = live.run(live.server.ms.memory.get(added["id"]))
+    assert stored is not None and type(stored.metadata["priority"]) is int
+    listed = tool_message("memory_list", {"user_id": "nums", "limit": 5})
+    page = result_of(send(client, listed))
+    assert type(page["total_count"]) is int and page["total_count"] == 1
+    # The same over REST, the legacy route and SSE.
+    rest = client.post("/message:send", json={"message": listed}, headers=HEADERS)
+    assert '"total_count":1' in rest.text.replace(" ", ""), rest.text
+    assert "1.0" not in rest.text.split('"total_count"')[1][:8]
+    legacy = client.post(
+        "/tasks/send",
+        json={
+            "message": {
+                "parts": [
+                    {
+                        "type": "data",
+                        "data": {"tool": "memory_list", "arguments": {"user_id": "nums"}},
+                    }
+                ]
+            }
+        },
+    ).json()
+    assert type(legacy["artifacts"][0]["parts"][0]["data"]["total_count"]) is int
+    events = sse_events(client, "SendStreamingMessage", {"message": listed})
+    datas = [
+        p["data"]
+        for e in events
+        for a in [e.get("result", {}).get("artifactUpdate", {}).get("artifact", {})]
+        for p in a.get("parts", [])
+        if "data" in p
+    ]
+    assert any(type(d.get("total_count")) is int for d in datas), events

@@ -19,8 +19,9 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.llm.base import ChatModel
 from lamina.runtime import AsyncLamina
 from lamina.server.a2a import A2AAdapter
+from lamina.server.a2a.numbers import WholeNumbers
 from lamina.server.auth import KeyRing
-from lamina.server.gate import Gate
+from lamina.server.gate import A2A_GROUPS, Gate, route_group
 from lamina.server.health import health, summary
 from lamina.server.ratelimit import RateLimiter
 from lamina.server.router import LLMRouter
@@ -90,7 +91,11 @@ class LaminaServer:
                     metrics=self.metrics,
                     max_body=settings.max_body_bytes,
                     skill_for_tool=self.registry.skill_of,
-                )
+                ),
+                Middleware(
+                    WholeNumbers,
+                    applies=lambda path, method: route_group(path, method) in A2A_GROUPS,
+                ),
             ],
             lifespan=self._lifespan,
         )

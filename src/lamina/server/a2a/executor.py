@@ -23,6 +23,7 @@ from a2a.utils.errors import InvalidParamsError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from lamina.errors import ErrorCode, LaminaError
+from lamina.server.a2a.numbers import whole
 from lamina.server.skills import Call, Dispatcher, Outcome
 from lamina.threads.service import IDENTIFIERS, Thread
 
@@ -44,7 +45,7 @@ def call_from(context: RequestContext, tenant: str) -> Call:
     texts: list[str] = []
     identifiers: dict[str, str] = {}
     if message is not None:
-        meta = MessageToDict(message.metadata) if message.HasField("metadata") else {}
+        meta = whole(MessageToDict(message.metadata)) if message.HasField("metadata") else {}
         identifiers.update(
             {k: v for k, v in meta.items() if k in IDENTIFIERS and isinstance(v, str)}
         )
@@ -53,7 +54,7 @@ def call_from(context: RequestContext, tenant: str) -> Call:
             if kind == "text":
                 texts.append(part.text)
             elif kind == "data":
-                data = MessageToDict(part.data)
+                data = whole(MessageToDict(part.data))
                 if not isinstance(data, dict):
                     raise LaminaError(
                         ErrorCode.INVALID_ARGUMENT,
