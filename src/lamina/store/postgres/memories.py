@@ -7,15 +7,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.bm25 import Postings, keyword_scores
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
-from lamina.memory.scoring import BM25_B, BM25_GRID, BM25_K1, bm25_idf, keyword_part
+from lamina.memory.scoring import keyword_part
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.memories import ENTRY, Row, SqlMemories
+
+#: Candidates checked against a metadata filter per round trip.
+_CHUNK = 500
 
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in f"seq, {ENTRY}".split(","))
 
@@ -70,80 +76,75 @@ class PostgresMemories(SqlMemories):
         self, conn: Any, req: LayerSearch, pool: int, found: dict[Any, Row]
     ) -> dict[Any, float]:
         """The keyword part of every candidate: the ``pool`` best BM25 matches that pass the
-        filter are added to ``found`` (rows read), and those already there get theirs."""
+        filter are added to ``found`` (rows read), and those already there get theirs.
+
+        The query terms' postings come back in one round trip, each term's as three packed
+        arrays (keys, counts, lengths) read from the index alone, and are scored by
+        lamina.memory.bm25: the code and the stored floats the embedded store scores with."""
         terms = list(dict.fromkeys(req.terms))
-        scope = (req.tenant_id, req.scope.layer.value, req.scope.key)
         if not terms:
             return {}
-        where, params = filter_sql(req.filter)
-        join = (
-            ""
-            if req.filter.empty
-            else (f"JOIN memories m ON m.tenant_id = %s AND m.seq = s.memory_seq WHERE {where} ")
-        )
-        join_params = [] if req.filter.empty else [req.tenant_id, *params]
-        # One pass over the query terms' postings (one index range per term whatever the
-        # statistics say; OFFSET 0 keeps it so): document frequencies, then BM25 per memory,
-        # each term's share computed as the embedded store computes it (the same IDF: ln of
-        # the same doubles) and summed on the BM25_GRID in integers, exact in any order: the
-        # same bits. Rows: (0, -, frequency, term),
-        # then (1, seq, score) for the best ``pool`` that pass the filter, then (2, seq,
-        # score) for the candidates already found, and (3, -, documents).
-        scored = await (
+        rows = await (
             await conn.execute(
-                "WITH st AS (SELECT docs::float8 AS n, greatest(length / docs, 1e-9) AS avg "  # noqa: S608
-                "FROM memory_scope_stats WHERE tenant_id = %s AND layer = %s "
-                "AND scope_key = %s AND docs > 0), "
-                "p AS MATERIALIZED (SELECT t.* FROM unnest(%s::text[]) AS q(term) "
-                "CROSS JOIN LATERAL (SELECT x.term, x.memory_seq, x.tf, x.doc_length "
-                "FROM memory_terms x WHERE x.tenant_id = %s AND x.layer = %s "
-                "AND x.scope_key = %s AND x.term = q.term OFFSET 0) t "
-                "WHERE EXISTS (SELECT 1 FROM st)), "
-                "d AS (SELECT term, count(*)::float8 AS df FROM p GROUP BY term), "
-                "w AS (SELECT term, df, ln(1.0 + (st.n - df + 0.5) / (df + 0.5)) AS idf "
-                "FROM d CROSS JOIN st), "
-                "s AS MATERIALIZED (SELECT p.memory_seq, (sum(round(w.idf * p.tf * %s / "
-                "(p.tf + %s * (%s + %s * p.doc_length / st.avg)) * %s)::bigint)::float8 / %s) "
-                "AS score FROM p JOIN w USING (term) CROSS JOIN st GROUP BY p.memory_seq) "
-                "(SELECT 0, NULL::bigint, d.df, d.term FROM d) UNION ALL "
-                f"(SELECT 1, s.memory_seq, s.score, NULL FROM s {join}"
-                "ORDER BY s.score DESC, s.memory_seq LIMIT %s) UNION ALL "
-                "(SELECT 2, memory_seq, score, NULL FROM s WHERE memory_seq = ANY(%s)) "
-                "UNION ALL (SELECT 3, NULL, st.n, NULL FROM st)",
-                (
-                    *scope,
-                    terms,
-                    *scope,
-                    BM25_K1 + 1.0,
-                    BM25_K1,
-                    1.0 - BM25_B,
-                    BM25_B,
-                    BM25_GRID,
-                    BM25_GRID,
-                    *join_params,
-                    pool,
-                    list(found),
-                ),
+                "SELECT s.docs, s.length, p.term, p.keys, p.counts, p.lengths "
+                "FROM memory_scope_stats s LEFT JOIN LATERAL (SELECT x.term, "
+                "string_agg(int8send(x.memory_seq), ''::bytea) AS keys, "
+                "string_agg(float4send(x.tf), ''::bytea) AS counts, "
+                "string_agg(float4send(x.doc_length), ''::bytea) AS lengths "
+                "FROM memory_terms x WHERE x.tenant_id = s.tenant_id AND x.layer = s.layer "
+                "AND x.scope_key = s.scope_key AND x.term = ANY(%s) GROUP BY x.term) p ON true "
+                "WHERE s.tenant_id = %s AND s.layer = %s AND s.scope_key = %s AND s.docs > 0",
+                (terms, req.tenant_id, req.scope.layer.value, req.scope.key),
+                binary=True,
             )
         ).fetchall()
-        documents = next((int(r[2]) for r in scored if r[0] == 3), 0)
-        if not documents:
+        if not rows:
             return {}
-        frequency = {str(r[3]): int(r[2]) for r in scored if r[0] == 0}
-        idf_sum = sum(bm25_idf(documents, max(frequency.get(t, 0), 1)) for t in terms)
-        bm25 = {r[1]: float(r[2]) for r in scored if r[0] in (1, 2)}
-        top = [r[1] for r in scored if r[0] == 1 and r[1] not in found]
-        if top:
-            rows = await (
-                await conn.execute(
-                    f"SELECT {self._columns}, context_embedding, context FROM memories "  # noqa: S608
-                    "WHERE tenant_id = %s AND seq = ANY(%s)",
-                    (req.tenant_id, top),
-                    binary=True,  # vectors as float32 bytes, not text to parse
-                )
-            ).fetchall()
-            found.update((r[0], tuple(r)) for r in rows)
-        return {seq: keyword_part(bm25.get(seq, 0.0), idf_sum) for seq in found}
+        held = {
+            str(r[2]): Postings(
+                np.frombuffer(r[3], dtype=">i8").astype(np.int64),
+                np.frombuffer(r[4], dtype=">f4").astype(np.float64),
+                np.frombuffer(r[5], dtype=">f4").astype(np.float64),
+            )
+            for r in rows
+            if r[2] is not None
+        }
+        scores = keyword_scores(int(rows[0][0]), float(rows[0][1]), [held.get(t) for t in terms])
+        ranked = [seq for seq, _ in scores.top(pool if req.filter.empty else None)]
+        found.update(await self._passing(conn, req, ranked, pool, found))
+        return {seq: keyword_part(scores.get(seq), scores.idf_sum) for seq in found}
+
+    async def _passing(
+        self, conn: Any, req: LayerSearch, ranked: list[int], want: int, found: dict[Any, Row]
+    ) -> dict[Any, Row]:
+        """Rows of the first ``want`` of ``ranked`` (best first) that pass the filter (rows
+        already ``found`` pass: the semantic search applied it)."""
+        where, params = filter_sql(req.filter)
+        out: dict[Any, Row] = {}
+        kept = 0
+        step = want if req.filter.empty else _CHUNK
+        for start in range(0, len(ranked), step):
+            chunk = ranked[start : start + step]
+            missing = [seq for seq in chunk if seq not in found]
+            rows = {}
+            if missing:
+                fetched = await (
+                    await conn.execute(
+                        f"SELECT {_M_COLUMNS}, m.context_embedding, m.context FROM memories m "  # noqa: S608
+                        f"WHERE m.tenant_id = %s AND m.seq = ANY(%s) AND {where}",
+                        (req.tenant_id, missing, *params),
+                        binary=True,  # vectors as float32 bytes, not text to parse
+                    )
+                ).fetchall()
+                rows = {r[0]: tuple(r) for r in fetched}
+            for seq in chunk:
+                if kept < want and (seq in found or seq in rows):
+                    kept += 1
+                    if seq in rows:
+                        out[seq] = rows[seq]
+            if kept >= want:
+                break
+        return out
 
     async def _semantic(
         self, conn: Any, req: LayerSearch, min_score: float | None, want: int

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from lamina.embeddings.base import Vector
+from lamina.memory.bm25 import KeywordScores
 from lamina.store.sqlite.db import Database
-from lamina.store.sqlite.lexical_index import KeywordScores, LexicalIndex
+from lamina.store.sqlite.lexical_index import LexicalIndex
 from lamina.store.sqlite.vector_index import PartitionKey, VectorIndex
 from lamina.text import decode_terms
 

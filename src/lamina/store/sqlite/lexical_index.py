@@ -5,55 +5,19 @@ it was made from; updating or deleting a document bumps its version, so stale po
 skipped at query time and dropped by compaction. BM25 statistics (document count, average
 length, document frequency) are those of the searched scope alone.
 
-Scores use Okapi BM25 with the parameters and IDF of lamina.memory.scoring (one BM25 for
-every store). Term counts may be fractional (a message's neighbourhood words count half).
+Scores are computed by lamina.memory.bm25 (one BM25 for every store).
 """
 
 from __future__ import annotations
 
 from array import array
-from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
-from lamina.memory.scoring import BM25_B as B
-from lamina.memory.scoring import BM25_GRID as GRID
-from lamina.memory.scoring import BM25_K1 as K1
-from lamina.memory.scoring import bm25_idf
+from lamina.memory.bm25 import NO_SCORES, KeywordScores, Postings, keyword_scores
 
 PartitionKey = tuple[str, str, str]
-
-
-@dataclass(frozen=True)
-class KeywordScores:
-    """BM25 scores of every document of a scope holding a query term (``pks`` ascending),
-    and the sum of the query terms' IDF in that scope (a term no document holds counts as
-    held by one)."""
-
-    pks: npt.NDArray[np.int64]
-    scores: npt.NDArray[np.float64]
-    idf_sum: float
-
-    def top(self, limit: int | None) -> list[tuple[int, float]]:
-        """(pk, score), best first (ties to the smaller pk, at the cut too: the same
-        ``limit`` documents PostgreSQL's ``ORDER BY score DESC, seq LIMIT`` picks)."""
-        if limit is not None and len(self.pks) > limit:
-            cut = -np.partition(-self.scores, limit - 1)[limit - 1]
-            (above,) = np.nonzero(self.scores > cut)
-            (level,) = np.nonzero(self.scores == cut)  # ascending pks
-            chosen = np.concatenate([above, level[: limit - len(above)]])
-        else:
-            chosen = np.arange(len(self.pks))
-        order = chosen[np.lexsort((self.pks[chosen], -self.scores[chosen]))]
-        return [(int(self.pks[i]), float(self.scores[i])) for i in order]
-
-    def get(self, pk: int) -> float:
-        i = int(np.searchsorted(self.pks, pk))
-        return float(self.scores[i]) if i < len(self.pks) and self.pks[i] == pk else 0.0
-
-
-_EMPTY = KeywordScores(np.empty(0, dtype=np.int64), np.empty(0), 0.0)
 
 
 class _Postings:
@@ -159,37 +123,24 @@ class LexicalIndex:
         """Every document of the scope holding any of ``terms``, with its BM25 score."""
         part = self._part_ids.get(key)
         if part is None or self._part_docs[part] == 0 or not terms:
-            return _EMPTY
+            return NO_SCORES
         docs = self._part_docs[part]
-        avg_length = max(self._part_length[part] / docs, 1e-9)
-        all_pks: list[npt.NDArray[np.int64]] = []
-        all_scores: list[npt.NDArray[np.float64]] = []
-        idf_sum = 0.0
+        found: list[Postings | None] = []
         for term in dict.fromkeys(terms):
             postings = self._postings.get(term)
             if postings is None:
-                idf_sum += bm25_idf(docs, 1)  # an absent term weighs as a rare one
+                found.append(None)
                 continue
             pks = np.frombuffer(postings.pks, dtype=np.int64)
             valid = (self._doc_part[pks] == part) & (
                 self._doc_version[pks] == np.frombuffer(postings.versions, dtype=np.int64)
             )
             pks = pks[valid]
-            idf = bm25_idf(docs, max(len(pks), 1))
-            idf_sum += idf
-            if len(pks) == 0:
-                continue
-            # Double precision, as PostgreSQL computes it (store/postgres/memories.py), each
-            # share rounded to the grid: the sums below are of integers, exact in any order.
-            tfs = np.frombuffer(postings.tfs, dtype=np.float32)[valid].astype(np.float64)
-            lengths = self._doc_length[pks].astype(np.float64)
-            share = idf * tfs * (K1 + 1.0) / (tfs + K1 * ((1.0 - B) + B * lengths / avg_length))
-            all_pks.append(pks)
-            all_scores.append(np.rint(share * GRID))
-        if not all_pks:
-            return KeywordScores(_EMPTY.pks, _EMPTY.scores, idf_sum)
-        unique, inverse = np.unique(np.concatenate(all_pks), return_inverse=True)
-        scores: npt.NDArray[np.float64] = (
-            np.bincount(inverse, weights=np.concatenate(all_scores)).astype(np.float64) / GRID
-        )
-        return KeywordScores(unique, scores, idf_sum)
+            found.append(
+                Postings(
+                    pks,
+                    np.frombuffer(postings.tfs, dtype=np.float32)[valid].astype(np.float64),
+                    self._doc_length[pks].astype(np.float64),
+                )
+            )
+        return keyword_scores(docs, self._part_length[part], found)
