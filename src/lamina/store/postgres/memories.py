@@ -15,12 +15,13 @@ from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
 from lamina.memory.scoring import BM25_B, BM25_GRID, BM25_K1, bm25_idf, keyword_part
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
-from lamina.store.sql.memories import ENTRY, Row, SqlMemories
+from lamina.store.sql.lifecycle import SqlMemoryLifecycle
+from lamina.store.sql.memories import ENTRY, Row
 
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in f"seq, {ENTRY}".split(","))
 
 
-class PostgresMemories(SqlMemories):
+class PostgresMemories(SqlMemoryLifecycle):
     def __init__(self, db: Database, embedder: Embedder, ef_search: int) -> None:
         super().__init__(db, POSTGRES, embedder)
         self._db = db

@@ -76,6 +76,11 @@ class Dialect(ABC):
         """A condition that ``column`` is one of ``values`` (not empty), and its parameters."""
 
     @abstractmethod
+    def json_text(self, column: str, key: str) -> str:
+        """The text at top-level ``key`` of the JSON object ``column`` (``key`` is a name the
+        code chooses, never input)."""
+
+    @abstractmethod
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition that the JSON array ``column`` holds one of ``tags``."""
 

@@ -18,7 +18,8 @@ from lamina.memory.filters import Condition, MetadataFilter, matches
 from lamina.memory.models import SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch
 from lamina.memory.scoring import keyword_part
-from lamina.store.sql.memories import Row, SqlMemories
+from lamina.store.sql.lifecycle import SqlMemoryLifecycle
+from lamina.store.sql.memories import Row
 from lamina.store.sqlite.db import SQLITE, Database, dumps
 from lamina.store.sqlite.indexes import SyncedIndexes
 
@@ -47,7 +48,7 @@ def match_udf(metadata: str, flt: str) -> int:
     return 1 if matches(_filter_from_json(flt), json.loads(metadata)) else 0
 
 
-class SQLiteMemories(SqlMemories):
+class SQLiteMemories(SqlMemoryLifecycle):
     def __init__(self, db: Database, indexes: SyncedIndexes, embedder: Embedder) -> None:
         super().__init__(db, SQLITE, embedder)
         self._db = db
