@@ -132,8 +132,8 @@ def _required(data: Mapping[str, Any], name: str, line: int) -> Any:
 
 
 def _aware(value: datetime) -> datetime:
-    """A time without a zone is UTC."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    """The time in UTC, as every store keeps it (a time without a zone is UTC)."""
+    return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _identifiers(value: object, layer: MemoryLayer, line: int) -> dict[str, str]:

@@ -87,7 +87,8 @@ class SqlMemoryLifecycle(SqlMemories):
         where, params = self._selected(selection)
         after = decode_cursor(cursor) if cursor else 0
         seq = self._d.seq
-        columns = self._columns if vectors else self._columns.replace(", embedding", ", NULL")
+        # ENTRY ends with the vector: NULL when not asked for (never read, never parsed).
+        columns = self._columns if vectors else self._columns.removesuffix("embedding") + "NULL"
 
         def read() -> Program[tuple[list[StoredMemory], str | None]]:
             found = yield rows(

@@ -497,6 +497,9 @@ class SqlMemories(ABC):
             }
             for m, n in zip(memories, around, strict=True)
         ]
+        names = list(dict.fromkeys(k for values in stored for k in values))
+        if any(len(values) != len(names) for values in stored):  # messages among memories
+            stored = [{k: values.get(k) for k in names} for values in stored]
         # COPY is refused under row-level security; executemany pipelines the inserts.
         yield many(
             f"INSERT INTO memories ({', '.join(stored[0])}) "  # noqa: S608
