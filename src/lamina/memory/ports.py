@@ -8,6 +8,7 @@ against every implementation (lamina.store.sqlite, lamina.store.postgres).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -294,6 +295,12 @@ class MemoryStore(Protocol):
         """Store ``memories`` with their ids, times and history in one transaction, skipping
         ids the tenant already has; returns the ids stored. Vectors must be of the store's
         model (the service embeds the rest first)."""
+        ...
+
+    def bulk_loading(self) -> AbstractAsyncContextManager[bool]:
+        """Around loading many memories (an import): a store may put off index upkeep to
+        the end (PostgreSQL builds its vector index once, after loading into an empty
+        database, when it may). Yields whether it did."""
         ...
 
     async def search(self, request: LayerSearch) -> LayerHits: ...

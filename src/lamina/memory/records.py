@@ -78,26 +78,36 @@ def parse_record(
     max_length: int,
     model: str,
     dimensions: int,
+    checked: bool = False,
 ) -> StoredMemory:
     """A checked memory of an export record (INVALID_ARGUMENT naming the line and field
     otherwise). Its vector is kept when it is of ``model`` and ``dimensions``, else None
-    (the importer embeds the content)."""
-    unknown = sorted(set(data) - (set(MemoryEntry.model_fields) - _LEFT_OUT) - _EXTRA)
-    if unknown:
-        raise _fail(line, f"unknown field(s): {', '.join(unknown)}", unknown[0])
-    try:
-        content = check_content(data.get("content"), max_length)
-        layer = parse_layer(_required(data, "layer", line))
-        identifiers = _identifiers(data.get("identifiers"), layer, line)
-        metadata = check_metadata(data.get("metadata") or {})
-        memory_id = (
-            check_id(data["id"])
-            if data.get("id") is not None
-            else str(uuid.uuid5(_ID_SPACE, json.dumps([layer, identifiers, content])))
-        )
-    except LaminaError as exc:
-        raise _fail(line, exc.message, str(exc.details.get("field") or "")) from None
+    (the importer embeds the content). ``checked``: the same record was accepted before
+    (the importer's second pass), so the checks that only refuse are skipped."""
+    if checked:
+        content, layer = data["content"], parse_layer(data["layer"])
+        identifiers = {n: data["identifiers"][n] for n in layer.required_identifiers}
+        metadata = dict(data.get("metadata") or {})
+        if isinstance(metadata.get("tags"), list):  # as check_metadata leaves them
+            metadata["tags"] = list(dict.fromkeys(metadata["tags"]))
+    else:
+        unknown = sorted(set(data) - (set(MemoryEntry.model_fields) - _LEFT_OUT) - _EXTRA)
+        if unknown:
+            raise _fail(line, f"unknown field(s): {', '.join(unknown)}", unknown[0])
+        try:
+            content = check_content(data.get("content"), max_length)
+            layer = parse_layer(_required(data, "layer", line))
+            identifiers = _identifiers(data.get("identifiers"), layer, line)
+            metadata = check_metadata(data.get("metadata") or {})
+            if data.get("id") is not None:
+                check_id(data["id"])
+        except LaminaError as exc:
+            raise _fail(line, exc.message, str(exc.details.get("field") or "")) from None
+    memory_id = data.get("id") or str(
+        uuid.uuid5(_ID_SPACE, json.dumps([layer, identifiers, content]))
+    )
     now = datetime.now(UTC)
+    created = _time(data.get("created_at"), now, "created_at", line)
     fields = {
         **{k: v for k, v in data.items() if k not in _EXTRA},
         "id": memory_id,
@@ -106,8 +116,8 @@ def parse_record(
         "identifiers": identifiers,
         "content": content,
         "metadata": metadata,
-        "created_at": data.get("created_at") or now,
-        "updated_at": data.get("updated_at") or data.get("created_at") or now,
+        "created_at": created,
+        "updated_at": _time(data.get("updated_at"), created, "updated_at", line),
         "embedding_generated": False,
     }
     try:
@@ -116,24 +126,29 @@ def parse_record(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
         raise _fail(line, first["msg"], where) from None
-    entry = entry.model_copy(
-        update={"created_at": _aware(entry.created_at), "updated_at": _aware(entry.updated_at)}
-    )
     vector = _vector(data.get("embedding"), line)
     if vector is not None and (entry.embedding_model != model or len(vector) != dimensions):
         vector = None
     return StoredMemory(entry, vector, _history(data.get("history"), memory_id, line))
 
 
+def _time(value: object, default: datetime, field: str, line: int) -> datetime:
+    """An ISO-8601 time in UTC, as every store keeps it (without a zone: UTC)."""
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise _fail(line, "a time must be ISO-8601 text", field)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise _fail(line, f"not an ISO-8601 time: {value[:40]!r}", field) from None
+    return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
 def _required(data: Mapping[str, Any], name: str, line: int) -> Any:
     if data.get(name) is None:
         raise _fail(line, f"{name} is required", name)
     return data[name]
-
-
-def _aware(value: datetime) -> datetime:
-    """The time in UTC, as every store keeps it (a time without a zone is UTC)."""
-    return value.astimezone(UTC) if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
 
 def _identifiers(value: object, layer: MemoryLayer, line: int) -> dict[str, str]:
@@ -166,8 +181,8 @@ def _vector(value: object, line: int) -> np.ndarray[Any, Any] | None:
         raise _fail(line, "embedding is not valid base64", "embedding") from None
     if not raw or len(raw) % 4:
         raise _fail(line, "embedding must hold float32 values", "embedding")
-    vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
-    if not np.all(np.isfinite(vector)):
+    vector = np.frombuffer(raw, dtype="<f4")
+    if not np.isfinite(vector.sum()):  # a NaN or an infinity anywhere makes the sum one
         raise _fail(line, "embedding holds values that are not finite", "embedding")
     return vector
 
@@ -181,13 +196,15 @@ def _history(value: object, memory_id: str, line: int) -> list[HistoryEvent] | N
     for i, event in enumerate(value):
         if not isinstance(event, dict) or "memory_id" in event:
             raise _fail(line, "an event is an object without memory_id", f"history.{i}")
+        at = event.get("at")
+        if at is not None:
+            at = _time(at, datetime.now(UTC), f"history.{i}.at", line)
         try:
-            parsed = HistoryEvent.model_validate({**event, "memory_id": memory_id})
+            events.append(HistoryEvent.model_validate({**event, "memory_id": memory_id, "at": at}))
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in ("history", i, *first["loc"]))
             raise _fail(line, first["msg"], where) from None
-        events.append(parsed.model_copy(update={"at": _aware(parsed.at)}))
     return events
 
 

@@ -4,8 +4,11 @@ their ids: a re-import adds nothing). The record format lives in ``records``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import zlib
+from array import array
 from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
@@ -166,11 +169,10 @@ class MemoryTransfer(MemoryWrites):
         vectors = check_flag("embeddings", embeddings)
         events = check_flag("history", history)
         size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
-        cursor: str | None = None
-        while True:
-            after = cursor
+        Page = tuple[list[StoredMemory], str | None]
 
-            async def page(after: str | None = after) -> tuple[list[StoredMemory], str | None]:
+        def read(after: str | None) -> asyncio.Task[Page]:
+            async def page() -> Page:
                 return await self._retry.run(
                     "export",
                     lambda: self._store.export_page(
@@ -178,11 +180,22 @@ class MemoryTransfer(MemoryWrites):
                     ),
                 )
 
-            found, cursor = await self._observe("export", page)
-            if found:
-                yield [export_record(item) for item in found]
-            if cursor is None:
-                return
+            return asyncio.create_task(self._observe("export", page))
+
+        # The next page is read while the caller handles this one.
+        ahead = read(None)
+        try:
+            while True:
+                found, cursor = await ahead
+                if cursor is not None:
+                    ahead = read(cursor)
+                if found:
+                    yield [export_record(item) for item in found]
+                if cursor is None:
+                    return
+        finally:
+            if not ahead.done():
+                ahead.cancel()
 
     async def import_(
         self,
@@ -210,9 +223,14 @@ class MemoryTransfer(MemoryWrites):
         size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
         records = _reader(source, format)
 
+        #: Each text line's CRC when it was checked: the second pass skips the checks of
+        #: a line that is still the same (a file changed in between is checked again).
+        seen = array("L")
+
         async def check() -> int:
             total = 0
-            for line, data in records():
+            for line, data, raw in records():
+                seen.append(_crc(raw))
                 item = self._parse(data, line, tenant)
                 if self.write_guard is not None:
                     entry = item.entry
@@ -231,22 +249,41 @@ class MemoryTransfer(MemoryWrites):
         total = await self._observe("import", check)
         report = {"records": total, "imported": 0, "skipped": 0, "embedded": 0}
         batch: list[StoredMemory] = []
+        # One batch is stored while the next is read: the database works meanwhile.
+        pending: asyncio.Task[None] | None = None
 
-        async def store() -> None:
-            report["embedded"] += await self._store_batch(tenant, batch, who, report)
-            batch.clear()
+        async def store(items: list[StoredMemory]) -> None:
+            report["embedded"] += await self._store_batch(tenant, items, who, report)
             if on_progress is not None:
                 on_progress(report["imported"] + report["skipped"], total)
 
-        for line, data in records():
-            batch.append(self._parse(data, line, tenant))
-            if len(batch) >= size:
-                await self._observe("import", store)
-        if batch:
-            await self._observe("import", store)
+        async def hand_over(items: list[StoredMemory]) -> asyncio.Task[None]:
+            if pending is not None:
+                await pending
+            task = asyncio.create_task(self._observe("import", lambda: store(items)))
+            await asyncio.sleep(0)  # let it start before reading on
+            return task
+
+        try:
+            # Stored with the index upkeep put off when the store can (an empty database).
+            async with self._store.bulk_loading():
+                for n, (line, data, raw) in enumerate(records()):
+                    same = raw is not None and n < len(seen) and seen[n] == _crc(raw)
+                    batch.append(self._parse(data, line, tenant, checked=same))
+                    if len(batch) >= size:
+                        pending, batch = await hand_over(batch), []
+                if batch:
+                    pending = await hand_over(batch)
+                if pending is not None:
+                    await pending
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()
         return ImportReport(**report)
 
-    def _parse(self, data: Mapping[str, Any], line: int, tenant: str) -> StoredMemory:
+    def _parse(
+        self, data: Mapping[str, Any], line: int, tenant: str, *, checked: bool = False
+    ) -> StoredMemory:
         status = self._store.embedding_status()
         return parse_record(
             data,
@@ -255,6 +292,7 @@ class MemoryTransfer(MemoryWrites):
             max_length=self._settings.max_content_length,
             model=status.model,
             dimensions=status.dimensions,
+            checked=checked,
         )
 
     async def _store_batch(
@@ -279,9 +317,12 @@ class MemoryTransfer(MemoryWrites):
         return sum(1 for i in missing if items[i].entry.id in kept)
 
 
-def _reader(source: ImportSource, format: str) -> Callable[[], Iterator[tuple[int, Any]]]:
-    """A function giving the (line number, record object) of ``source``, afresh each call
-    (an import reads its records twice: to check them, then to store them)."""
+def _reader(
+    source: ImportSource, format: str
+) -> Callable[[], Iterator[tuple[int, Any, str | None]]]:
+    """A function giving the (line number, record object, line text or None) of
+    ``source``, afresh each call (an import reads its records twice: to check them, then
+    to store them)."""
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         if not path.is_file():
@@ -294,19 +335,25 @@ def _reader(source: ImportSource, format: str) -> Callable[[], Iterator[tuple[in
         given = list(source)
         lines = lambda: given  # noqa: E731
 
-    def read() -> Iterator[tuple[int, Any]]:
+    def read() -> Iterator[tuple[int, Any, str | None]]:
         for number, line in enumerate(lines(), start=1):
+            raw = None
             if isinstance(line, str):
                 if not line.strip():
                     continue
                 data: Any = parse_line(line, number)
+                raw = line
             elif isinstance(line, Mapping):
                 data = dict(line)
             else:
                 raise invalid(f"line {number}: a record must be a JSON object", line=number)
-            yield number, from_mem0(data, number) if format == "mem0" else data
+            yield number, from_mem0(data, number) if format == "mem0" else data, raw
 
     return read
+
+
+def _crc(raw: str | None) -> int:
+    return 0 if raw is None else zlib.crc32(raw.encode("utf-8", "surrogatepass"))
 
 
 def _file_lines(path: Path) -> Iterator[str]:

@@ -9,7 +9,8 @@ committed write, its own or another process's. Metadata filters run in SQL throu
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
 
@@ -65,6 +66,11 @@ class SQLiteMemories(SqlMemoryLifecycle):
         return await self._db.call("count_by_layer", run)
 
     # -- search -----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def bulk_loading(self) -> AsyncIterator[bool]:
+        """Nothing to put off: the in-process indexes catch up on the next search."""
+        yield False
 
     # -- forgetting: deleted text leaves the write-ahead log too ----------------------------
 
