@@ -512,7 +512,7 @@ class SqlMemories(ABC):
                 events.append(
                     (
                         *(v["tenant_id"], v["id"], "add", v["layer"], None, v["content"]),
-                        *(None, v["metadata"], actor, v["updated_at"]),
+                        *(None, v["metadata"], actor, v["created_at"]),
                     )
                 )
                 continue
