@@ -294,3 +294,23 @@ def test_mem0_import(ms: Lamina, tmp_path: Path) -> None:
     with pytest.raises(LaminaError) as err:
         ms.memory.import_(orphan, format="mem0")
     assert err.value.details == {"field": "user_id", "line": 1}
+
+
+def test_a_checked_record_reads_back_the_same_without_its_checks(ms: Lamina) -> None:
+    """The importer's second pass skips the checks of lines it checked (same CRC): what it
+    builds must equal what the checked pass built."""
+    from lamina.memory.records import parse_line, parse_record
+
+    fill(ms)
+    ms.memory.add("tags", layer="user", user_id="t", metadata={"tags": ["a", "a", "b"]})
+
+    def parse(record: dict[str, Any], n: int, checked: bool) -> Any:
+        return parse_record(
+            record, n, tenant_id="x", max_length=1000, model="m", dimensions=384, checked=checked
+        )
+
+    for n, line in enumerate(lines(ms, embeddings=True, history=True), start=1):
+        record = parse_line(line, n)
+        if n == 2:
+            del record["id"]  # a derived id
+        assert parse(record, n, checked=True) == parse(record, n, checked=False)
