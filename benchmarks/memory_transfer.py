@@ -38,19 +38,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psycopg
+from tests.pg import reset_database
 
 from benchmarks.corpus import sentences
 
 DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432/lamina_bench"
-
-
-def reset_schema(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SET client_min_messages = warning")
-        conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
-        conn.execute("CREATE SCHEMA public")
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
 
 def open_lamina(kind: str, target: str) -> Any:
@@ -135,7 +127,7 @@ def run_store(kind: str, size: int, repeat: int, url: str) -> dict[str, Any]:
 
     def empty(name: str) -> str:
         if kind == "postgresql":
-            reset_schema(url)
+            reset_database(url)
             return url
         return str(work / name)
 

@@ -12,11 +12,12 @@ from typing import Any
 
 import psycopg
 
-from lamina.memory.layers import MemoryLayer, scope_key
+from lamina.memory.layers import MemoryLayer
 from lamina.memory.ports import NewMemory, Scope, Selection
 from lamina.store.sql.memories import content_hash
 from lamina.store.sqlite import SQLiteStore
 from tests.conformance.conftest import Harness
+from tests.conformance.test_store import scope
 from tests.pg import PG_URL
 
 T1, T2 = "tenant-one", "tenant-two"
@@ -24,11 +25,6 @@ T1, T2 = "tenant-one", "tenant-two"
 SECRET = "Quixotrel zephyrnox lives at Vambrelle street"
 REWRITTEN = "Quixotrel moved to Glimmerwick harbour"
 MARKERS = ("quixotrel", "zephyrnox", "vambrell", "glimmerwick")
-
-
-def scope(layer: MemoryLayer = MemoryLayer.USER, **ids: str) -> Scope:
-    ids = ids or {"user_id": "alice"}
-    return Scope(layer, ids, scope_key(layer, ids))
 
 
 def add(

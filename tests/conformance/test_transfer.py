@@ -8,19 +8,15 @@ import uuid
 import numpy as np
 
 from lamina.memory.filters import MetadataFilter
-from lamina.memory.layers import MemoryLayer, scope_key
+from lamina.memory.layers import MemoryLayer
 from lamina.memory.models import SearchMode
 from lamina.memory.ports import LayerSearch, NewMemory, Scope, Selection, StoredMemory
 from lamina.memory.scoring import QuerySignals
 from lamina.text import analyze
 from tests.conformance.conftest import Harness
+from tests.conformance.test_store import scope
 
 T1, T2 = "tenant-one", "tenant-two"
-
-
-def scope(layer: MemoryLayer = MemoryLayer.USER, **ids: str) -> Scope:
-    ids = ids or {"user_id": "alice"}
-    return Scope(layer, ids, scope_key(layer, ids))
 
 
 def memory(h: Harness, content: str, sc: Scope | None = None, **metadata: object) -> NewMemory:

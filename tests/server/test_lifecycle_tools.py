@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ import pytest
 from lamina.server.auth import hash_key, new_key
 from tests.server.harness import (
     Running,
+    mcp_http_process,
     result_of,
     running_server,
     send,
@@ -155,30 +154,7 @@ def test_mcp_over_http_with_two_tenants(tmp_path: Path) -> None:
         ),
         encoding="utf-8",
     )
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lamina",
-            "--data-dir",
-            str(tmp_path / "d"),
-            "--config",
-            str(config),
-            "mcp",
-            "--transport",
-            "http",
-            "--port",
-            "0",
-            "--user-id",
-            "u1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip().split()[-1].rstrip("/") + "/mcp"
+    with mcp_http_process(tmp_path / "d", config, "--user-id", "u1") as url:
 
         async def as_tenant(key: str, steps: list[tuple[str, dict[str, Any]]]) -> list[Any]:
             import httpx2
@@ -234,6 +210,3 @@ def test_mcp_over_http_with_two_tenants(tmp_path: Path) -> None:
         )
         assert [e["operation"] for e in mine[0]["history"]] == ["add"]
         assert mine[1] == {"deleted": 1}
-    finally:
-        process.terminate()
-        process.communicate(timeout=30)  # waits, and closes the pipes

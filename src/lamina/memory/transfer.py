@@ -23,7 +23,7 @@ from typing import Any
 
 from lamina.checks import check_actor, check_flag, check_int, invalid
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.layers import Identifiers, MemoryLayer, parse_layers
+from lamina.memory.layers import Identifiers, MemoryLayer, identifier_map, parse_layers
 from lamina.memory.models import ImportReport
 from lamina.memory.ports import Selection, StoredMemory
 from lamina.memory.records import (
@@ -44,7 +44,7 @@ BATCH = 1000
 
 
 class MemoryTransfer(MemoryWrites):
-    """``delete_all``, ``export`` and ``import_``."""
+    """``delete_all``, ``export`` / ``export_pages`` and ``import_``."""
 
     def _selection(
         self,
@@ -74,15 +74,7 @@ class MemoryTransfer(MemoryWrites):
         the project's), optionally only in ``layers``; returns how many. Each is forgotten
         as ``delete`` forgets one. At least one identifier is required: deleting a whole
         tenant is not a memory call."""
-        ids = {
-            "agent_id": agent_id,
-            "user_id": user_id,
-            "session_id": session_id,
-            "project_id": project_id,
-            "team_id": team_id,
-            "org_id": org_id,
-            "company_id": company_id,
-        }
+        ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
 
         async def run() -> int:
             tenant = self._tenant(tenant_id)
@@ -101,40 +93,9 @@ class MemoryTransfer(MemoryWrites):
 
         return await self._observe("delete_all", run)
 
-    async def export(
-        self,
-        *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        project_id: str | None = None,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
-        layers: Sequence[str | MemoryLayer] | str | None = None,
-        embeddings: bool = False,
-        history: bool = False,
-        tenant_id: str | None = None,
-        batch_size: int = BATCH,
-    ) -> AsyncIterator[dict[str, Any]]:
-        """The tenant's memories as export records (docs/export.md), oldest first, read
-        ``batch_size`` at a time (never all at once): every memory, or those whose
-        identifiers include all those given, optionally only in ``layers``; with their
-        vectors (``embeddings``) and history (``history``) when asked."""
-        async for page in self.export_pages(
-            agent_id=agent_id,
-            user_id=user_id,
-            session_id=session_id,
-            project_id=project_id,
-            team_id=team_id,
-            org_id=org_id,
-            company_id=company_id,
-            layers=layers,
-            embeddings=embeddings,
-            history=history,
-            tenant_id=tenant_id,
-            batch_size=batch_size,
-        ):
+    async def export(self, /, **options: Any) -> AsyncIterator[dict[str, Any]]:
+        """The records of ``export_pages`` (the same arguments), one by one."""
+        async for page in self.export_pages(**options):
             for record in page:
                 yield record
 
@@ -154,18 +115,16 @@ class MemoryTransfer(MemoryWrites):
         tenant_id: str | None = None,
         batch_size: int = BATCH,
     ) -> AsyncGenerator[list[dict[str, Any]], None]:
-        """``export``, a page of records at a time."""
+        """The tenant's memories as export records (docs/export.md), oldest first, a page
+        of ``batch_size`` at a time (never all at once; the next page is read while this
+        one is handled): every memory, or those whose identifiers include all those given,
+        optionally only in ``layers``; with their vectors (``embeddings``) and history
+        (``history``) when asked. ``export`` gives them one by one."""
         tenant = self._tenant(tenant_id)
-        ids = {
-            "agent_id": agent_id,
-            "user_id": user_id,
-            "session_id": session_id,
-            "project_id": project_id,
-            "team_id": team_id,
-            "org_id": org_id,
-            "company_id": company_id,
-        }
-        selection = self._selection(ids, layers)
+        selection = self._selection(
+            identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id),
+            layers,
+        )
         vectors = check_flag("embeddings", embeddings)
         events = check_flag("history", history)
         size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
