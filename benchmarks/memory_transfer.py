@@ -30,6 +30,7 @@ import hashlib
 import json
 import os
 import resource
+import shutil
 import statistics
 import tempfile
 import time
@@ -131,6 +132,13 @@ def run_store(kind: str, size: int, repeat: int, url: str) -> dict[str, Any]:
             return url
         return str(work / name)
 
+    try:
+        return measure(kind, size, repeat, work, empty)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def measure(kind: str, size: int, repeat: int, work: Path, empty: Any) -> dict[str, Any]:
     source = empty("source")
     fill_seconds = fill(kind, source, size)
     exported = work / "export.jsonl"

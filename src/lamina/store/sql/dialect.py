@@ -43,6 +43,11 @@ class Dialect(ABC):
     def is_true(self, column: str) -> str:
         """A condition that a boolean column is true (written so partial indexes apply)."""
 
+    #: ``tenant_id`` where a statement must walk the rows in ``seq`` order rather than
+    #: through an index on the tenant (SQLite's unary ``+`` keeps the term off the index:
+    #: else it sorts every matching row for each page of an export).
+    tenant_in_seq_order: ClassVar[str] = "tenant_id"
+
     @abstractmethod
     def json(self, value: Any) -> Any:
         """A JSON value as a parameter."""

@@ -92,8 +92,8 @@ class SqlMemoryLifecycle(SqlMemories):
 
         def read() -> Program[tuple[list[StoredMemory], str | None]]:
             found = yield rows(
-                f"SELECT {columns} FROM memories WHERE tenant_id = %s AND {where} "  # noqa: S608
-                f"AND {seq} > %s ORDER BY {seq} LIMIT %s",
+                f"SELECT {columns} FROM memories WHERE {self._d.tenant_in_seq_order} = %s "  # noqa: S608
+                f"AND {where} AND {seq} > %s ORDER BY {seq} LIMIT %s",
                 tenant_id,
                 *params,
                 after,

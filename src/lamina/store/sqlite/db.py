@@ -215,6 +215,7 @@ def timestamp(value: datetime) -> str:
 
 class SQLiteDialect(Dialect):
     seq = "pk"
+    tenant_in_seq_order = "+tenant_id"
     graph_id = "pk"
     true = "1"
     false = "0"
