@@ -12,7 +12,7 @@ import inspect
 import logging
 import os
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -58,6 +58,8 @@ class SyncMemory:
     update = _bridge(MemoryService.update)
     delete = _bridge(MemoryService.delete)
     bulk_delete = _bridge(MemoryService.bulk_delete)
+    delete_all = _bridge(MemoryService.delete_all)
+    import_ = _bridge(MemoryService.import_)
     list = _bridge(MemoryService.list)
     history = _bridge(MemoryService.history)
     embed_pending = _bridge(MemoryService.embed_pending)
@@ -65,6 +67,24 @@ class SyncMemory:
     reembed = _bridge(MemoryService.reembed)
     embedding_status = _bridge(MemoryService.embedding_status)
     register_hierarchy = _bridge(MemoryService.register_hierarchy)
+
+    def export(self, /, **kwargs: Any) -> Iterator[dict[str, Any]]:
+        """As ``MemoryService.export`` (the same arguments): the records, read a page at a
+        time on the facade's loop."""
+        pages = self._service.export_pages(**kwargs)
+
+        async def next_page() -> list[dict[str, Any]] | None:
+            try:
+                return await anext(pages)
+            except StopAsyncIteration:
+                return None
+
+        try:
+            while (page := self._runner(next_page())) is not None:
+                yield from page
+        finally:
+            self._runner(pages.aclose())
+
     set_hierarchy_defaults = _bridge(MemoryService.set_hierarchy_defaults)
     resolve_identifiers = _bridge(MemoryService.resolve_identifiers)
 

@@ -64,7 +64,8 @@ def analyze(text: str) -> Counter[str]:
     for word in words(text):
         for part in word.split("'"):
             if len(part) >= 2 and part not in STOP_WORDS:
-                counts[stem(part)] += 1
+                # Snowball leaves ASCII numbers as they are: skip it (and its cache) for them.
+                counts[part if part.isdigit() and part.isascii() else stem(part)] += 1
     return counts
 
 

@@ -85,7 +85,8 @@ def test_memory_commands_end_to_end(capsys: pytest.CaptureFixture[str], data_dir
     assert [e["operation"] for e in history] == ["add", "update", "delete"]
     assert history[0]["actor"] == "cli-test"
     code, out, _ = run(capsys, data_dir, "memory", "history", mid)
-    assert code == 0 and "delete" in out and "- Prefers light" in out
+    assert code == 0 and "delete" in out and "- Prefers light" not in out
+    assert "(deleted: its content and metadata are forgotten)" in out
 
 
 def test_human_output_and_hierarchy(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:

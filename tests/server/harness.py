@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import subprocess
+import sys
 import threading
 import uuid
 from collections.abc import Iterator
@@ -169,3 +172,35 @@ def sse_events(
             if line.startswith("data:"):
                 events.append(json.loads(line[5:].strip()))
     return events
+
+
+@contextmanager
+def mcp_http_process(data_dir: Path, config: Path, *args: str) -> Iterator[str]:
+    """`lamina mcp --transport http` as a real process on a free port (``args``: more mcp
+    options); yields its /mcp URL and stops it afterwards."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lamina",
+            "--data-dir",
+            str(data_dir),
+            "--config",
+            str(config),
+            "mcp",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield process.stdout.readline().strip().split()[-1].rstrip("/") + "/mcp"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=30)  # waits, and closes the pipes

@@ -32,6 +32,11 @@ TOOLS = {
         "memory_update",
         "memory_delete",
         "memory_list",
+        "memory_history",
+        "memory_delete_all",
+        "hierarchy_register",
+        "hierarchy_defaults",
+        "hierarchy_resolve",
     ],
     "knowledge": [
         "knowledge_query",

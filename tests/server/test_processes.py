@@ -16,7 +16,15 @@ from pathlib import Path
 import httpx
 
 from tests.pg import require_postgres, reset_database
-from tests.server.harness import HEADERS, result_of, rpc, send, session_of, tool_message
+from tests.server.harness import (
+    HEADERS,
+    mcp_http_process,
+    result_of,
+    rpc,
+    send,
+    session_of,
+    tool_message,
+)
 
 
 @contextmanager
@@ -144,7 +152,7 @@ def test_mcp_over_stdio(tmp_path: Path) -> None:
             await session.initialize()
             tools = (await session.list_tools()).tools
             names = {t.name for t in tools}
-            assert len(names) == 16 and {"memory_add", "knowledge_query"} <= names
+            assert len(names) == 21 and {"memory_add", "knowledge_query"} <= names
             add = next(t for t in tools if t.name == "memory_add")
             assert "content" in add.input_schema["required"]
             added = await session.call_tool(
@@ -177,28 +185,7 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
         "[server.tiers.small.skills]\ngovernance = 2\n",
         encoding="utf-8",
     )
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lamina",
-            "--data-dir",
-            str(tmp_path / "d"),
-            "--config",
-            str(config),
-            "mcp",
-            "--transport",
-            "http",
-            "--port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip().split()[-1].rstrip("/") + "/mcp"
+    with mcp_http_process(tmp_path / "d", config) as url:
         assert httpx.post(url, json={}).status_code == 401
 
         async def scenario() -> None:
@@ -210,7 +197,7 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
-                assert len((await session.list_tools()).tools) == 16
+                assert len((await session.list_tools()).tools) == 21
                 added = await session.call_tool(
                     "memory_add", {"content": "over http", "layer": "user", "user_id": "h"}
                 )
@@ -231,6 +218,3 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
         assert refused.status_code == 429, refused.text
         assert "governance" in refused.text and refused.headers["retry-after"]
         assert call("memory_list").status_code != 429
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)

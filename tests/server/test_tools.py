@@ -19,7 +19,7 @@ def call(ms: Lamina, tool: ServerTool, args: Any, tenant: str = "a") -> Any:
     return ms._run(tool.run(args, tenant))
 
 
-def test_the_sixteen_tools_and_their_schemas(tools: dict[str, ServerTool]) -> None:
+def test_the_twenty_one_tools_and_their_schemas(tools: dict[str, ServerTool]) -> None:
     assert sorted(tools) == sorted(
         [
             "memory_add",
@@ -29,6 +29,11 @@ def test_the_sixteen_tools_and_their_schemas(tools: dict[str, ServerTool]) -> No
             "memory_update",
             "memory_delete",
             "memory_list",
+            "memory_history",
+            "memory_delete_all",
+            "hierarchy_register",
+            "hierarchy_defaults",
+            "hierarchy_resolve",
             "knowledge_query",
             "knowledge_get",
             "knowledge_create",

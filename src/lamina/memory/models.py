@@ -187,6 +187,17 @@ class DeleteResult(BaseModel):
     existed: bool
 
 
+class ImportReport(BaseModel):
+    """What ``import_`` did: ``records`` read, ``imported`` stored, ``skipped`` because the
+    tenant already had their ids (a re-import), ``embedded`` of those stored whose record
+    carried no vector of the configured model (so their content was embedded)."""
+
+    records: int
+    imported: int
+    skipped: int
+    embedded: int
+
+
 class HierarchyLink(BaseModel):
     """A registered parent: a project's team, a team's org or an org's company."""
 

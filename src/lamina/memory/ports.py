@@ -8,6 +8,7 @@ against every implementation (lamina.store.sqlite, lamina.store.postgres).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -40,6 +41,30 @@ class NewMemory:
     #: None: embedded later in the background (EmbeddingBuffer); until then keyword search
     #: finds the memory and semantic search does not.
     embedding: Vector | None
+    #: None: now (an import keeps the times it was given).
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Memories of a tenant chosen by layer and identifiers (``delete_all``, ``export``): a
+    memory is selected when its layer is one of ``layers`` (empty: any) and its identifiers
+    hold every one of ``identifiers`` with the same value (empty: any)."""
+
+    layers: tuple[MemoryLayer, ...] = ()
+    identifiers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StoredMemory:
+    """A memory as export reads it and import writes it: its entry, its vector (when asked
+    for; import: None embeds the content) and its history (when asked for; import: None
+    records one ``add`` event)."""
+
+    entry: MemoryEntry
+    vector: Vector | None = None
+    history: list[HistoryEvent] | None = None
 
 
 @dataclass(frozen=True)
@@ -244,9 +269,46 @@ class MemoryStore(Protocol):
         self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
     ) -> int: ...
 
+    async def delete_where(
+        self, tenant_id: str, selection: Selection, *, actor: str | None = None
+    ) -> int:
+        """Delete every selected memory in one transaction, as ``delete`` does; the count."""
+        ...
+
+    async def export_page(
+        self,
+        tenant_id: str,
+        selection: Selection,
+        *,
+        cursor: str | None,
+        limit: int,
+        vectors: bool,
+        history: bool,
+    ) -> tuple[list[StoredMemory], str | None]:
+        """Up to ``limit`` selected memories, oldest first, after ``cursor``; and the cursor
+        of the next page (None: no more). Each page is one consistent read."""
+        ...
+
+    async def import_memories(
+        self, tenant_id: str, memories: Sequence[StoredMemory], *, actor: str | None = None
+    ) -> list[str]:
+        """Store ``memories`` with their ids, times and history in one transaction, skipping
+        ids the tenant already has; returns the ids stored. Vectors must be of the store's
+        model (the service embeds the rest first)."""
+        ...
+
+    def bulk_loading(self) -> AbstractAsyncContextManager[bool]:
+        """Around loading many memories (an import): a store may put off index upkeep to
+        the end (PostgreSQL builds its vector index once, after loading into an empty
+        database, when it may). Yields whether it did."""
+        ...
+
     async def search(self, request: LayerSearch) -> LayerHits: ...
 
-    async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]: ...
+    async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
+        """Oldest first. Once a memory is deleted its events keep what happened, when and by
+        whom, never its content or metadata (they read None)."""
+        ...
 
     async def set_parent(self, tenant_id: str, level: str, child_id: str, parent_id: str) -> None:
         """Register a hierarchy link; ``child_id`` ``*`` sets the tenant-wide default."""

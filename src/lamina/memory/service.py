@@ -1,18 +1,19 @@
 """``ms.memory``: scoped memories. The service is put together from one part per concept:
 the write path (``writes``, with the embedding backfill in ``backfill``), conversations in
-(``messages``), the read path and its ranking (``reads``), and the hierarchy that resolves
-identifiers (``hierarchy``)."""
+(``messages``), memories in bulk (``transfer``: delete_all, export, import), the read path
+and its ranking (``reads``), and the hierarchy that resolves identifiers (``hierarchy``)."""
 
 from __future__ import annotations
 
 from lamina.memory.messages import ConversationInput, MessageWrites
 from lamina.memory.reads import MemoryReads
 from lamina.memory.reembed import Reembed
+from lamina.memory.transfer import MemoryTransfer
 from lamina.memory.writes import MemoryInput, WriteGuard
 
 __all__ = ["ConversationInput", "MemoryInput", "MemoryService", "WriteGuard"]
 
 
-class MemoryService(MessageWrites, MemoryReads, Reembed):
-    """``ms.memory``: add, add_messages, search, get, update, delete, list, history and
-    hierarchy; reembed after a change of embedding model (``reembed``)."""
+class MemoryService(MessageWrites, MemoryTransfer, MemoryReads, Reembed):
+    """``ms.memory``: add, add_messages, search, get, update, delete, delete_all, list,
+    history, export, import_ and hierarchy; reembed after a change of embedding model."""

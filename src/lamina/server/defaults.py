@@ -15,6 +15,7 @@ from typing import Any
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.layers import IDENTIFIER_NAMES, Identifiers
+from lamina.server.memory_tools import EXPLICIT_IDENTIFIERS
 from lamina.server.tools import ServerTool
 
 IDENTIFIERS: tuple[str, ...] = IDENTIFIER_NAMES
@@ -51,7 +52,9 @@ class IdentifierDefaults:
         return ", ".join(f"{n}={v!r}" for n, v in self.values.items())
 
     def applies_to(self, tool: ServerTool) -> list[str]:
-        """The defaulted identifiers ``tool`` takes."""
+        """The defaulted identifiers ``tool`` takes (none for a hierarchy registration)."""
+        if tool.name in EXPLICIT_IDENTIFIERS:
+            return []
         return [n for n in self.values if n in tool.model.model_fields]
 
     def fill(self, tool: ServerTool, arguments: object) -> object:

@@ -9,7 +9,7 @@ other bad argument raises INVALID_ARGUMENT naming the field (rejected).
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -18,8 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from lamina.config import IdentifierFields
 from lamina.errors import ErrorCode, LaminaError
 from lamina.runtime import AsyncLamina
-
-Handler = Callable[[BaseModel, str], Awaitable[Any]]
+from lamina.server.memory_tools import Handler, lifecycle_tools
 
 
 @dataclass(frozen=True)
@@ -391,7 +390,7 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
         (
             "memory_delete",
             "memory",
-            "Delete a memory (its history is kept).",
+            "Delete a memory (its history keeps who deleted it and when, never its content).",
             MemoryId,
             memory_delete,
             False,
@@ -478,4 +477,7 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             True,
         ),
     ]
+    # The memory skill's tools for a memory's life and the hierarchy follow its others.
+    after = next(i for i, entry in enumerate(spec) if entry[1] != "memory")
+    spec[after:after] = lifecycle_tools(ms)
     return [ServerTool(n, s, d, m, h, r) for n, s, d, m, h, r in spec]

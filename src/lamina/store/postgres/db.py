@@ -297,6 +297,9 @@ class PostgresDialect(Dialect):
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} = ANY(%s)", [list(values)]
 
+    def json_text(self, column: str, key: str) -> str:
+        return f"{column} ->> '{key}'"
+
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
         return f"{column} ?| %s", [list(tags)]
 

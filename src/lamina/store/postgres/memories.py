@@ -18,7 +18,8 @@ from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
 from lamina.memory.scoring import keyword_part
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
-from lamina.store.sql.memories import ENTRY, Row, SqlMemories
+from lamina.store.sql.lifecycle import SqlMemoryLifecycle
+from lamina.store.sql.memories import ENTRY, Row
 
 #: Candidates checked against a metadata filter per round trip.
 _CHUNK = 500
@@ -26,7 +27,7 @@ _CHUNK = 500
 _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in f"seq, {ENTRY}".split(","))
 
 
-class PostgresMemories(SqlMemories):
+class PostgresMemories(SqlMemoryLifecycle):
     def __init__(self, db: Database, embedder: Embedder, ef_search: int) -> None:
         super().__init__(db, POSTGRES, embedder)
         self._db = db

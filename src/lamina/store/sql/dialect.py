@@ -43,6 +43,11 @@ class Dialect(ABC):
     def is_true(self, column: str) -> str:
         """A condition that a boolean column is true (written so partial indexes apply)."""
 
+    #: ``tenant_id`` where a statement must walk the rows in ``seq`` order rather than
+    #: through an index on the tenant (SQLite's unary ``+`` keeps the term off the index:
+    #: else it sorts every matching row for each page of an export).
+    tenant_in_seq_order: ClassVar[str] = "tenant_id"
+
     @abstractmethod
     def json(self, value: Any) -> Any:
         """A JSON value as a parameter."""
@@ -74,6 +79,11 @@ class Dialect(ABC):
     @abstractmethod
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """A condition that ``column`` is one of ``values`` (not empty), and its parameters."""
+
+    @abstractmethod
+    def json_text(self, column: str, key: str) -> str:
+        """The text at top-level ``key`` of the JSON object ``column`` (``key`` is a name the
+        code chooses, never input)."""
 
     @abstractmethod
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:

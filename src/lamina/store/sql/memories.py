@@ -48,6 +48,10 @@ ENTRY = (
     "id, tenant_id, layer, identifiers, content, metadata, embedding_model, created_at, "
     "updated_at, embedding"
 )
+#: The columns of a history event.
+HISTORY = (
+    "memory_id, operation, at, layer, old_content, new_content, old_metadata, new_metadata, actor"
+)
 #: A row as the driver returns it.
 Row = tuple[Any, ...]
 _HISTORY = (
@@ -61,6 +65,15 @@ _CHUNK = 500
 _CONVERSATION = "conversation"
 #: Previous turns in a message's neighbourhood (lamina.memory.scoring).
 NEIGHBOURS = 2
+
+
+#: The indexed expression finding the memories holding a text (migrations 0008 / 0010).
+_PREFIX = "substr(content, 1, 64)"
+
+
+def content_hash(text: str) -> str:
+    """The embedding cache's key of a text."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 @dataclass(frozen=True, order=True)
@@ -78,14 +91,14 @@ class ConversationScope:
 
 
 @dataclass(frozen=True)
-class _Neighbourhood:
+class Neighbourhood:
     conversation_id: str
     position: int
     context: str
     vector: Vector | None
 
 
-def _place(metadata: dict[str, Any]) -> tuple[str, int] | None:
+def place_of(metadata: dict[str, Any]) -> tuple[str, int] | None:
     """(conversation id, position) of a conversation message (add_messages), else None."""
     conversation = metadata.get(_CONVERSATION)
     if not isinstance(conversation, dict):
@@ -103,10 +116,10 @@ def _neighbourhood(
     conversation: dict[str, Any],
     own: Vector | None,
     previous: Sequence[tuple[str, Vector | None]],
-) -> _Neighbourhood:
+) -> Neighbourhood:
     speaker = conversation.get("speaker")
     when = conversation.get("timestamp")
-    return _Neighbourhood(
+    return Neighbourhood(
         conversation_id,
         position,
         neighbourhood_terms(
@@ -221,7 +234,7 @@ class SqlMemories(ABC):
     ) -> Vector:
         if not cache:
             return await self.embedder.embed(list(texts))
-        hashes = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).hexdigest() for t in texts]
+        hashes = [content_hash(t) for t in texts]
         unique = dict(zip(hashes, texts, strict=True))
         cached = await self._exec.read(
             tenant_id, "embedding cache", self._cached(tenant_id, list(unique))
@@ -350,7 +363,7 @@ class SqlMemories(ABC):
             nxt[(tenant_id, conversation_id)] = int(end[0]) - size
         window: dict[ConversationScope, list[tuple[str, Vector | None]]] = {}
         numbered: list[NewMemory] = []
-        neighbourhoods: list[_Neighbourhood] = []
+        neighbourhoods: list[Neighbourhood] = []
         for m in memories:
             conversation = m.metadata[_CONVERSATION]
             key = (m.tenant_id, str(conversation["id"]))
@@ -435,7 +448,7 @@ class SqlMemories(ABC):
                 updates,
             )
 
-    def _neighbourhood_columns(self, content: str, n: _Neighbourhood | None) -> dict[str, Any]:
+    def _neighbourhood_columns(self, content: str, n: Neighbourhood | None) -> dict[str, Any]:
         """The index columns of a row; a conversation message's also name its place and
         neighbourhood (other rows leave those columns out: stores of an older schema, which
         tests fill, lack them)."""
@@ -453,15 +466,18 @@ class SqlMemories(ABC):
         self,
         memories: list[NewMemory],
         actor: str | None,
-        neighbourhoods: list[_Neighbourhood] | None = None,
+        neighbourhoods: Sequence[Neighbourhood | None] | None = None,
+        histories: Sequence[list[HistoryEvent] | None] | None = None,
     ) -> Program[list[MemoryEntry]]:
+        """Insert ``memories`` (times: theirs, else now) and their history: the events
+        given (``histories``, by memory; an import), else one ``add`` event each."""
         d = self._d
         now = datetime.now(UTC)
         model = self.embedder.model_id
         # While the store needs re-embedding, new vectors wait (pending) for ``reembed``.
         if self.embedding.stale:
             memories = [replace(m, embedding=None) for m in memories]
-        around: list[_Neighbourhood | None] = (
+        around: list[Neighbourhood | None] = (
             list(neighbourhoods) if neighbourhoods else [None] * len(memories)
         )
         stored = [
@@ -476,27 +492,42 @@ class SqlMemories(ABC):
                 "embedding": None if m.embedding is None else d.vector(m.embedding),
                 **self._neighbourhood_columns(m.content, n),
                 "embedding_model": None if m.embedding is None else model,
-                "created_at": d.time(now),
-                "updated_at": d.time(now),
+                "created_at": d.time(m.created_at or now),
+                "updated_at": d.time(m.updated_at or m.created_at or now),
             }
             for m, n in zip(memories, around, strict=True)
         ]
+        names = list(dict.fromkeys(k for values in stored for k in values))
+        if any(len(values) != len(names) for values in stored):  # messages among memories
+            stored = [{k: values.get(k) for k in names} for values in stored]
         # COPY is refused under row-level security; executemany pipelines the inserts.
         yield many(
             f"INSERT INTO memories ({', '.join(stored[0])}) "  # noqa: S608
             f"VALUES ({', '.join(['%s'] * len(stored[0]))})",
             [tuple(values.values()) for values in stored],
         )
-        yield many(
-            _HISTORY,
-            [
-                (
-                    *(v["tenant_id"], v["id"], "add", v["layer"], None, v["content"]),
-                    *(None, v["metadata"], actor, v["updated_at"]),
+        events: list[tuple[Any, ...]] = []
+        for v, given in zip(stored, histories or [None] * len(stored), strict=True):
+            if given is None:
+                events.append(
+                    (
+                        *(v["tenant_id"], v["id"], "add", v["layer"], None, v["content"]),
+                        *(None, v["metadata"], actor, v["created_at"]),
+                    )
                 )
-                for v in stored
-            ],
-        )
+                continue
+            events += [
+                (
+                    *(v["tenant_id"], v["id"], e.operation.value, e.layer.value),
+                    *(e.old_content, e.new_content),
+                    *(None if e.old_metadata is None else d.json(e.old_metadata),),
+                    *(None if e.new_metadata is None else d.json(e.new_metadata),),
+                    *(e.actor, d.time(e.at)),
+                )
+                for e in given
+            ]
+        if events:
+            yield many(_HISTORY, events)
         return [
             MemoryEntry(
                 id=m.id,
@@ -505,8 +536,8 @@ class SqlMemories(ABC):
                 identifiers=m.scope.identifiers,
                 content=m.content,
                 metadata=m.metadata,
-                created_at=now,
-                updated_at=now,
+                created_at=m.created_at or now,
+                updated_at=m.updated_at or m.created_at or now,
                 embedding_generated=m.embedding is not None,
                 embedding_model=None if m.embedding is None else model,
             )
@@ -545,7 +576,7 @@ class SqlMemories(ABC):
                 tenant_id,
                 memory_id,
             )
-            place = None if before is None else _place(d.from_json(before[0]))
+            place = None if before is None else place_of(d.from_json(before[0]))
             if place is not None:
                 yield from self._lock_conversations(tenant_id, {place[0]})
         found = yield row(
@@ -605,7 +636,9 @@ class SqlMemories(ABC):
             actor,
             sets["updated_at"],
         )
-        place = _place(old.metadata)
+        if content is not None and content != old.content:
+            yield from self._drop_vectors(tenant_id, {old.content})
+        place = place_of(old.metadata)
         if place is not None and (content is not None or embedding is not None):
             # Its own neighbourhood vector holds its vector; the next turns hold its words.
             key = scope_key(old.layer, old.identifiers)
@@ -638,7 +671,7 @@ class SqlMemories(ABC):
                 tenant_id,
                 *params,
             )
-            talks = {p[0] for r in going if (p := _place(d.from_json(r[0]))) is not None}
+            talks = {p[0] for r in going if (p := place_of(d.from_json(r[0]))) is not None}
             yield from self._lock_conversations(tenant_id, talks)
             deleted = yield rows(
                 f"DELETE FROM memories WHERE tenant_id = %s AND {chunk} "  # noqa: S608
@@ -648,23 +681,64 @@ class SqlMemories(ABC):
             )
             places = set()
             for r in deleted:
-                place = _place(d.from_json(r[3]))
+                place = place_of(d.from_json(r[3]))
                 if place is not None:
                     places.add((ConversationScope(tenant_id, place[0], r[1], r[4]), place[1]))
             for thread, position in sorted(places):
                 yield from self._renew(thread, position, NEIGHBOURS)
-            yield many(
-                _HISTORY,
-                [
-                    (
-                        *(tenant_id, r[0], "delete", r[1], r[2], None),
-                        *(d.json(d.from_json(r[3])), None, actor, now),
-                    )
-                    for r in deleted
-                ],
-            )
+            if deleted:
+                yield from self._forget([r[0] for r in deleted], tenant_id, [r[2] for r in deleted])
+                yield many(
+                    _HISTORY,
+                    [
+                        (tenant_id, r[0], "delete", r[1], None, None, None, None, actor, now)
+                        for r in deleted
+                    ],
+                )
             removed += len(deleted)
         return removed
+
+    def _forget(self, memory_ids: list[str], tenant_id: str, contents: list[str]) -> Program[None]:
+        """Forget deleted memories: their history keeps what happened, when and by whom but
+        no text or metadata, and the embedding cache drops the vectors of every text they
+        ever held that no memory of the tenant still holds."""
+        chunk, params = self._d.any_of("memory_id", memory_ids)
+        held = yield rows(
+            "SELECT old_content, new_content FROM memory_history "  # noqa: S608
+            f"WHERE tenant_id = %s AND {chunk}",
+            tenant_id,
+            *params,
+        )
+        yield count(
+            "UPDATE memory_history SET old_content = NULL, new_content = NULL, "  # noqa: S608
+            f"old_metadata = NULL, new_metadata = NULL WHERE tenant_id = %s AND {chunk}",
+            tenant_id,
+            *params,
+        )
+        texts = set(contents) | {t for r in held for t in r if t is not None}
+        yield from self._drop_vectors(tenant_id, texts)
+
+    def _drop_vectors(self, tenant_id: str, texts: set[str]) -> Program[None]:
+        """Drop the cached vectors of ``texts`` that no memory of the tenant holds (found by
+        the ``memories_content_prefix`` index, then compared whole)."""
+        ordered = sorted(texts)
+        for start in range(0, len(ordered), _CHUNK):
+            part = ordered[start : start + _CHUNK]
+            prefix, params = self._d.any_of(_PREFIX, list({t[:64] for t in part}))
+            kept = yield rows(
+                f"SELECT content FROM memories WHERE tenant_id = %s AND {prefix}",  # noqa: S608
+                tenant_id,
+                *params,
+            )
+            still = {r[0] for r in kept}
+            unused = [content_hash(t) for t in part if t not in still]
+            if unused:
+                hashes, values = self._d.any_of("content_hash", unused)
+                yield count(
+                    f"DELETE FROM embedding_cache WHERE tenant_id = %s AND {hashes}",  # noqa: S608
+                    tenant_id,
+                    *values,
+                )
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -678,32 +752,31 @@ class SqlMemories(ABC):
         return await self._exec.read(tenant_id, "get", get)
 
     async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
-        d = self._d
-
         def read() -> Program[list[HistoryEvent]]:
             found = yield rows(
-                "SELECT memory_id, operation, at, layer, old_content, new_content, old_metadata, "
-                "new_metadata, actor FROM memory_history WHERE tenant_id = %s "
+                f"SELECT {HISTORY} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
                 "AND memory_id = %s ORDER BY seq",
                 tenant_id,
                 memory_id,
             )
-            return [
-                HistoryEvent(
-                    memory_id=r[0],
-                    operation=HistoryOperation(r[1]),
-                    at=d.from_time(r[2]),
-                    layer=MemoryLayer(r[3]),
-                    old_content=r[4],
-                    new_content=r[5],
-                    old_metadata=None if r[6] is None else d.from_json(r[6]),
-                    new_metadata=None if r[7] is None else d.from_json(r[7]),
-                    actor=r[8],
-                )
-                for r in found
-            ]
+            return [self._event(r) for r in found]
 
         return await self._exec.read(tenant_id, "history", read())
+
+    def _event(self, r: Sequence[Any]) -> HistoryEvent:
+        """A history event of its row (``HISTORY`` columns)."""
+        d = self._d
+        return HistoryEvent(
+            memory_id=r[0],
+            operation=HistoryOperation(r[1]),
+            at=d.from_time(r[2]),
+            layer=MemoryLayer(r[3]),
+            old_content=r[4],
+            new_content=r[5],
+            old_metadata=None if r[6] is None else d.from_json(r[6]),
+            new_metadata=None if r[7] is None else d.from_json(r[7]),
+            actor=r[8],
+        )
 
     async def list(
         self,

@@ -76,6 +76,8 @@ class Database:
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
+        # Deleted content is overwritten in the file, not left in free pages (forgetting).
+        conn.execute("PRAGMA secure_delete=ON")
         for name, (nargs, fn) in self._functions.items():
             conn.create_function(name, nargs, fn, deterministic=True)
         with self._guard:
@@ -213,6 +215,7 @@ def timestamp(value: datetime) -> str:
 
 class SQLiteDialect(Dialect):
     seq = "pk"
+    tenant_in_seq_order = "+tenant_id"
     graph_id = "pk"
     true = "1"
     false = "0"
@@ -244,6 +247,9 @@ class SQLiteDialect(Dialect):
 
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         return f"{column} IN ({', '.join(['%s'] * len(values))})", list(values)
+
+    def json_text(self, column: str, key: str) -> str:
+        return f"json_extract({column}, '$.{key}')"
 
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
         marks = ", ".join("%s" for _ in tags)

@@ -9,16 +9,18 @@ committed write, its own or another process's. Metadata filters run in SQL throu
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
 
 from lamina.embeddings.base import Embedder
 from lamina.memory.filters import Condition, MetadataFilter, matches
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import LayerHits, LayerSearch
+from lamina.memory.ports import LayerHits, LayerSearch, Selection
 from lamina.memory.scoring import keyword_part
-from lamina.store.sql.memories import Row, SqlMemories
+from lamina.store.sql.lifecycle import SqlMemoryLifecycle
+from lamina.store.sql.memories import Row
 from lamina.store.sqlite.db import SQLITE, Database, dumps
 from lamina.store.sqlite.indexes import SyncedIndexes
 
@@ -47,7 +49,7 @@ def match_udf(metadata: str, flt: str) -> int:
     return 1 if matches(_filter_from_json(flt), json.loads(metadata)) else 0
 
 
-class SQLiteMemories(SqlMemories):
+class SQLiteMemories(SqlMemoryLifecycle):
     def __init__(self, db: Database, indexes: SyncedIndexes, embedder: Embedder) -> None:
         super().__init__(db, SQLITE, embedder)
         self._db = db
@@ -64,6 +66,43 @@ class SQLiteMemories(SqlMemories):
         return await self._db.call("count_by_layer", run)
 
     # -- search -----------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def bulk_loading(self) -> AsyncIterator[bool]:
+        """Nothing to put off: the in-process indexes catch up on the next search."""
+        yield False
+
+    # -- forgetting: deleted text leaves the write-ahead log too ----------------------------
+
+    async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
+        deleted = await super().delete(tenant_id, memory_id, actor=actor)
+        await self._checkpoint(deleted)
+        return deleted
+
+    async def bulk_delete(
+        self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
+    ) -> int:
+        deleted = await super().bulk_delete(tenant_id, memory_ids, actor=actor)
+        await self._checkpoint(deleted)
+        return deleted
+
+    async def delete_where(
+        self, tenant_id: str, selection: Selection, *, actor: str | None = None
+    ) -> int:
+        deleted = await super().delete_where(tenant_id, selection, actor=actor)
+        await self._checkpoint(deleted)
+        return deleted
+
+    async def _checkpoint(self, deleted: int) -> None:
+        """After a delete: copy the log into the file (where secure_delete zeroed the freed
+        content) and empty the log, whose old pages still held the deleted text. A reader
+        in the middle of a transaction (another process) can keep the log from emptying
+        now; it empties at the next checkpoint."""
+        if deleted:
+            await self._db.call(
+                "checkpoint",
+                lambda: self._db.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)"),
+            )
 
     async def search(self, request: LayerSearch) -> LayerHits:
         return await self._db.call("search", self._search, self._searchable(request))

@@ -19,6 +19,7 @@ from lamina.cli._common import (
     read_text,
     tag_option,
 )
+from lamina.cli.memory.transfer import COMMANDS
 from lamina.cli.output import cell, print_hits, print_page, progress
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.models import MemoryEntry, ScoreParts
@@ -28,7 +29,8 @@ __all__ = ["memory"]
 
 @click.group("memory")
 def memory() -> None:
-    """Add, search, get, update, delete, list memories and read their history."""
+    """Add, search, get, update, delete, list memories, read their history; delete, export
+    and import them in bulk."""
 
 
 def _show_entry(entry: MemoryEntry) -> None:
@@ -315,7 +317,8 @@ def memory_list(state: State, /, **kw: Any) -> None:
 @json_option
 @click.pass_obj
 def memory_history(state: State, memory_id: str, as_json: bool) -> None:
-    """Every add, update and delete of a memory, oldest first."""
+    """Every add, update and delete of a memory, oldest first (once it is deleted, its
+    events keep who and when, never its content or metadata)."""
     events = state.ms().memory.history(memory_id)
 
     def human() -> None:
@@ -329,5 +332,11 @@ def memory_history(state: State, memory_id: str, as_json: bool) -> None:
                     click.echo(f"  + {e.new_content}")
             if e.old_metadata != e.new_metadata and e.new_metadata is not None:
                 click.echo(f"  metadata: {json.dumps(e.new_metadata, ensure_ascii=False)}")
+        if events and events[-1].operation.value == "delete":
+            click.echo("  (deleted: its content and metadata are forgotten)")
 
     emit(as_json, events, human)
+
+
+for _command in COMMANDS:
+    memory.add_command(_command)

@@ -1,0 +1,249 @@
+"""The export format of memories (JSON Lines, one memory a line) and its reading back, with
+the importer of mem0's memories; docs/export.md describes both.
+
+A record is written from the memory's fields in ONE place, ``export_record``: every field of
+``MemoryEntry`` but the tenant and the derived ones, so a field added to the entry is
+exported (and read back by ``parse_record``) without touching this module.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+from pydantic import ValidationError
+
+from lamina.checks import check_content, check_id, check_metadata, invalid
+from lamina.errors import LaminaError
+from lamina.memory.layers import Identifiers, MemoryLayer, parse_layer, scope_for
+from lamina.memory.models import HistoryEvent, MemoryEntry
+from lamina.memory.ports import StoredMemory
+
+#: The import formats: lamina's own export, and mem0's memories (``from_mem0``).
+FORMATS = ("lamina", "mem0")
+#: Entry fields a record leaves out: the tenant (a record moves between tenants) and what
+#: the store derives.
+_LEFT_OUT = frozenset({"tenant_id", "embedding_generated", "violations"})
+#: Record keys beside the entry's fields.
+_EXTRA = frozenset({"embedding", "history"})
+#: Ids of records that carry none: the same record always gets the same id (re-import
+#: does not duplicate it).
+_ID_SPACE = uuid.UUID("5b0f6d1c-3a1e-4d7e-9c55-8e1f3f0a2b6d")
+
+
+def export_record(item: StoredMemory) -> dict[str, Any]:
+    """The record of a memory: its fields, ``embedding`` (base64 of little-endian float32)
+    when its vector was read, ``history`` (its events, oldest first) when that was."""
+    record = item.entry.model_dump(mode="json", exclude=set(_LEFT_OUT))
+    if item.vector is not None:
+        raw = np.asarray(item.vector, dtype="<f4").tobytes()
+        record["embedding"] = base64.b64encode(raw).decode("ascii")
+    if item.history is not None:
+        record["history"] = [e.model_dump(mode="json", exclude={"memory_id"}) for e in item.history]
+    return record
+
+
+def dump_record(record: Mapping[str, Any]) -> str:
+    """One JSONL line (without its newline)."""
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _fail(line: int, message: str, field: str | None = None) -> LaminaError:
+    where = f" ({field})" if field else ""
+    return invalid(f"line {line}{where}: {message}", field, line=line)
+
+
+def parse_line(text: str, line: int) -> dict[str, Any]:
+    """A JSONL line as an object, or INVALID_ARGUMENT naming the line."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise _fail(line, f"not valid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise _fail(line, "a record must be a JSON object")
+    return data
+
+
+def parse_record(
+    data: Mapping[str, Any],
+    line: int,
+    *,
+    tenant_id: str,
+    max_length: int,
+    model: str,
+    dimensions: int,
+    checked: bool = False,
+) -> StoredMemory:
+    """A checked memory of an export record (INVALID_ARGUMENT naming the line and field
+    otherwise). Its vector is kept when it is of ``model`` and ``dimensions``, else None
+    (the importer embeds the content). ``checked``: the same record was accepted before
+    (the importer's second pass), so the checks that only refuse are skipped."""
+    if checked:
+        content, layer = data["content"], parse_layer(data["layer"])
+        identifiers = {n: data["identifiers"][n] for n in layer.required_identifiers}
+        metadata = dict(data.get("metadata") or {})
+        if isinstance(metadata.get("tags"), list):  # as check_metadata leaves them
+            metadata["tags"] = list(dict.fromkeys(metadata["tags"]))
+    else:
+        unknown = sorted(set(data) - (set(MemoryEntry.model_fields) - _LEFT_OUT) - _EXTRA)
+        if unknown:
+            raise _fail(line, f"unknown field(s): {', '.join(unknown)}", unknown[0])
+        try:
+            content = check_content(data.get("content"), max_length)
+            layer = parse_layer(_required(data, "layer", line))
+            identifiers = _identifiers(data.get("identifiers"), layer, line)
+            metadata = check_metadata(data.get("metadata") or {})
+            if data.get("id") is not None:
+                check_id(data["id"])
+        except LaminaError as exc:
+            raise _fail(line, exc.message, str(exc.details.get("field") or "")) from None
+    memory_id = data.get("id") or str(
+        uuid.uuid5(_ID_SPACE, json.dumps([layer, identifiers, content]))
+    )
+    now = datetime.now(UTC)
+    created = _time(data.get("created_at"), now, "created_at", line)
+    fields = {
+        **{k: v for k, v in data.items() if k not in _EXTRA},
+        "id": memory_id,
+        "tenant_id": tenant_id,
+        "layer": layer,
+        "identifiers": identifiers,
+        "content": content,
+        "metadata": metadata,
+        "created_at": created,
+        "updated_at": _time(data.get("updated_at"), created, "updated_at", line),
+        "embedding_generated": False,
+    }
+    try:
+        entry = MemoryEntry.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise _fail(line, first["msg"], where) from None
+    vector = _vector(data.get("embedding"), line)
+    if vector is not None and (entry.embedding_model != model or len(vector) != dimensions):
+        vector = None
+    return StoredMemory(entry, vector, _history(data.get("history"), memory_id, line))
+
+
+def _time(value: object, default: datetime, field: str, line: int) -> datetime:
+    """An ISO-8601 time in UTC, as every store keeps it (without a zone: UTC)."""
+    if value is None:
+        return default
+    if not isinstance(value, str):
+        raise _fail(line, "a time must be ISO-8601 text", field)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise _fail(line, f"not an ISO-8601 time: {value[:40]!r}", field) from None
+    return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _required(data: Mapping[str, Any], name: str, line: int) -> Any:
+    if data.get(name) is None:
+        raise _fail(line, f"{name} is required", name)
+    return data[name]
+
+
+def _identifiers(value: object, layer: MemoryLayer, line: int) -> dict[str, str]:
+    """Exactly the identifiers scoping ``layer``."""
+    if not isinstance(value, dict):
+        raise _fail(line, "identifiers must be an object", "identifiers")
+    try:
+        ids = Identifiers.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in ("identifiers", *first["loc"]))
+        raise _fail(line, first["msg"], where) from None
+    scope = scope_for(layer, ids)
+    extra = sorted(set(ids.given()) - set(scope))
+    if extra:
+        raise _fail(
+            line, f"layer '{layer.value}' is scoped by {', '.join(scope)} only", "identifiers"
+        )
+    return scope
+
+
+def _vector(value: object, line: int) -> np.ndarray[Any, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _fail(line, "embedding must be base64 text", "embedding")
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise _fail(line, "embedding is not valid base64", "embedding") from None
+    if not raw or len(raw) % 4:
+        raise _fail(line, "embedding must hold float32 values", "embedding")
+    vector = np.frombuffer(raw, dtype="<f4")
+    if not np.isfinite(vector.sum()):  # a NaN or an infinity anywhere makes the sum one
+        raise _fail(line, "embedding holds values that are not finite", "embedding")
+    return vector
+
+
+def _history(value: object, memory_id: str, line: int) -> list[HistoryEvent] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise _fail(line, "history must be a list of events", "history")
+    events = []
+    for i, event in enumerate(value):
+        if not isinstance(event, dict) or "memory_id" in event:
+            raise _fail(line, "an event is an object without memory_id", f"history.{i}")
+        at = event.get("at")
+        if at is not None:
+            at = _time(at, datetime.now(UTC), f"history.{i}.at", line)
+        try:
+            events.append(HistoryEvent.model_validate({**event, "memory_id": memory_id, "at": at}))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in ("history", i, *first["loc"]))
+            raise _fail(line, first["msg"], where) from None
+    return events
+
+
+# -- mem0 ---------------------------------------------------------------------------------
+
+#: mem0 fields kept under ``metadata["mem0"]`` (lamina has no column of its own for them).
+_MEM0_KEPT = ("hash", "categories", "actor_id", "role", "app_id", "expiration_date", "immutable")
+
+
+def from_mem0(item: Mapping[str, Any], line: int) -> dict[str, Any]:
+    """A lamina record of one mem0 memory (``Memory.get_all()["results"]`` items, the
+    platform's ``get_all`` items, or their JSONL): ``memory`` is the content, ``id``,
+    ``metadata``, ``created_at`` and ``updated_at`` are kept; ``user_id`` + ``agent_id``
+    make an agent memory, ``user_id`` + ``run_id`` a session memory (the run is the
+    session), ``user_id`` alone a user memory; other mem0 fields go to
+    ``metadata["mem0"]``. mem0 memories without a user have no lamina layer: refused."""
+    user, agent, run = item.get("user_id"), item.get("agent_id"), item.get("run_id")
+    if user is None:
+        raise _fail(line, "a mem0 memory without user_id has no lamina layer", "user_id")
+    if agent is not None:
+        layer, identifiers = "agent", {"agent_id": agent, "user_id": user}
+    elif run is not None:
+        layer, identifiers = "session", {"session_id": run, "user_id": user}
+    else:
+        layer, identifiers = "user", {"user_id": user}
+    metadata = item.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise _fail(line, "metadata must be an object", "metadata")
+    kept = {k: item[k] for k in _MEM0_KEPT if item.get(k) is not None}
+    if agent is not None and run is not None:
+        kept["run_id"] = run
+    record: dict[str, Any] = {
+        "id": item.get("id"),
+        "layer": layer,
+        "identifiers": identifiers,
+        "content": item.get("memory"),
+        "metadata": {**metadata, **({"mem0": kept} if kept else {})},
+    }
+    for name in ("created_at", "updated_at"):
+        if item.get(name) is not None:
+            record[name] = item[name]
+    return record

@@ -1,0 +1,348 @@
+"""Memories in bulk: ``delete_all`` (forget every memory of a user, agent, session, project
+…), ``export`` (a stream of records, page by page) and ``import_`` (records back in, with
+their ids: a re-import adds nothing). The record format lives in ``records``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import zlib
+from array import array
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from pathlib import Path
+from typing import Any
+
+from lamina.checks import check_actor, check_flag, check_int, invalid
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.layers import Identifiers, MemoryLayer, identifier_map, parse_layers
+from lamina.memory.models import ImportReport
+from lamina.memory.ports import Selection, StoredMemory
+from lamina.memory.records import (
+    FORMATS,
+    export_record,
+    from_mem0,
+    parse_line,
+    parse_record,
+)
+from lamina.memory.writes import MemoryWrites
+
+#: A source of records: a JSONL file's path, or the records (JSON text lines or objects).
+ImportSource = str | os.PathLike[str] | Iterable[str | Mapping[str, Any]]
+#: (records done, records in all); the total is None while not known.
+OnProgress = Callable[[int, int | None], None]
+#: Records per page of an export and per transaction of an import.
+BATCH = 1000
+
+
+class MemoryTransfer(MemoryWrites):
+    """``delete_all``, ``export`` / ``export_pages`` and ``import_``."""
+
+    def _selection(
+        self,
+        ids: dict[str, str | None],
+        layers: Sequence[str | MemoryLayer] | str | None,
+    ) -> Selection:
+        given = Identifiers(**ids).given()
+        chosen = parse_layers([layers] if isinstance(layers, str) else layers) or []
+        return Selection(tuple(chosen), given)
+
+    async def delete_all(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project_id: str | None = None,
+        team_id: str | None = None,
+        org_id: str | None = None,
+        company_id: str | None = None,
+        layers: Sequence[str | MemoryLayer] | str | None = None,
+        actor: str | None = None,
+        tenant_id: str | None = None,
+    ) -> int:
+        """Delete, in one transaction, every memory whose identifiers include all those
+        given (``user_id="u"``: u's user memories, and u's agent and session memories; not
+        the project's), optionally only in ``layers``; returns how many. Each is forgotten
+        as ``delete`` forgets one. At least one identifier is required: deleting a whole
+        tenant is not a memory call."""
+        ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
+
+        async def run() -> int:
+            tenant = self._tenant(tenant_id)
+            selection = self._selection(ids, layers)
+            if not selection.identifiers:
+                raise LaminaError(
+                    ErrorCode.MISSING_IDENTIFIER,
+                    "delete_all needs at least one identifier (user_id, agent_id, session_id, "
+                    "project_id, team_id, org_id or company_id): it never deletes a whole tenant",
+                    details={"identifier": "user_id"},
+                )
+            who = check_actor(actor)
+            return await self._retry.run(
+                "delete_all", lambda: self._store.delete_where(tenant, selection, actor=who)
+            )
+
+        return await self._observe("delete_all", run)
+
+    async def export(self, /, **options: Any) -> AsyncIterator[dict[str, Any]]:
+        """The records of ``export_pages`` (the same arguments), one by one."""
+        async for page in self.export_pages(**options):
+            for record in page:
+                yield record
+
+    async def export_pages(
+        self,
+        *,
+        agent_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project_id: str | None = None,
+        team_id: str | None = None,
+        org_id: str | None = None,
+        company_id: str | None = None,
+        layers: Sequence[str | MemoryLayer] | str | None = None,
+        embeddings: bool = False,
+        history: bool = False,
+        tenant_id: str | None = None,
+        batch_size: int = BATCH,
+    ) -> AsyncGenerator[list[dict[str, Any]], None]:
+        """The tenant's memories as export records (docs/export.md), oldest first, a page
+        of ``batch_size`` at a time (never all at once; the next page is read while this
+        one is handled): every memory, or those whose identifiers include all those given,
+        optionally only in ``layers``; with their vectors (``embeddings``) and history
+        (``history``) when asked. ``export`` gives them one by one."""
+        tenant = self._tenant(tenant_id)
+        selection = self._selection(
+            identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id),
+            layers,
+        )
+        vectors = check_flag("embeddings", embeddings)
+        events = check_flag("history", history)
+        size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
+        Page = tuple[list[StoredMemory], str | None]
+
+        def read(after: str | None) -> asyncio.Task[Page]:
+            async def page() -> Page:
+                return await self._retry.run(
+                    "export",
+                    lambda: self._store.export_page(
+                        tenant, selection, cursor=after, limit=size, vectors=vectors, history=events
+                    ),
+                )
+
+            return asyncio.create_task(self._observe("export", page))
+
+        # The next page is read while the caller handles this one.
+        ahead = read(None)
+        try:
+            while True:
+                found, cursor = await ahead
+                if cursor is not None:
+                    ahead = read(cursor)
+                if found:
+                    yield [export_record(item) for item in found]
+                if cursor is None:
+                    return
+        finally:
+            if not ahead.done():
+                ahead.cancel()
+
+    async def import_(
+        self,
+        source: ImportSource,
+        *,
+        format: str = "lamina",
+        actor: str | None = None,
+        tenant_id: str | None = None,
+        batch_size: int = BATCH,
+        on_progress: OnProgress | None = None,
+    ) -> ImportReport:
+        """Import memories from ``source`` (a JSONL file's path, or its lines or records):
+        lamina's export records, or mem0's memories (``format="mem0"``: docs/export.md).
+
+        Every record is checked before anything is stored: a bad one is INVALID_ARGUMENT
+        naming its line, and nothing is imported. Then the records are stored
+        ``batch_size`` per transaction, with their ids, times and history; ids the tenant
+        already has are skipped, so importing the same file again adds nothing (and an
+        import cut short completes when run again). Records without a vector of the
+        configured model are embedded. ``on_progress(done, total)`` follows the storing."""
+        tenant = self._tenant(tenant_id)
+        if format not in FORMATS:
+            raise invalid(f"format must be one of {', '.join(FORMATS)}, not {format!r}", "format")
+        who = check_actor(actor)
+        size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
+        records = _reader(source, format)
+
+        #: Each text line's CRC when it was checked: the second pass skips the checks of
+        #: a line that is still the same (a file changed in between is checked again).
+        seen = array("L")
+
+        async def check() -> int:
+            total = 0
+            for line, data, raw in records():
+                seen.append(_crc(raw))
+                item = self._parse(data, line, tenant)
+                if self.write_guard is not None:
+                    entry = item.entry
+                    try:
+                        await self.write_guard(
+                            tenant, entry.layer.value, entry.identifiers, entry.content
+                        )
+                    except LaminaError as exc:
+                        exc.message = f"line {line}: {exc.message}"
+                        exc.args = (exc.message,)
+                        exc.details["line"] = line
+                        raise
+                total += 1
+            return total
+
+        total = await self._observe("import", check)
+        report = {"records": total, "imported": 0, "skipped": 0, "embedded": 0}
+        batch: list[StoredMemory] = []
+        # One batch is stored while the next is read: the database works meanwhile.
+        pending: asyncio.Task[None] | None = None
+
+        async def store(items: list[StoredMemory]) -> None:
+            report["embedded"] += await self._store_batch(tenant, items, who, report)
+            if on_progress is not None:
+                on_progress(report["imported"] + report["skipped"], total)
+
+        async def hand_over(items: list[StoredMemory]) -> asyncio.Task[None]:
+            if pending is not None:
+                await pending
+            task = asyncio.create_task(self._observe("import", lambda: store(items)))
+            await asyncio.sleep(0)  # let it start before reading on
+            return task
+
+        try:
+            # Stored with the index upkeep put off when the store can (an empty database).
+            async with self._store.bulk_loading():
+                for n, (line, data, raw) in enumerate(records()):
+                    same = raw is not None and n < len(seen) and seen[n] == _crc(raw)
+                    batch.append(self._parse(data, line, tenant, checked=same))
+                    if len(batch) >= size:
+                        pending, batch = await hand_over(batch), []
+                if batch:
+                    pending = await hand_over(batch)
+                if pending is not None:
+                    await pending
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()
+        return ImportReport(**report)
+
+    def _parse(
+        self, data: Mapping[str, Any], line: int, tenant: str, *, checked: bool = False
+    ) -> StoredMemory:
+        status = self._store.embedding_status()
+        return parse_record(
+            data,
+            line,
+            tenant_id=tenant,
+            max_length=self._settings.max_content_length,
+            model=status.model,
+            dimensions=status.dimensions,
+            checked=checked,
+        )
+
+    async def _store_batch(
+        self, tenant: str, batch: list[StoredMemory], actor: str | None, report: dict[str, int]
+    ) -> int:
+        """Embed the records without a usable vector, store the batch; how many embedded."""
+        missing = [i for i, item in enumerate(batch) if item.vector is None]
+        if missing:
+            texts = [batch[i].entry.content for i in missing]
+            vectors = await self._retry.run(
+                "embed", lambda: self._store.generate_embedding(tenant, texts)
+            )
+            for n, i in enumerate(missing):
+                batch[i] = StoredMemory(batch[i].entry, vectors[n], batch[i].history)
+        items = list(batch)
+        stored = await self._retry.run(
+            "import", lambda: self._store.import_memories(tenant, items, actor=actor)
+        )
+        kept = set(stored)
+        report["imported"] += len(stored)
+        report["skipped"] += len(items) - len(stored)
+        return sum(1 for i in missing if items[i].entry.id in kept)
+
+
+def _reader(
+    source: ImportSource, format: str
+) -> Callable[[], Iterator[tuple[int, Any, str | None]]]:
+    """A function giving the (line number, record object, line text or None) of
+    ``source``, afresh each call (an import reads its records twice: to check them, then
+    to store them)."""
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        if not path.is_file():
+            raise invalid(f"{path}: no such file", "source")
+        lines: Callable[[], Iterable[str | Mapping[str, Any]]] = lambda: _file_lines(path)  # noqa: E731
+        if format == "mem0" and _whole_document(path):
+            items = _mem0_document(path)
+            lines = lambda: items  # noqa: E731
+    else:
+        given = list(source)
+        lines = lambda: given  # noqa: E731
+
+    def read() -> Iterator[tuple[int, Any, str | None]]:
+        for number, line in enumerate(lines(), start=1):
+            raw = None
+            if isinstance(line, str):
+                if not line.strip():
+                    continue
+                data: Any = parse_line(line, number)
+                raw = line
+            elif isinstance(line, Mapping):
+                data = dict(line)
+            else:
+                raise invalid(f"line {number}: a record must be a JSON object", line=number)
+            yield number, from_mem0(data, number) if format == "mem0" else data, raw
+
+    return read
+
+
+def _crc(raw: str | None) -> int:
+    return 0 if raw is None else zlib.crc32(raw.encode("utf-8", "surrogatepass"))
+
+
+def _file_lines(path: Path) -> Iterator[str]:
+    try:
+        with path.open(encoding="utf-8") as handle:
+            yield from handle
+    except UnicodeDecodeError as exc:
+        raise invalid(f"{path}: not UTF-8 text ({exc.reason})", "source") from None
+
+
+def _whole_document(path: Path) -> bool:
+    """Whether a mem0 file is one JSON document (a list, or ``{"results": [...]}``) rather
+    than JSON Lines."""
+    with path.open(encoding="utf-8", errors="replace") as handle:
+        first = handle.readline()
+    if first.lstrip().startswith("["):
+        return True
+    try:
+        value = json.loads(first)
+    except json.JSONDecodeError:
+        return True
+    return isinstance(value, dict) and "results" in value
+
+
+def _mem0_document(path: Path) -> list[Mapping[str, Any]]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise invalid(f"{path}: not a mem0 export (JSON): {exc}", "source") from None
+    items = value.get("results") if isinstance(value, dict) else value
+    if not isinstance(items, list):
+        raise invalid(f'{path}: a mem0 export is a list or {{"results": [...]}}', "source")
+    return items

@@ -1,0 +1,133 @@
+"""The memory skill's tools for a memory's life and the hierarchy: ``memory_history``,
+``memory_delete_all``, ``hierarchy_register``, ``hierarchy_defaults`` and
+``hierarchy_resolve`` (tools.py gathers them with the others)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from lamina.config import IdentifierFields
+from lamina.runtime import AsyncLamina
+
+#: Tools whose identifiers are never filled from an adapter's defaults (defaults.py): a
+#: registration names exactly the links it makes.
+EXPLICIT_IDENTIFIERS = frozenset({"hierarchy_register", "hierarchy_defaults"})
+#: A tool's handler: its checked arguments and the tenant it acts for.
+Handler = Callable[[BaseModel, str], Awaitable[Any]]
+#: (name, skill, description, argument model, handler, read only), as tools.py lists them.
+Spec = tuple[str, str, str, type[BaseModel], Handler, bool]
+
+
+class _Args(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MemoryHistoryArgs(_Args):
+    memory_id: str
+
+
+class MemoryDeleteAll(_Args, IdentifierFields):
+    layers: list[str] | None = Field(
+        default=None, description="Only these layers; default: every layer."
+    )
+
+
+class HierarchyRegister(_Args):
+    project_id: str | None = Field(default=None, description="Registered under team_id.")
+    team_id: str | None = Field(default=None, description="Registered under org_id.")
+    org_id: str | None = Field(default=None, description="Registered under company_id.")
+    company_id: str | None = None
+
+
+class HierarchyDefaults(_Args):
+    team_id: str | None = Field(default=None, description="Team of projects that registered none.")
+    org_id: str | None = Field(default=None, description="Org of teams that registered none.")
+    company_id: str | None = Field(
+        default=None, description="Company of orgs that registered none."
+    )
+
+
+class HierarchyResolve(_Args, IdentifierFields):
+    pass
+
+
+def _given(args: BaseModel, names: Any) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in names}
+
+
+def lifecycle_tools(ms: AsyncLamina) -> list[Spec]:
+    """The tools' specs, bound to ``ms``."""
+    mem = ms.memory
+
+    async def memory_history(a: Any, t: str) -> Any:
+        events = await mem.history(a.memory_id, tenant_id=t)
+        return {"history": [e.model_dump(mode="json") for e in events]}
+
+    async def memory_delete_all(a: Any, t: str) -> Any:
+        ids = _given(a, IdentifierFields.model_fields)
+        return {"deleted": await mem.delete_all(layers=a.layers, tenant_id=t, **ids)}
+
+    async def hierarchy_register(a: Any, t: str) -> Any:
+        links = await mem.register_hierarchy(
+            tenant_id=t, **_given(a, HierarchyRegister.model_fields)
+        )
+        return {"links": [link.model_dump(mode="json") for link in links]}
+
+    async def hierarchy_defaults(a: Any, t: str) -> Any:
+        links = await mem.set_hierarchy_defaults(
+            tenant_id=t, **_given(a, HierarchyDefaults.model_fields)
+        )
+        return {"links": [link.model_dump(mode="json") for link in links]}
+
+    async def hierarchy_resolve(a: Any, t: str) -> Any:
+        return await mem.resolve_identifiers(
+            tenant_id=t, **_given(a, IdentifierFields.model_fields)
+        )
+
+    return [
+        (
+            "memory_history",
+            "memory",
+            "Every add, update and delete of a memory, oldest first (a deleted memory's events "
+            "keep who and when, never its content).",
+            MemoryHistoryArgs,
+            memory_history,
+            True,
+        ),
+        (
+            "memory_delete_all",
+            "memory",
+            "Delete every memory whose identifiers include all those given (user_id: that "
+            "user's user, agent and session memories); at least one identifier; the count.",
+            MemoryDeleteAll,
+            memory_delete_all,
+            False,
+        ),
+        (
+            "hierarchy_register",
+            "memory",
+            "Register which team a project, which org a team, which company an org belongs to.",
+            HierarchyRegister,
+            hierarchy_register,
+            False,
+        ),
+        (
+            "hierarchy_defaults",
+            "memory",
+            "Set the tenant-wide parents of projects, teams and orgs that registered none.",
+            HierarchyDefaults,
+            hierarchy_defaults,
+            False,
+        ),
+        (
+            "hierarchy_resolve",
+            "memory",
+            "The identifiers after hierarchy resolution, and the memory layers they reach.",
+            HierarchyResolve,
+            hierarchy_resolve,
+            True,
+        ),
+    ]

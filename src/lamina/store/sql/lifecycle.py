@@ -1,0 +1,201 @@
+"""A memory's whole life in SQL, for both backends: deleting every memory of a scope,
+exporting memories page by page (with vectors and history when asked) and importing them
+with their ids, times and history. Built on the shared memory SQL (memories.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from lamina.memory.layers import MemoryLayer, scope_key
+from lamina.memory.models import HistoryEvent
+from lamina.memory.ports import NewMemory, Scope, Selection, StoredMemory
+from lamina.store.cursors import decode_cursor, encode_cursor
+from lamina.store.sql.memories import (
+    HISTORY,
+    ConversationScope,
+    Neighbourhood,
+    SqlMemories,
+    place_of,
+)
+from lamina.store.sql.program import Program, row, rows
+
+#: Ids per statement where a statement lists them.
+_CHUNK = 500
+
+
+class SqlMemoryLifecycle(SqlMemories):
+    """``delete_where``, ``export_page`` and ``import_memories`` over the shared SQL."""
+
+    def _selected(self, selection: Selection) -> tuple[str, list[Any]]:
+        """The condition selecting memories (lamina.memory.ports.Selection), and its
+        parameters: per layer, its scope key when the identifiers name the whole scope, else
+        each identifier's value; a layer the identifiers cannot scope selects nothing."""
+        given = selection.identifiers
+        terms: list[str] = []
+        params: list[Any] = []
+        for layer in selection.layers or tuple(MemoryLayer):
+            required = layer.required_identifiers
+            if not set(given) <= set(required):
+                continue
+            if not given:
+                terms.append("layer = %s")
+                params.append(layer.value)
+            elif set(given) == set(required):
+                terms.append("(layer = %s AND scope_key = %s)")
+                params += [layer.value, scope_key(layer, given)]
+            else:
+                names = sorted(given)
+                parts = " AND ".join(f"{self._d.json_text('identifiers', n)} = %s" for n in names)
+                terms.append(f"(layer = %s AND {parts})")
+                params += [layer.value, *(given[n] for n in names)]
+        if not terms:
+            return self._d.false, []
+        return f"({' OR '.join(terms)})", params
+
+    # -- delete_all -------------------------------------------------------------------------
+
+    async def delete_where(
+        self, tenant_id: str, selection: Selection, *, actor: str | None = None
+    ) -> int:
+        where, params = self._selected(selection)
+
+        def write() -> Program[int]:
+            found = yield rows(
+                f"SELECT id FROM memories WHERE tenant_id = %s AND {where}",  # noqa: S608
+                tenant_id,
+                *params,
+            )
+            if not found:
+                return 0
+            return (yield from self._delete(tenant_id, [str(r[0]) for r in found], actor))
+
+        return await self._exec.write(tenant_id, "delete_all", write())
+
+    # -- export -----------------------------------------------------------------------------
+
+    async def export_page(
+        self,
+        tenant_id: str,
+        selection: Selection,
+        *,
+        cursor: str | None,
+        limit: int,
+        vectors: bool,
+        history: bool,
+    ) -> tuple[list[StoredMemory], str | None]:
+        where, params = self._selected(selection)
+        after = decode_cursor(cursor) if cursor else 0
+        seq = self._d.seq
+        # ENTRY ends with the vector: NULL when not asked for (never read, never parsed).
+        columns = self._columns if vectors else self._columns.removesuffix("embedding") + "NULL"
+
+        def read() -> Program[tuple[list[StoredMemory], str | None]]:
+            found = yield rows(
+                f"SELECT {columns} FROM memories WHERE {self._d.tenant_in_seq_order} = %s "  # noqa: S608
+                f"AND {where} AND {seq} > %s ORDER BY {seq} LIMIT %s",
+                tenant_id,
+                *params,
+                after,
+                limit,
+            )
+            events: dict[str, list[HistoryEvent]] = {}
+            if history and found:
+                ids, values = self._d.any_of("memory_id", [r[1] for r in found])
+                for r in (
+                    yield rows(
+                        f"SELECT {HISTORY} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
+                        f"AND {ids} ORDER BY seq",
+                        tenant_id,
+                        *values,
+                    )
+                ):
+                    events.setdefault(r[0], []).append(self._event(r))
+            page = [
+                StoredMemory(
+                    self._entry(r),
+                    self._vector_of(r[10], r[7]) if vectors else None,
+                    events.get(r[1], []) if history else None,
+                )
+                for r in found
+            ]
+            more = encode_cursor(int(found[-1][0])) if len(found) == limit else None
+            return page, more
+
+        return await self._exec.read(tenant_id, "export", read(), snapshot=True)
+
+    # -- import -----------------------------------------------------------------------------
+
+    async def import_memories(
+        self, tenant_id: str, memories: Sequence[StoredMemory], *, actor: str | None = None
+    ) -> list[str]:
+        if not memories:
+            return []
+        return await self._exec.write(
+            tenant_id, "import", self._import(tenant_id, list(memories), actor)
+        )
+
+    def _import(
+        self, tenant_id: str, memories: list[StoredMemory], actor: str | None
+    ) -> Program[list[str]]:
+        """Skip the ids the tenant has (and repeats), advance each conversation past the
+        positions imported, insert, then renew the neighbourhoods of the imported turns."""
+        ids = list(dict.fromkeys(m.entry.id for m in memories))
+        present: set[str] = set()
+        for start in range(0, len(ids), _CHUNK):
+            chunk, params = self._d.any_of("id", ids[start : start + _CHUNK])
+            found = yield rows(
+                f"SELECT id FROM memories WHERE tenant_id = %s AND {chunk}",  # noqa: S608
+                tenant_id,
+                *params,
+            )
+            present.update(str(r[0]) for r in found)
+        fresh: list[StoredMemory] = []
+        for m in memories:
+            if m.entry.id not in present:
+                present.add(m.entry.id)
+                fresh.append(m)
+        if not fresh:
+            return []
+        ends: dict[str, int] = {}
+        starts: dict[ConversationScope, int] = {}
+        around: list[Neighbourhood | None] = []
+        for m in fresh:
+            place = place_of(m.entry.metadata)
+            around.append(None if place is None else Neighbourhood(*place, "", None))
+            if place is not None:
+                ends[place[0]] = max(ends.get(place[0], 0), place[1] + 1)
+                key = scope_key(m.entry.layer, m.entry.identifiers)
+                thread = ConversationScope(tenant_id, place[0], m.entry.layer.value, key)
+                starts[thread] = min(starts.get(thread, place[1]), place[1])
+        for conversation_id, end in sorted(ends.items()):
+            yield row(
+                "INSERT INTO conversations (tenant_id, conversation_id, next_position) "  # noqa: S608
+                "VALUES (%s, %s, %s) ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET "
+                f"next_position = {self._d.greatest}(conversations.next_position, "
+                "excluded.next_position) RETURNING next_position",
+                tenant_id,
+                conversation_id,
+                end,
+            )
+        new = [
+            NewMemory(
+                m.entry.id,
+                tenant_id,
+                Scope(
+                    m.entry.layer,
+                    m.entry.identifiers,
+                    scope_key(m.entry.layer, m.entry.identifiers),
+                ),
+                m.entry.content,
+                m.entry.metadata,
+                m.vector,
+                m.entry.created_at,
+                m.entry.updated_at,
+            )
+            for m in fresh
+        ]
+        yield from self._insert(new, actor, around, [m.history for m in fresh])
+        for thread, position in sorted(starts.items()):
+            yield from self._renew(thread, position - 1, None)
+        return [m.id for m in new]

@@ -1,0 +1,103 @@
+"""lamina memory delete-all | export | import, as a user runs them."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.runner import run, run_json
+
+
+def add(capsys: pytest.CaptureFixture[str], data_dir: Path, content: str, *ids: str) -> str:
+    added = run_json(capsys, data_dir, "memory", "add", content, "--layer", "user", *ids)
+    return str(added["id"])
+
+
+def test_export_import_round_trip(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
+) -> None:
+    first = add(capsys, data_dir, "Alice likes aisle seats", "--user-id", "alice")
+    add(capsys, data_dir, "Bob likes tea", "--user-id", "bob")
+    code, out, _ = run(capsys, data_dir, "memory", "export", "--history", "--embeddings")
+    assert code == 0
+    records = [json.loads(line) for line in out.splitlines()]
+    assert records[0]["id"] == first and len(records) == 2
+    assert {"embedding", "history", "content", "layer", "identifiers"} <= set(records[0])
+    only = run(capsys, data_dir, "memory", "export", "--user-id", "bob")[1].splitlines()
+    assert [json.loads(line)["content"] for line in only] == ["Bob likes tea"]
+
+    target = tmp_path / "out" / "memories.jsonl"
+    target.parent.mkdir()
+    summary = run_json(
+        capsys, data_dir, "memory", "export", "--history", "--embeddings", "-o", str(target)
+    )
+    assert summary == {"exported": 2, "file": str(target)}
+    assert target.read_text(encoding="utf-8") == out
+    assert list(target.parent.iterdir()) == [target]
+
+    other = tmp_path / "other"
+    report = run_json(capsys, other, "memory", "import", str(target), "--actor", "move")
+    assert report == {"records": 2, "imported": 2, "skipped": 0, "embedded": 0}
+    code, human, _ = run(capsys, other, "memory", "import", str(target))
+    assert code == 0 and "imported 0 of 2 memories (2 already present, 0 embedded)" in human
+    again = run(capsys, other, "memory", "export", "--history", "--embeddings")[1]
+    assert again == out
+
+
+def test_import_from_standard_input_and_mem0(
+    capsys: pytest.CaptureFixture[str], data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    line = json.dumps({"content": "piped", "layer": "user", "identifiers": {"user_id": "u"}})
+    monkeypatch.setattr("sys.stdin", io.StringIO(line + "\n"))
+    assert run_json(capsys, data_dir, "memory", "import", "-")["imported"] == 1
+    mem0 = {"id": "m-1", "memory": "Likes hiking", "user_id": "alex", "agent_id": "helper"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps(mem0) + "\n"))
+    report = run_json(capsys, data_dir, "memory", "import", "-", "--format", "mem0")
+    assert report["imported"] == 1
+    agent = run(capsys, data_dir, "memory", "export", "--layer", "agent")[1]
+    assert json.loads(agent)["identifiers"] == {"agent_id": "helper", "user_id": "alex"}
+
+
+def test_a_bad_line_is_refused_with_its_number(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path
+) -> None:
+    good = json.dumps({"content": "fine", "layer": "user", "identifiers": {"user_id": "u"}})
+    path = tmp_path / "bad.jsonl"
+    path.write_text(f"{good}\n{{oops\n", encoding="utf-8")
+    code, out, _ = run(capsys, data_dir, "memory", "import", str(path), "--json")
+    error = json.loads(out)["error"]
+    assert code == 1 and error["code"] == "INVALID_ARGUMENT" and error["details"]["line"] == 2
+    code, _, err = run(capsys, data_dir, "memory", "import", str(path))
+    assert code == 1 and "error: INVALID_ARGUMENT: line 2: not valid JSON" in err
+    assert run(capsys, data_dir, "memory", "export")[1] == ""  # nothing half-imported
+    code, _, err = run(capsys, data_dir, "memory", "import", str(tmp_path / "none.jsonl"))
+    assert code == 1 and "no such file" in err
+    code, _, err = run(capsys, data_dir, "memory", "import", str(path), "--format", "csv")
+    assert code == 2 and "Invalid value for '--format'" in err
+    code, _, err = run(capsys, data_dir, "memory", "export", "-o", str(tmp_path / "no" / "x"))
+    assert code == 1 and "cannot write" in err
+
+
+def test_delete_all(
+    capsys: pytest.CaptureFixture[str], data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mid = add(capsys, data_dir, "Alice likes aisle seats", "--user-id", "alice")
+    add(capsys, data_dir, "Bob likes tea", "--user-id", "bob")
+    code, out, _ = run(capsys, data_dir, "memory", "delete-all", "--json")
+    assert code == 1 and json.loads(out)["error"]["code"] == "MISSING_IDENTIFIER"
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    code, _, err = run(capsys, data_dir, "memory", "delete-all", "--user-id", "alice")
+    assert code == 130 and "Delete every memory of user_id=alice?" in err  # aborted
+    assert run_json(capsys, data_dir, "memory", "get", mid)["id"] == mid
+    deleted = run_json(
+        capsys, data_dir, "memory", "delete-all", "--user-id", "alice", "--yes", "--actor", "dpo"
+    )
+    assert deleted == {"deleted": 1}
+    events = run_json(capsys, data_dir, "memory", "history", mid)
+    assert [(e["operation"], e["new_content"]) for e in events][-1] == ("delete", None)
+    assert all(e["old_content"] is None and e["new_content"] is None for e in events)
+    code, human, _ = run(capsys, data_dir, "memory", "delete-all", "--user-id", "bob", "--yes")
+    assert code == 0 and human.strip() == "deleted 1 memories"

@@ -1,0 +1,204 @@
+"""Forgetting, on every store: after ``delete`` and ``delete_where`` no trace of the text is
+left anywhere in the database (read from the raw tables, every column of every table:
+memories, history, postings, the embedding cache, neighbourhood columns), while history
+keeps that the memory existed, who deleted it and when."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from lamina.memory.layers import MemoryLayer
+from lamina.memory.ports import NewMemory, Scope, Selection
+from lamina.store.sql.memories import content_hash
+from lamina.store.sqlite import SQLiteStore
+from tests.conformance.conftest import Harness
+from tests.conformance.test_store import scope
+from tests.pg import PG_URL
+
+T1, T2 = "tenant-one", "tenant-two"
+#: Words found nowhere else: their stems too (postings, lexicon, context).
+SECRET = "Quixotrel zephyrnox lives at Vambrelle street"
+REWRITTEN = "Quixotrel moved to Glimmerwick harbour"
+MARKERS = ("quixotrel", "zephyrnox", "vambrell", "glimmerwick")
+
+
+def add(
+    h: Harness,
+    content: str,
+    *,
+    tenant: str = T1,
+    sc: Scope | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> str:
+    vector = h.run(h.store.generate_embedding(tenant, [content]))[0]
+    memory = NewMemory(str(uuid.uuid4()), tenant, sc or scope(), content, metadata or {}, vector)
+    return h.run(h.store.add(memory, actor="writer")).id
+
+
+def message(h: Harness, content: str, position_of: str, speaker: str = "alice") -> NewMemory:
+    vector = h.run(h.store.generate_embedding(T1, [content]))[0]
+    conversation = {"id": position_of, "speaker": speaker, "role": "user"}
+    return NewMemory(
+        str(uuid.uuid4()), T1, scope(), content, {"conversation": conversation}, vector
+    )
+
+
+def raw_text(h: Harness, tmp_path: Path) -> str:
+    """Every value of every table of the database, as text (lower-cased)."""
+    out: list[str] = []
+    if isinstance(h.store, SQLiteStore):
+        with sqlite3.connect(tmp_path / "conformance.db") as conn:
+            tables = [
+                r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+            ]
+            for table in tables:
+                for values in conn.execute(f'SELECT * FROM "{table}"'):
+                    out += [_text(v) for v in values]
+    else:
+        with psycopg.connect(PG_URL) as conn:  # the owner: row-level security does not apply
+            tables = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+                ).fetchall()
+            ]
+            for table in tables:
+                for (values,) in conn.execute(f'SELECT t::text FROM "{table}" t').fetchall():
+                    out.append(values)
+    return "\n".join(out).lower()
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bytes):
+        return value.decode("latin-1")
+    return str(value)
+
+
+def cached_hashes(h: Harness, tmp_path: Path) -> set[str]:
+    if isinstance(h.store, SQLiteStore):
+        with sqlite3.connect(tmp_path / "conformance.db") as conn:
+            return {r[0] for r in conn.execute("SELECT content_hash FROM embedding_cache")}
+    with psycopg.connect(PG_URL) as conn:
+        return {r[0] for r in conn.execute("SELECT content_hash FROM embedding_cache").fetchall()}
+
+
+def test_delete_leaves_no_trace_of_the_text(harness: Harness, tmp_path: Path) -> None:
+    h = harness
+    kept = add(h, "Bob drinks green tea every morning")
+    mid = add(h, SECRET, metadata={"street": "Vambrelle", "tags": ["zephyrnox"]})
+    assert content_hash(SECRET) in cached_hashes(h, tmp_path)
+    rewritten = h.run(h.store.generate_embedding(T1, [REWRITTEN]))[0]
+    h.run(
+        h.store.update(
+            T1, mid, content=REWRITTEN, embedding=rewritten, metadata_patch={"note": "glimmerwick"}
+        )
+    )
+    before = raw_text(h, tmp_path)
+    assert all(marker in before for marker in MARKERS)  # the old text lives on in history
+    # No memory holds the old text any more: its cached vector is dropped.
+    assert content_hash(SECRET) not in cached_hashes(h, tmp_path)
+    assert content_hash(REWRITTEN) in cached_hashes(h, tmp_path)
+
+    assert h.run(h.store.delete(T1, mid, actor="dpo")) is True
+
+    after = raw_text(h, tmp_path)
+    assert [m for m in MARKERS if m in after] == []
+    hashes = cached_hashes(h, tmp_path)
+    assert content_hash(SECRET) not in hashes and content_hash(REWRITTEN) not in hashes
+    assert content_hash("Bob drinks green tea every morning") in hashes
+    events = h.run(h.store.history(T1, mid))
+    assert [(e.operation.value, e.actor) for e in events] == [
+        ("add", "writer"),
+        ("update", None),
+        ("delete", "dpo"),
+    ]
+    assert all(
+        e.old_content is e.new_content is e.old_metadata is e.new_metadata is None for e in events
+    )
+    assert events[-1].layer is MemoryLayer.USER and events[-1].at >= events[0].at
+    # The other memory keeps its text and history.
+    assert h.run(h.store.get(T1, kept)) is not None
+    assert h.run(h.store.history(T1, kept))[0].new_content == "Bob drinks green tea every morning"
+
+
+def test_a_vector_another_memory_holds_stays_cached(harness: Harness, tmp_path: Path) -> None:
+    h = harness
+    text = "Shared words about quixotrel"
+    first, second = add(h, text), add(h, text, sc=scope(user_id="bob"))
+    other_tenant = add(h, text, tenant=T2)
+    h.run(h.store.delete(T1, first))
+    assert content_hash(text) in cached_hashes(h, tmp_path)
+    h.run(h.store.delete(T1, second))
+    # T1's cache entry is gone; T2's (its own memory) stays.
+    assert h.run(h.store.get(T2, other_tenant)) is not None
+    if isinstance(h.store, SQLiteStore):
+        with sqlite3.connect(tmp_path / "conformance.db") as conn:
+            tenants = [r[0] for r in conn.execute("SELECT tenant_id FROM embedding_cache")]
+    else:
+        with psycopg.connect(PG_URL) as conn:
+            tenants = [
+                r[0] for r in conn.execute("SELECT tenant_id FROM embedding_cache").fetchall()
+            ]
+    assert tenants == [T2]
+
+
+def test_deleted_turns_leave_no_words_in_their_neighbours(harness: Harness, tmp_path: Path) -> None:
+    h = harness
+    turns = [
+        message(h, "We met at the bakery", "talk-1"),
+        message(h, "The password hint is zephyrnox quixotrel", "talk-1", "bob"),
+        message(h, "Then we walked home", "talk-1"),
+        message(h, "It rained all evening", "talk-1", "bob"),
+    ]
+    stored = h.run(h.store.add_messages(turns))
+    assert "zephyrnox" in raw_text(h, tmp_path)
+    assert h.run(h.store.delete(T1, stored[1].id)) is True
+    assert [m for m in MARKERS if m in raw_text(h, tmp_path)] == []
+    # Continuing the conversation still works and numbers on.
+    more = h.run(h.store.add_messages([message(h, "Good night", "talk-1")]))
+    assert more[0].metadata["conversation"]["position"] == 4
+
+
+def test_delete_where_selects_by_identifiers(harness: Harness, tmp_path: Path) -> None:
+    h = harness
+    alice = [
+        add(h, "Alice quixotrel user memory"),
+        add(h, "Alice agent memory", sc=scope(MemoryLayer.AGENT, agent_id="bot", user_id="alice")),
+        add(
+            h,
+            "Alice session memory",
+            sc=scope(MemoryLayer.SESSION, session_id="s1", user_id="alice"),
+        ),
+    ]
+    others = [
+        add(h, "Bob user memory", sc=scope(user_id="bob")),
+        add(h, "Bob agent memory", sc=scope(MemoryLayer.AGENT, agent_id="bot", user_id="bob")),
+        add(h, "Project memory", sc=scope(MemoryLayer.PROJECT, project_id="alice")),
+        add(h, "Alice in another tenant", tenant=T2),
+    ]
+    # Only the agent layer: one memory.
+    one = Selection((MemoryLayer.AGENT,), {"user_id": "alice"})
+    assert h.run(h.store.delete_where(T1, one, actor="dpo")) == 1
+    assert h.run(h.store.get(T1, alice[1])) is None
+    # Every layer: the rest of alice's, nothing else.
+    assert h.run(h.store.delete_where(T1, Selection((), {"user_id": "alice"}))) == 2
+    assert h.run(h.store.delete_where(T1, Selection((), {"user_id": "alice"}))) == 0
+    assert all(h.run(h.store.get(T1, m)) is None for m in alice)
+    assert all(h.run(h.store.get(T1, m)) is not None for m in others[:3])
+    assert h.run(h.store.get(T2, others[3])) is not None
+    assert "quixotrel" not in raw_text(h, tmp_path)
+    assert h.run(h.store.history(T1, alice[1]))[-1].actor == "dpo"
+    # An agent: across users; a session id with another key: nothing.
+    assert h.run(h.store.delete_where(T1, Selection((), {"agent_id": "bot"}))) == 1
+    assert h.run(h.store.delete_where(T1, Selection((), {"session_id": "s1"}))) == 0
+    # Identifiers no layer is scoped by together select nothing.
+    assert (
+        h.run(h.store.delete_where(T1, Selection((), {"project_id": "alice", "user_id": "bob"})))
+        == 0
+    )
+    assert h.run(h.store.delete_where(T1, Selection((), {"project_id": "alice"}))) == 1
