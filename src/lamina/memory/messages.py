@@ -46,6 +46,7 @@ from lamina.memory.layers import (
 )
 from lamina.memory.models import AddedMessages, MemoryEntry
 from lamina.memory.ports import NewMemory, Scope
+from lamina.memory.timing import parse_time
 from lamina.memory.writes import CONVERSATION_KEY, MemoryWrites
 
 #: The most messages one call stores (all conversations of a bulk call together).
@@ -115,27 +116,7 @@ def check_conversation_metadata(metadata: object, field: str) -> dict[str, Any]:
 def parse_timestamp(value: object, field: str, now: datetime) -> str:
     """An ISO-8601 string (or a datetime) as ISO-8601 in UTC; naive times are UTC; None is
     ``now``."""
-    if value is None:
-        at = now
-    elif isinstance(value, datetime):
-        at = value
-    elif isinstance(value, str):
-        try:
-            at = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise invalid(
-                f"{field}: {value[:64]!r} is not an ISO-8601 time (2023-05-08T13:56:00)", field
-            ) from None
-    else:
-        raise invalid(f"{field}: must be an ISO-8601 string, got {type(value).__name__}", field)
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    try:
-        return at.astimezone(UTC).isoformat()
-    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-        raise invalid(
-            f"{field}: {str(value)[:64]!r} is out of range in UTC (years 1 to 9999)", field
-        ) from None
+    return (parse_time(value, field) or now).isoformat()
 
 
 def parse_message(

@@ -36,8 +36,19 @@ class MemoryEntry(BaseModel):
     updated_at: datetime
     embedding_generated: bool
     embedding_model: str | None = None
+    #: When the event it records happened: its ``timestamp`` (a message's time), else when
+    #: it was created (docs/memory.md, "Time").
+    event_at: datetime | None = None
+    #: The interval the fact holds (None: unbounded); invalidating a fact sets valid_until.
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    #: When its time to live ends (None: never): expired memories are never returned.
+    expires_at: datetime | None = None
     #: Policy violations that did not block this write (warn, info); set by add and update.
     violations: list[dict[str, Any]] = Field(default_factory=list)
+    #: Set by add and bulk_add: this memory was already stored (an exact duplicate of the
+    #: content given, in the same scope) and no new one was written.
+    deduplicated: bool = False
 
     @property
     def tags(self) -> list[str]:
@@ -161,6 +172,8 @@ class HistoryOperation(StrEnum):
     ADD = "add"
     UPDATE = "update"
     DELETE = "delete"
+    #: The fact stopped holding (valid_until set); the memory is kept.
+    INVALIDATE = "invalidate"
 
 
 class HistoryEvent(BaseModel):

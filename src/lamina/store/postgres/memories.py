@@ -21,6 +21,10 @@ _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in f"seq, {ENTRY}".split(","))
 
 
 class PostgresMemories(SqlMemories):
+    # Row-level security hides every tenant from a transaction without one: a function
+    # (migration 0011) names the tenants with expired memories.
+    expired_tenants_sql = "SELECT tenant_id FROM lamina_expired_tenants(%s, %s)"
+
     def __init__(self, db: Database, embedder: Embedder, ef_search: int) -> None:
         super().__init__(db, POSTGRES, embedder)
         self._db = db
@@ -66,22 +70,75 @@ class PostgresMemories(SqlMemories):
                 keywords = await self._bm25(conn, req, pool, found)
         return self._ranked(req, found, keywords)
 
+    def _conditions(self, req: LayerSearch) -> tuple[str, list[Any]]:
+        """The metadata filter and the time window of a search, over ``memories``."""
+        where, params = filter_sql(req.filter)
+        timing, times = self._window(req.window)
+        return f"{where} AND {timing}", [*params, *times]
+
     async def _bm25(
         self, conn: Any, req: LayerSearch, pool: int, found: dict[Any, Row]
     ) -> dict[Any, float]:
         """The keyword part of every candidate: the ``pool`` best BM25 matches that pass the
-        filter are added to ``found`` (rows read), and those already there get theirs."""
+        filter and the time window are added to ``found`` (rows read), and those already
+        there get theirs. Without a metadata filter the best are ranked first and their
+        rows checked; only when some fail (invalid or expired memories among them) is the
+        ranking joined with the rows."""
         terms = list(dict.fromkeys(req.terms))
-        scope = (req.tenant_id, req.scope.layer.value, req.scope.key)
         if not terms:
             return {}
-        where, params = filter_sql(req.filter)
+        joined = not req.filter.empty
+        while True:
+            scored = await self._bm25_scores(conn, req, terms, pool, found, joined)
+            documents = next((int(r[2]) for r in scored if r[0] == 3), 0)
+            if not documents:
+                return {}
+            top = [r[1] for r in scored if r[0] == 1 and r[1] not in found]
+            rows = await self._candidate_rows(conn, req, top)
+            ranked = sum(1 for r in scored if r[0] == 1)
+            if joined or ranked < pool or ranked - len(top) + len(rows) >= pool:
+                break
+            joined = True
+        found.update(rows)
+        frequency = {str(r[3]): int(r[2]) for r in scored if r[0] == 0}
+        idf_sum = sum(bm25_idf(documents, max(frequency.get(t, 0), 1)) for t in terms)
+        bm25 = {r[1]: float(r[2]) for r in scored if r[0] in (1, 2)}
+        return {seq: keyword_part(bm25.get(seq, 0.0), idf_sum) for seq in found}
+
+    async def _candidate_rows(self, conn: Any, req: LayerSearch, seqs: list[Any]) -> dict[Any, Row]:
+        """The rows of ``seqs`` within the search's time window."""
+        if not seqs:
+            return {}
+        timing, params = self._window(req.window)
+        rows = await (
+            await conn.execute(
+                f"SELECT {self._columns}, context_embedding, context FROM memories "  # noqa: S608
+                f"WHERE tenant_id = %s AND seq = ANY(%s) AND {timing}",
+                (req.tenant_id, seqs, *params),
+                binary=True,  # vectors as float32 bytes, not text to parse
+            )
+        ).fetchall()
+        return {r[0]: tuple(r) for r in rows}
+
+    async def _bm25_scores(
+        self,
+        conn: Any,
+        req: LayerSearch,
+        terms: list[str],
+        pool: int,
+        found: dict[Any, Row],
+        joined: bool,
+    ) -> list[tuple[Any, ...]]:
+        """BM25 in one statement (``joined``: the ``pool`` best passing the filter and the
+        time window, else the ``pool`` best)."""
+        scope = (req.tenant_id, req.scope.layer.value, req.scope.key)
+        where, params = self._conditions(req)
         join = (
-            ""
-            if req.filter.empty
-            else (f"JOIN memories m ON m.tenant_id = %s AND m.seq = s.memory_seq WHERE {where} ")
+            f"JOIN memories m ON m.tenant_id = %s AND m.seq = s.memory_seq WHERE {where} "
+            if joined
+            else ""
         )
-        join_params = [] if req.filter.empty else [req.tenant_id, *params]
+        join_params = [req.tenant_id, *params] if joined else []
         # One pass over the query terms' postings (one index range per term whatever the
         # statistics say; OFFSET 0 keeps it so): document frequencies, then BM25 per memory,
         # each term's share computed as the embedded store computes it (the same IDF: ln of
@@ -126,30 +183,13 @@ class PostgresMemories(SqlMemories):
                 ),
             )
         ).fetchall()
-        documents = next((int(r[2]) for r in scored if r[0] == 3), 0)
-        if not documents:
-            return {}
-        frequency = {str(r[3]): int(r[2]) for r in scored if r[0] == 0}
-        idf_sum = sum(bm25_idf(documents, max(frequency.get(t, 0), 1)) for t in terms)
-        bm25 = {r[1]: float(r[2]) for r in scored if r[0] in (1, 2)}
-        top = [r[1] for r in scored if r[0] == 1 and r[1] not in found]
-        if top:
-            rows = await (
-                await conn.execute(
-                    f"SELECT {self._columns}, context_embedding, context FROM memories "  # noqa: S608
-                    "WHERE tenant_id = %s AND seq = ANY(%s)",
-                    (req.tenant_id, top),
-                    binary=True,  # vectors as float32 bytes, not text to parse
-                )
-            ).fetchall()
-            found.update((r[0], tuple(r)) for r in rows)
-        return {seq: keyword_part(bm25.get(seq, 0.0), idf_sum) for seq in found}
+        return list(scored)
 
     async def _semantic(
         self, conn: Any, req: LayerSearch, min_score: float | None, want: int
     ) -> list[tuple[Row, float]]:
         assert req.vector is not None
-        where, params = filter_sql(req.filter)
+        where, params = self._conditions(req)
         query = self._d.vector(req.vector)
         threshold = "" if min_score is None else " AND 1 - (embedding <=> %s) >= %s"
         extra: list[Any] = [] if min_score is None else [query, min_score]
