@@ -177,10 +177,12 @@ class AsyncLamina:
             try:
                 await self.sessions.start()  # checks its configuration before it starts
                 self.memory.embedding_buffer.start()
+                self.memory.start_expiry()
             except BaseException:
                 self._started = False
                 await self.sessions.close()
                 await self.memory.embedding_buffer.stop()
+                await self.memory.stop_expiry()
                 await self.store.shutdown()
                 raise
 
@@ -190,6 +192,7 @@ class AsyncLamina:
         self._closed = True
         await self.sessions.close()
         await self.memory.embedding_buffer.stop()
+        await self.memory.stop_expiry()
         await self.context.close()
         await self.store.shutdown()
         await self.embedder.aclose()

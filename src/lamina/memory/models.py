@@ -148,16 +148,50 @@ class SearchResults(list[SearchHit]):
         self.below_threshold = below_threshold
 
 
+class FactEvent(StrEnum):
+    """What consolidation did with a fact (docs/memory.md, "Consolidation")."""
+
+    #: A new memory holds the fact.
+    ADD = "add"
+    #: A stored memory was rewritten to hold it (its old text stays in its history).
+    UPDATE = "update"
+    #: It contradicts stored memories: they were invalidated (valid_until set, kept for
+    #: ``include_invalid``) and a new memory holds the fact.
+    DELETE = "delete"
+    #: The scope already holds it: nothing was written.
+    NOOP = "noop"
+
+
+class FactOutcome(BaseModel):
+    """One fact the chat model extracted, and what consolidation did with it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fact: str
+    event: FactEvent
+    #: The memory that holds the fact now (ADD, UPDATE, DELETE; NOOP: the stored one that
+    #: already said it, when the model named it).
+    memory: MemoryEntry | None = None
+    #: UPDATE: the memory's content before.
+    previous_content: str | None = None
+    #: DELETE: the memories the fact contradicts, now invalid.
+    invalidated: list[MemoryEntry] = Field(default_factory=list)
+    #: The ids of the message memories the fact was extracted from.
+    sources: list[str] = Field(default_factory=list)
+
+
 class AddedMessages(BaseModel):
     """What ``add_messages`` stored: one memory per message, in conversation order. Each
     memory's ``metadata["conversation"]`` holds ``id``, ``position``, ``speaker``, ``role``
-    and ``timestamp``."""
+    and ``timestamp``. With ``infer=True``, ``facts`` says what consolidation did with each
+    fact extracted (None: not inferred)."""
 
     model_config = ConfigDict(frozen=True)
 
     conversation_id: str
     layer: MemoryLayer
     memories: list[MemoryEntry]
+    facts: list[FactOutcome] | None = None
 
 
 class MemoryPage(BaseModel):

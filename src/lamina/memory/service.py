@@ -5,6 +5,7 @@ identifiers (``hierarchy``)."""
 
 from __future__ import annotations
 
+from lamina.memory.lifecycle import Lifecycle
 from lamina.memory.messages import ConversationInput, MessageWrites
 from lamina.memory.reads import MemoryReads
 from lamina.memory.reembed import Reembed
@@ -13,6 +14,7 @@ from lamina.memory.writes import MemoryInput, WriteGuard
 __all__ = ["ConversationInput", "MemoryInput", "MemoryService", "WriteGuard"]
 
 
-class MemoryService(MessageWrites, MemoryReads, Reembed):
+class MemoryService(MessageWrites, Lifecycle, MemoryReads, Reembed):
     """``ms.memory``: add, add_messages, search, get, update, delete, list, history and
-    hierarchy; reembed after a change of embedding model (``reembed``)."""
+    hierarchy; invalidate and purge_expired; reembed after a change of embedding model
+    (``reembed``)."""
