@@ -318,7 +318,26 @@ class MessageWrites(MemoryWrites):
         entries = await self._retry.run(
             "add_messages", lambda: self._store.add_messages(new, actor=who)
         )
-        return _results(plans, entries, flagged)
+        return results_of(plans, entries, flagged)
+
+    async def _add_inferred(
+        self,
+        content: object,
+        conversation: dict[str, Any],
+        actor: str | None,
+        tenant_id: str | None,
+    ) -> MemoryEntry:
+        """``add(..., infer=True)``: the content is stored verbatim as a one-message
+        conversation (said by the user) and consolidated; returns that memory with the
+        facts' outcomes."""
+        message = {"role": "user", "content": content}
+        if conversation.get("timestamp") is not None:
+            message["timestamp"] = conversation["timestamp"]
+        conv = {k: v for k, v in conversation.items() if k != "timestamp"}
+        added = await self._add_conversations(
+            tenant_id, [{**conv, "messages": [message]}], True, actor, None, single=True
+        )
+        return added[0].memories[0].model_copy(update={"facts": added[0].facts})
 
     async def _consolidate_messages(
         self,
@@ -449,7 +468,7 @@ def _number(plans: Sequence[Plan]) -> None:
         nxt[cid] = plan.start + len(plan.messages)
 
 
-def _results(
+def results_of(
     plans: Sequence[Plan],
     entries: Sequence[MemoryEntry],
     flagged: Mapping[str, list[dict[str, Any]]],

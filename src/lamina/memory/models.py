@@ -49,6 +49,8 @@ class MemoryEntry(BaseModel):
     #: Set by add and bulk_add: this memory was already stored (an exact duplicate of the
     #: content given, in the same scope) and no new one was written.
     deduplicated: bool = False
+    #: Set by ``add(..., infer=True)``: what consolidation did with each fact extracted.
+    facts: list[FactOutcome] | None = None
 
     @property
     def tags(self) -> list[str]:
@@ -178,6 +180,9 @@ class FactOutcome(BaseModel):
     invalidated: list[MemoryEntry] = Field(default_factory=list)
     #: The ids of the message memories the fact was extracted from.
     sources: list[str] = Field(default_factory=list)
+
+
+MemoryEntry.model_rebuild()
 
 
 class AddedMessages(BaseModel):

@@ -71,6 +71,9 @@ class LayerSearch:
     signals: QuerySignals = field(default_factory=lambda: QuerySignals.of(""))
     #: Expired memories are never candidates; invalid ones only with include_invalid.
     window: TimeWindow = field(default_factory=TimeWindow)
+    #: Whether conversation messages (add_messages) are candidates (consolidation compares
+    #: facts with facts only).
+    messages: bool = True
 
 
 @dataclass(frozen=True)

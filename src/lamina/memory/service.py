@@ -5,8 +5,9 @@ identifiers (``hierarchy``)."""
 
 from __future__ import annotations
 
+from lamina.memory.consolidation import Consolidating
 from lamina.memory.lifecycle import Lifecycle
-from lamina.memory.messages import ConversationInput, MessageWrites
+from lamina.memory.messages import ConversationInput
 from lamina.memory.reads import MemoryReads
 from lamina.memory.reembed import Reembed
 from lamina.memory.writes import MemoryInput, WriteGuard
@@ -14,7 +15,7 @@ from lamina.memory.writes import MemoryInput, WriteGuard
 __all__ = ["ConversationInput", "MemoryInput", "MemoryService", "WriteGuard"]
 
 
-class MemoryService(MessageWrites, Lifecycle, MemoryReads, Reembed):
+class MemoryService(Consolidating, Lifecycle, MemoryReads, Reembed):
     """``ms.memory``: add, add_messages, search, get, update, delete, list, history and
     hierarchy; invalidate and purge_expired; reembed after a change of embedding model
     (``reembed``)."""

@@ -108,6 +108,7 @@ class MemoryWrites(Hierarchy, Backfill):
         valid_until: str | datetime | None = None,
         ttl: float | timedelta | None = None,
         dedup: bool | None = None,
+        infer: bool = False,
     ) -> MemoryEntry:
         """Store one memory in ``layer``; returns the full entry.
 
@@ -117,11 +118,27 @@ class MemoryWrites(Hierarchy, Backfill):
         now); ``valid_from`` / ``valid_until``: when the fact holds; ``ttl``: seconds it
         lives (session layer default: ``memory.session_ttl``). ``dedup`` (default: the
         ``memory.dedup`` setting): an exact duplicate already stored in the scope is returned
-        (``deduplicated=True``) instead of a new row. See docs/memory.md."""
+        (``deduplicated=True``) instead of a new row. ``infer=True``: the content is stored
+        verbatim as a message of the user and the chat model consolidates the facts it
+        holds with the scope's memories (the entry's ``facts``; as ``add_messages``). See
+        docs/memory.md."""
         ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
         timing = {"timestamp": timestamp, "valid_from": valid_from, "valid_until": valid_until}
 
         async def run() -> MemoryEntry:
+            if check_flag("infer", infer):
+                given = {"valid_from": valid_from, "valid_until": valid_until}
+                for name, value in {**given, "background_embedding": background_embedding}.items():
+                    if value not in (None, False):
+                        raise invalid(f"{name} does not apply with infer=True", name)
+                conversation = {
+                    **ids,
+                    "layer": layer,
+                    "metadata": metadata,
+                    "ttl": ttl,
+                    "timestamp": timestamp,
+                }
+                return await self._add_inferred(content, conversation, actor, tenant_id)
             tenant = self._tenant(tenant_id)
             defer = check_flag("background_embedding", background_embedding)
             prepared, flagged = await self._prepare(
@@ -135,6 +152,16 @@ class MemoryWrites(Hierarchy, Backfill):
             return flagged_entry(entry, flagged)
 
         return await self._observe("add", run)
+
+    async def _add_inferred(
+        self,
+        content: object,
+        conversation: dict[str, Any],
+        actor: str | None,
+        tenant_id: str | None,
+    ) -> MemoryEntry:
+        """``add(..., infer=True)`` (lamina.memory.messages)."""
+        raise invalid("infer=True needs the conversation part of the memory service", "infer")
 
     def _dedup(self, dedup: object) -> bool:
         return self._settings.dedup if dedup is None else check_flag("dedup", dedup)

@@ -73,7 +73,7 @@ class PostgresMemories(SqlMemories):
     def _conditions(self, req: LayerSearch) -> tuple[str, list[Any]]:
         """The metadata filter and the time window of a search, over ``memories``."""
         where, params = filter_sql(req.filter)
-        timing, times = self._window(req.window)
+        timing, times = self._candidates(req)
         return f"{where} AND {timing}", [*params, *times]
 
     async def _bm25(
@@ -109,7 +109,7 @@ class PostgresMemories(SqlMemories):
         """The rows of ``seqs`` within the search's time window."""
         if not seqs:
             return {}
-        timing, params = self._window(req.window)
+        timing, params = self._candidates(req)
         rows = await (
             await conn.execute(
                 f"SELECT {self._columns}, context_embedding, context FROM memories "  # noqa: S608

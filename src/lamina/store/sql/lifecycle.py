@@ -12,7 +12,13 @@ from typing import Any, ClassVar
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.models import MemoryEntry
-from lamina.memory.ports import Consolidated, Consolidation, Invalidation, NewMemory
+from lamina.memory.ports import (
+    Consolidated,
+    Consolidation,
+    Invalidation,
+    LayerSearch,
+    NewMemory,
+)
 from lamina.memory.timing import TimeWindow, content_key
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Lock, Program, count, row, rows
@@ -106,6 +112,14 @@ class SqlLifecycle(ABC):
 
     def _window(self, window: TimeWindow | None) -> tuple[str, list[Any]]:
         return window_sql(self._d, window or TimeWindow())
+
+    def _candidates(self, req: LayerSearch) -> tuple[str, list[Any]]:
+        """The condition a search's candidates meet besides the metadata filter: its time
+        window, and not a conversation message when it wants facts only."""
+        condition, params = self._window(req.window)
+        if not req.messages:
+            condition += " AND conversation_id IS NULL"
+        return condition, params
 
     # -- duplicates -------------------------------------------------------------------------
 

@@ -72,7 +72,7 @@ class SQLiteMemories(SqlMemories):
         if not pks:
             return {}
         marks = ",".join("?" * len(pks))
-        timing, params = self._window(req.window)
+        timing, params = self._candidates(req)
         sql = (
             f"SELECT {self._columns}, context_embedding, context FROM memories "  # noqa: S608
             f"WHERE pk IN ({marks}) AND {timing.replace('%s', '?')}"
