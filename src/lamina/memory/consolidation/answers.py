@@ -68,22 +68,23 @@ def malformed(what: str, raw: str) -> LaminaError:
     )
 
 
-def _list_under(raw: str, key: str) -> list[Any] | None:
+def _list_under(raw: str, key: str, *, one: bool = False) -> list[Any] | None:
     """The list under ``key`` (or the answer itself when it is a list); the complete items
-    of a cut-short answer; None when there is no list."""
+    of a cut-short answer (``one``: a string stands for a list of one); None when there is
+    no list."""
     try:
-        found = parse_json(raw)
+        found: Any = parse_json(raw)
     except ValueError:
-        salvaged = salvage_items(raw, key)
-        return salvaged or None
+        found = None
     if isinstance(found, list):
         return found
-    if isinstance(found, dict):
-        value = found.get(key)
-        if isinstance(value, list):
-            return value
-        if isinstance(value, str):  # one fact given as a string
-            return [value]
+    if isinstance(found, dict) and isinstance(found.get(key), list):
+        return list(found[key])
+    salvaged = salvage_items(raw, key)
+    if salvaged:
+        return salvaged
+    if one and isinstance(found, dict) and isinstance(found.get(key), str):
+        return [found[key]]  # one fact given as a string
     return None
 
 
@@ -96,9 +97,9 @@ def _text(value: object) -> str | None:
 
 def parse_facts(raw: str, messages: int) -> list[Fact]:
     """The facts of an extraction answer about ``messages`` messages (numbered from 0)."""
-    items = _list_under(raw, "facts")
+    items = _list_under(raw, "facts", one=True)
     if items is None:
-        if raw.strip() in ("", "[]", "{}"):
+        if raw.strip() in ("[]", "{}"):
             return []
         raise malformed("extraction", raw)
     out: list[Fact] = []
