@@ -85,9 +85,7 @@ def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
             history_v1(conn, "old-0", "update")
             conn.execute("DELETE FROM memories WHERE id = 'old-1'")
             history_v1(conn, "old-1", "delete")
-            conn.execute(
-                "INSERT INTO hierarchy VALUES ('default', 'project', 'p', 't', ?)", (NOW,)
-            )
+            conn.execute("INSERT INTO hierarchy VALUES ('default', 'project', 'p', 't', ?)", (NOW,))
         return [f"old-{i}" for i in range(20)]
 
     ids = asyncio.run(write_old())
