@@ -41,7 +41,7 @@ from lamina.memory.scoring import Candidate, neighbourhood_terms, neighbourhood_
 from lamina.memory.timing import TimeWindow, content_key
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.lifecycle import HISTORY, SqlLifecycle, conflict, missing
+from lamina.store.sql.timing import HISTORY, SqlTiming, conflict, missing
 from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor, Program, count, first, many, row, rows
 
@@ -118,7 +118,7 @@ def _neighbourhood(
     )
 
 
-class SqlMemories(SqlLifecycle):
+class SqlMemories(SqlTiming):
     """The MemoryStore protocol but search and counts, which each backend adds."""
 
     def __init__(self, executor: Executor, dialect: Dialect, embedder: Embedder) -> None:

@@ -68,7 +68,7 @@ def missing(memory_id: str, why: str = "") -> LaminaError:
     )
 
 
-class SqlLifecycle(ABC):
+class SqlTiming(ABC):
     """Time windows, duplicates, invalidation, consolidation and expiry, for SqlMemories."""
 
     _exec: Executor
