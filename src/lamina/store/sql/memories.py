@@ -41,9 +41,9 @@ from lamina.memory.scoring import Candidate, neighbourhood_terms, neighbourhood_
 from lamina.memory.timing import TimeWindow, content_key
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.timing import HISTORY, SqlTiming, conflict, missing
 from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor, Program, count, first, many, row, rows
+from lamina.store.sql.timing import HISTORY, SqlTiming, conflict, missing
 
 #: The columns of an entry, after the row sequence (``{seq}``): the embedding is the tenth,
 #: the time fields (lamina.memory.timing) come last.
