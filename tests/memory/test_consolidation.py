@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,29 +14,19 @@ import pytest
 
 from lamina import ErrorCode, FactEvent, Lamina, LaminaError
 from lamina.config import Settings
-from tests.conftest import fast_settings
+from tests.conftest import chat_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
 
 U = "alice"
 
 
 @pytest.fixture
-def llm() -> Iterator[FakeOpenAI]:
-    with FakeOpenAI() as server:
-        yield server
+def llm(fake_openai: FakeOpenAI) -> FakeOpenAI:
+    return fake_openai
 
 
 def settings(data_dir: Path, server: FakeOpenAI, **memory: Any) -> Settings:
-    return fast_settings(
-        data_dir,
-        llm={
-            "model": "fake-consolidator",
-            "base_url": server.base_url,
-            "max_retries": 0,
-            "timeout_seconds": 1,
-        },
-        memory=memory,
-    )
+    return chat_settings(data_dir, server, memory=memory)
 
 
 def stored_refs(body: dict[str, Any]) -> dict[str, str]:

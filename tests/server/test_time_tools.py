@@ -11,7 +11,7 @@ import pytest
 
 from lamina import ErrorCode, Lamina, LaminaError
 from lamina.server.tools import ServerTool, build_tools
-from tests.conftest import fast_settings
+from tests.conftest import chat_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.server.test_tools import call
 
@@ -102,10 +102,7 @@ def test_infer_through_the_tools(data_dir: Path) -> None:
         llm.script(
             '{"facts": ["Zoe is vegetarian"]}', '{"decisions": [{"fact": 0, "event": "ADD"}]}'
         )
-        settings = fast_settings(
-            data_dir, llm={"model": "fake", "base_url": llm.base_url, "max_retries": 0}
-        )
-        with Lamina(settings) as ms:
+        with Lamina(chat_settings(data_dir, llm)) as ms:
             tools = {t.name: t for t in build_tools(ms.aio)}
             done = call(
                 ms,
