@@ -23,8 +23,12 @@ from lamina.memory.timing import TimeWindow, content_key
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Lock, Program, count, row, rows
 
-#: The lock space of exact-duplicate checks (sessions use 1, context items 0).
+#: The lock space of exact-duplicate checks (sessions use 1, context items 0), and the
+#: buckets of content keys per scope: a write takes at most this many locks per scope.
 _DEDUP_LOCK = 2
+_BUCKETS = 64
+#: Keys per statement where a statement lists them.
+_CHUNK = 500
 HISTORY = (
     "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, old_content, "
     "new_content, old_metadata, new_metadata, actor, at) "
@@ -127,9 +131,9 @@ class SqlTiming(ABC):
         self, memories: Sequence[NewMemory], now: datetime
     ) -> Program[dict[int, MemoryEntry | int]]:
         """For each memory asking for dedup that has an exact duplicate: the stored one (valid
-        and not expired at ``now``), else the index of an earlier one of ``memories``. The
-        keys are locked first, in one order: concurrent writers of one content wait for
-        each other, and the second finds the first's row."""
+        and not expired at ``now``), else the index of an earlier one of ``memories``. Each
+        content key's lock bucket is taken first, in one order: concurrent writers of one
+        content wait for each other, and the second finds the first's row."""
         keys = {
             i: (m.tenant_id, m.scope.layer.value, m.scope.key, content_key(m.content))
             for i, m in enumerate(memories)
@@ -137,20 +141,27 @@ class SqlTiming(ABC):
         }
         if not keys:
             return {}
-        for key in sorted(set(keys.values())):
-            yield Lock("\n".join(key), _DEDUP_LOCK)
+        for bucket in sorted({(*k[:3], int(k[3][:8], 16) % _BUCKETS) for k in keys.values()}):
+            yield Lock("\n".join(map(str, bucket)), _DEDUP_LOCK)
         condition, params = window_sql(self._d, TimeWindow(now))
-        stored: dict[tuple[str, str, str, str], MemoryEntry] = {}
+        by_scope: dict[tuple[str, str, str], list[str]] = {}
         for key in sorted(set(keys.values())):
-            found = yield row(
-                f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND layer = %s "  # noqa: S608
-                f"AND scope_key = %s AND content_key = %s AND {condition} "
-                f"ORDER BY {self._d.seq} LIMIT 1",
-                *key,
-                *params,
-            )
-            if found is not None:
-                stored[key] = self._entry(found).model_copy(update={"deduplicated": True})
+            by_scope.setdefault(key[:3], []).append(key[3])
+        stored: dict[tuple[str, str, str, str], MemoryEntry] = {}
+        for scope, hashes in by_scope.items():
+            for start in range(0, len(hashes), _CHUNK):
+                chunk, values = self._d.any_of("content_key", hashes[start : start + _CHUNK])
+                found = yield rows(
+                    f"SELECT {self._columns}, content_key FROM memories WHERE tenant_id = %s "  # noqa: S608
+                    f"AND layer = %s AND scope_key = %s AND {chunk} AND {condition} "
+                    f"ORDER BY {self._d.seq}",
+                    *scope,
+                    *values,
+                    *params,
+                )
+                for r in found:
+                    entry = self._entry(r).model_copy(update={"deduplicated": True})
+                    stored.setdefault((*scope, str(r[-1])), entry)
         out: dict[int, MemoryEntry | int] = {}
         first: dict[tuple[str, str, str, str], int] = {}
         for i, key in keys.items():
