@@ -195,7 +195,8 @@ def test_bad_messages_name_index_and_field_and_store_nothing(
         ({"metadata": "x"}, "metadata"),
         ({"conversation_id": ""}, "conversation_id"),
         ({"conversation_id": 5}, "conversation_id"),
-        ({"infer": True}, "infer"),
+        ({"ttl": 0}, "ttl"),
+        ({"ttl": "1h"}, "ttl"),
         ({"infer": "yes"}, "infer"),
     ],
 )
