@@ -22,6 +22,8 @@ from lamina.memory.layers import MemoryLayer
 from lamina.memory.models import (
     AddedMessages,
     DeleteResult,
+    FactEvent,
+    FactOutcome,
     HierarchyLink,
     HistoryEvent,
     HistoryOperation,
@@ -45,6 +47,8 @@ __all__ = [
     "DeleteResult",
     "ErrorCode",
     "ExternalReference",
+    "FactEvent",
+    "FactOutcome",
     "HierarchyLink",
     "HistoryEvent",
     "HistoryOperation",

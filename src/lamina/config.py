@@ -98,6 +98,19 @@ class MemorySettings(Section):
     dedup_threshold: float = Field(default=0.95, gt=0.0, le=1.0)
     #: Weight of the semantic part in hybrid scores; the rest is the keyword part.
     hybrid_semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0)
+    #: add and bulk_add return an exact duplicate (same normalised content, same scope, still
+    #: valid) instead of storing a new row; a call's ``dedup=`` overrides (docs/memory.md).
+    dedup: bool = True
+    #: Seconds a session-layer memory lives when its call gives no ``ttl`` (None: forever).
+    session_ttl: float | None = Field(default=None, gt=0)
+    #: Seconds between runs of the expiry job that removes expired memories (0: no job;
+    #: expired memories are never returned either way).
+    expiry_interval: float = Field(default=60.0, ge=0)
+    #: Consolidation (``infer=True``): tokens of messages per extraction prompt, facts per
+    #: decision prompt, and stored memories shown to the model beside each fact.
+    infer_max_input_tokens: int = Field(default=2_000, ge=100)
+    infer_facts_per_call: int = Field(default=20, gt=0, le=100)
+    infer_candidates: int = Field(default=5, gt=0, le=20)
 
 
 class ContextSettings(Section):

@@ -62,6 +62,8 @@ class SyncMemory:
     import_ = _bridge(MemoryService.import_)
     list = _bridge(MemoryService.list)
     history = _bridge(MemoryService.history)
+    invalidate = _bridge(MemoryService.invalidate)
+    purge_expired = _bridge(MemoryService.purge_expired)
     embed_pending = _bridge(MemoryService.embed_pending)
     flush_embeddings = _bridge(MemoryService.flush_embeddings)
     reembed = _bridge(MemoryService.reembed)

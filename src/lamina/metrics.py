@@ -34,7 +34,7 @@ class CleanupTally(Protocol):
 class MemoryMetrics:
     """memory_operations_total{operation}, memory_operations_latency_seconds{operation},
     memory_search_results{layer}, memory_storage_size{layer},
-    memory_operations_errors_total{code}."""
+    memory_operations_errors_total{code}, memory_expired_total."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.operations = Counter(
@@ -61,6 +61,11 @@ class MemoryMetrics:
             "memory_storage_size",
             "Memories stored, by layer (refreshed by searches, at most every 10 s).",
             ["layer"],
+            registry=registry,
+        )
+        self.expired = Counter(
+            "memory_expired",
+            "Memories whose time to live ended, removed by the expiry job.",
             registry=registry,
         )
         self.errors = Counter(

@@ -60,7 +60,8 @@ class AsyncLamina:
     """lamina for asyncio code: ``async with AsyncLamina(data_dir=...) as ms: ...``.
 
     ``embedder`` and ``chat_model`` replace the ones the settings would build (the chat
-    model serves the observer and reflector of observational memory)."""
+    model serves memory consolidation, ``infer=True``, and the observer and reflector of
+    observational memory)."""
 
     def __init__(
         self,
@@ -129,6 +130,10 @@ class AsyncLamina:
         )
         self.knowledge.guard = self.governance.check_knowledge_write
         self.memory.write_guard = self._memory_guard
+        #: Chat models this runtime built (closed with it).
+        self._chat_models: list[ChatModel] = []
+        self.memory.chat_model = self._memory_model(chat_model)
+        self.memory.counter = self.counter
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
@@ -177,10 +182,12 @@ class AsyncLamina:
             try:
                 await self.sessions.start()  # checks its configuration before it starts
                 self.memory.embedding_buffer.start()
+                self.memory.start_expiry()
             except BaseException:
                 self._started = False
                 await self.sessions.close()
                 await self.memory.embedding_buffer.stop()
+                await self.memory.stop_expiry()
                 await self.store.shutdown()
                 raise
 
@@ -190,9 +197,12 @@ class AsyncLamina:
         self._closed = True
         await self.sessions.close()
         await self.memory.embedding_buffer.stop()
+        await self.memory.stop_expiry()
         await self.context.close()
         await self.store.shutdown()
         await self.embedder.aclose()
+        for model in self._chat_models:
+            await model.aclose()
         self.knowledge.git.close()
 
     def _model_factory(self, given: ChatModel | None) -> Callable[[], ChatModel] | None:
@@ -200,6 +210,24 @@ class AsyncLamina:
             return lambda: given
         om, llm = self.settings.observational_memory, self.settings.llm
         return self._observer_model if (om.model or llm.model) else None
+
+    def _memory_model(self, given: ChatModel | None) -> Callable[[], ChatModel] | None:
+        """The chat model of consolidation (``infer=True``): the one given, else the ``llm``
+        settings' (built once, when first needed), else none."""
+        if given is not None:
+            return lambda: given
+        if not self.settings.llm.model:
+            return None
+        built = self._chat_models
+
+        def model() -> ChatModel:
+            if not built:
+                from lamina.llm import build_chat_model
+
+                built.append(build_chat_model(self.settings.llm))
+            return built[0]
+
+        return model
 
     def _observer_model(self) -> ChatModel:
         from lamina.llm import build_chat_model

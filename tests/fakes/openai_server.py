@@ -3,9 +3,10 @@
 It serves POST /v1/embeddings with deterministic vectors (a hash of the text), counts the
 texts it embedded, and can be told to fail the next requests with a given status. It also
 serves chat: POST /v1/chat/completions (OpenAI) and POST /v1/messages (Anthropic), records
-every chat request body, and answers with ``reply(body)`` (default: "echo: <last user text>").
-A Failure can delay (to make the client time out) or send a body that is not what the API
-promises.
+every chat request body, and answers with ``reply(body)`` (default: "echo: <last user text>")
+or, first, with the answers ``script(...)`` queued (texts, or Failures for chat requests
+only). A Failure can delay (to make the client time out) or send a body that is not what
+the API promises.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ class FakeOpenAI:
         self.auth_headers: list[str | None] = []
         self.chat_requests: list[dict[str, Any]] = []
         self.reply: Callable[[dict[str, Any]], str] = _echo
+        self.scripted: list[str | Failure] = []
         self._lock = threading.Lock()
         owner = self
 
@@ -67,6 +69,12 @@ class FakeOpenAI:
                 if self.path in ("/v1/chat/completions", "/v1/messages"):
                     with owner._lock:
                         owner.chat_requests.append(body)
+                        if failure is None and owner.scripted:
+                            answer = owner.scripted.pop(0)
+                            if isinstance(answer, Failure):
+                                failure = answer
+                            else:
+                                body = {**body, "_scripted": answer}
                 if failure is not None:
                     if failure.delay:
                         time.sleep(failure.delay)
@@ -109,8 +117,17 @@ class FakeOpenAI:
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
+    def _answer(self, body: dict[str, Any]) -> str:
+        scripted = body.get("_scripted")
+        return scripted if isinstance(scripted, str) else self.reply(body)
+
+    def script(self, *answers: str | Failure) -> None:
+        """Answer the next chat requests with these, in order, before ``reply``."""
+        with self._lock:
+            self.scripted.extend(answers)
+
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        text = self.reply(body)
+        text = self._answer(body)
         return {
             "id": "chatcmpl-fake",
             "object": "chat.completion",
@@ -132,7 +149,7 @@ class FakeOpenAI:
             "type": "message",
             "role": "assistant",
             "model": body.get("model", "fake"),
-            "content": [{"type": "text", "text": self.reply(body)}],
+            "content": [{"type": "text", "text": self._answer(body)}],
             "stop_reason": "end_turn",
             "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 5},

@@ -195,7 +195,8 @@ def test_bad_messages_name_index_and_field_and_store_nothing(
         ({"metadata": "x"}, "metadata"),
         ({"conversation_id": ""}, "conversation_id"),
         ({"conversation_id": 5}, "conversation_id"),
-        ({"infer": True}, "infer"),
+        ({"ttl": 0}, "ttl"),
+        ({"ttl": "1h"}, "ttl"),
         ({"infer": "yes"}, "infer"),
     ],
 )
@@ -221,10 +222,14 @@ def test_update_cannot_change_a_message_s_place(ms: Lamina, patch: dict[str, Any
     ms.memory.update(before.id, metadata={"note": "other keys still change"})
 
 
-def test_infer_says_llm_extraction_is_not_available(ms: Lamina) -> None:
+def test_infer_without_a_chat_model_is_a_configuration_error(ms: Lamina) -> None:
     with pytest.raises(LaminaError) as err:
         ms.memory.add_messages([{"role": "user", "content": "x"}], user_id="u", infer=True)
-    assert "not available yet" in err.value.message
+    assert err.value.code is ErrorCode.CONFIGURATION_ERROR and "llm.model" in err.value.message
+    with pytest.raises(LaminaError) as err:
+        ms.memory.add("x", layer="user", user_id="u", infer=True)
+    assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+    assert ms.memory.list(user_id="u").total_count == 0  # nothing stored
 
 
 def test_bad_identifier_and_layer(ms: Lamina) -> None:

@@ -4,6 +4,7 @@ does, the records they get, and every bad input refused without touching stored 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,16 @@ def fill(ms: Lamina) -> dict[str, str]:
     c = ms.memory.add("Bot answers in French", layer="agent", agent_id="bot", user_id="alice")
     ms.memory.add("Session note", layer="session", session_id="s1", user_id="alice")
     ms.memory.add("Bob likes tea", layer="user", user_id="bob")
+    # Time fields travel too: an event time, a validity interval that was closed, an expiry.
+    berlin = ms.memory.add(
+        "Alice lives in Berlin",
+        layer="user",
+        user_id="alice",
+        timestamp="2021-03-04T05:06:07Z",
+        valid_from="2021-01-01T00:00:00Z",
+        ttl=86_400 * 365,
+    )
+    ms.memory.invalidate([berlin.id], at="2024-05-01T00:00:00Z")
     ms.memory.add_messages(
         [
             {"role": "user", "content": "I moved to Lisbon", "timestamp": "2024-05-01T10:00:00"},
@@ -47,8 +58,15 @@ def write(path: Path, rows: list[str]) -> Path:
 
 def test_export_import_export_gives_the_same_records(ms: Lamina, tmp_path: Path) -> None:
     ids = fill(ms)
+    ms.memory.add("Gone already", layer="user", user_id="alice", ttl=1)
+    time.sleep(1.1)  # "Gone already" expires: it is never exported
     first = lines(ms, embeddings=True, history=True)
-    assert len(first) == 7
+    assert len(first) == 8 and not any("Gone already" in r for r in first)
+    berlin = json.loads(next(r for r in first if "Berlin" in r))
+    assert berlin["event_at"].startswith("2021-03-04T05:06:07")
+    assert berlin["valid_from"].startswith("2021-01-01T00:00:00")
+    assert berlin["valid_until"].startswith("2024-05-01T00:00:00")
+    assert berlin["expires_at"] is not None and "deduplicated" not in berlin
     record = json.loads(next(r for r in first if ids["updated"] in r))
     assert record["content"] == "Alice prefers aisle seats" and record["metadata"] == {"n": 2}
     assert [e["operation"] for e in record["history"]] == ["add", "update"]
@@ -60,11 +78,11 @@ def test_export_import_export_gives_the_same_records(ms: Lamina, tmp_path: Path)
         report = other.memory.import_(
             source, on_progress=lambda d, t: seen.append((d, t)), batch_size=3
         )
-        assert report.model_dump() == {"records": 7, "imported": 7, "skipped": 0, "embedded": 0}
-        assert seen == [(3, 7), (6, 7), (7, 7)]
+        assert report.model_dump() == {"records": 8, "imported": 8, "skipped": 0, "embedded": 0}
+        assert seen == [(3, 8), (6, 8), (8, 8)]
         assert lines(other, embeddings=True, history=True) == first
         again = other.memory.import_(source)
-        assert (again.imported, again.skipped) == (0, 7)
+        assert (again.imported, again.skipped) == (0, 8)
         assert lines(other, embeddings=True, history=True) == first
         # The imported memories are found, and the conversation continues after them.
         hits = other.memory.search("aisle seats", user_id="alice", threshold=0.0)
@@ -85,7 +103,7 @@ def test_import_without_vectors_embeds_and_without_history_records_an_add(
     assert all("embedding" not in json.loads(r) and "history" not in json.loads(r) for r in plain)
     with Lamina(fast_settings(tmp_path / "other")) as other:
         report = other.memory.import_(write(tmp_path / "plain.jsonl", plain), actor="migration")
-        assert (report.imported, report.embedded) == (7, 7)
+        assert (report.imported, report.embedded) == (8, 8)
         assert lines(other) == plain
         record = json.loads(plain[0])
         events = other.memory.history(record["id"])
@@ -96,7 +114,7 @@ def test_import_without_vectors_embeds_and_without_history_records_an_add(
 def test_export_filters_and_pages(ms: Lamina) -> None:
     ids = fill(ms)
     alice = [json.loads(r) for r in lines(ms, user_id="alice")]
-    assert len(alice) == 5 and all(r["identifiers"]["user_id"] == "alice" for r in alice)
+    assert len(alice) == 6 and all(r["identifiers"]["user_id"] == "alice" for r in alice)
     agent = [json.loads(r) for r in lines(ms, user_id="alice", layers=["agent"])]
     assert [r["id"] for r in agent] == [ids["agent"]]
     project = [json.loads(r) for r in lines(ms, project_id="p1")]
@@ -121,9 +139,9 @@ def test_delete_all_forgets_a_user_and_refuses_an_empty_scope(ms: Lamina, data_d
         with pytest.raises(LaminaError) as err:
             ms.memory.delete_all(**bad)
         assert err.value.code is code, bad
-    assert len(lines(ms)) == 8  # nothing lost
+    assert len(lines(ms)) == 9  # nothing lost
     assert ms.memory.delete_all(user_id="alice", layers="session") == 1
-    assert ms.memory.delete_all(user_id="alice", actor="dpo") == 5
+    assert ms.memory.delete_all(user_id="alice", actor="dpo") == 6
     assert ms.memory.delete_all(user_id="alice") == 0
     left = [json.loads(r) for r in lines(ms)]
     assert sorted(r["content"] for r in left) == ["Bob likes tea", "The build runs on Fridays"]

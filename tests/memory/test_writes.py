@@ -13,7 +13,9 @@ from tests.fakes.openai_server import FakeOpenAI
 
 
 def test_ids_are_unique(ms: Lamina) -> None:
-    ids = {ms.memory.add("same content", layer="user", user_id="u").id for _ in range(5)}
+    ids = {
+        ms.memory.add("same content", layer="user", user_id="u", dedup=False).id for _ in range(5)
+    }
     assert len(ids) == 5
 
 

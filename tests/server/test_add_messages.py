@@ -79,7 +79,9 @@ def test_stores_in_the_callers_tenant(ms: Lamina, tool: ServerTool) -> None:
             ErrorCode.CONTENT_TOO_LONG,
             "messages[0].content",
         ),
-        ({"messages": TURNS, "user_id": "u", "infer": True}, ErrorCode.INVALID_ARGUMENT, "infer"),
+        # No chat model configured: infer=True is refused before anything is stored.
+        ({"messages": TURNS, "user_id": "u", "infer": True}, ErrorCode.CONFIGURATION_ERROR, None),
+        ({"messages": TURNS, "user_id": "u", "ttl": -1}, ErrorCode.INVALID_ARGUMENT, "ttl"),
         (
             {"messages": TURNS, "user_id": "u", "metadata": {"conversation": {}}},
             ErrorCode.INVALID_ARGUMENT,

@@ -152,7 +152,7 @@ def test_mcp_over_stdio(tmp_path: Path) -> None:
             await session.initialize()
             tools = (await session.list_tools()).tools
             names = {t.name for t in tools}
-            assert len(names) == 21 and {"memory_add", "knowledge_query"} <= names
+            assert len(names) == 22 and {"memory_add", "knowledge_query"} <= names
             add = next(t for t in tools if t.name == "memory_add")
             assert "content" in add.input_schema["required"]
             added = await session.call_tool(
@@ -197,7 +197,7 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
-                assert len((await session.list_tools()).tools) == 21
+                assert len((await session.list_tools()).tools) == 22
                 added = await session.call_tool(
                     "memory_add", {"content": "over http", "layer": "user", "user_id": "h"}
                 )

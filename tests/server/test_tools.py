@@ -19,7 +19,7 @@ def call(ms: Lamina, tool: ServerTool, args: Any, tenant: str = "a") -> Any:
     return ms._run(tool.run(args, tenant))
 
 
-def test_the_twenty_one_tools_and_their_schemas(tools: dict[str, ServerTool]) -> None:
+def test_the_tools_and_their_schemas(tools: dict[str, ServerTool]) -> None:
     assert sorted(tools) == sorted(
         [
             "memory_add",
@@ -28,6 +28,7 @@ def test_the_twenty_one_tools_and_their_schemas(tools: dict[str, ServerTool]) ->
             "memory_get",
             "memory_update",
             "memory_delete",
+            "memory_invalidate",
             "memory_list",
             "memory_history",
             "memory_delete_all",

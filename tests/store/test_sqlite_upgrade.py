@@ -3,48 +3,90 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import sqlite3
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from lamina import Lamina
+from lamina.embeddings.base import Vector
 from lamina.embeddings.local import LocalEmbedder
-from lamina.memory.layers import MemoryLayer
-from lamina.memory.ports import NewMemory, Scope
 from lamina.store.sqlite import SQLiteStore
+from lamina.store.sqlite.db import SQLITE
 from tests.conftest import fast_settings
 
-LATEST = len(
-    [
-        f
-        for f in resources.files("lamina.store.sqlite.migrations").iterdir()
-        if f.name.endswith(".sql")
-    ]
+#: The newest schema version (numbers may leave gaps: parallel work reserves them).
+VERSIONS = sorted(
+    int(f.name[:4])
+    for f in resources.files("lamina.store.sqlite.migrations").iterdir()
+    if f.name.endswith(".sql")
 )
+LATEST = VERSIONS[-1]
+
+
+NOW = "2026-01-02T03:04:05.000000+00:00"
+
+
+def lexicon(text: str) -> str:
+    return str(SQLITE.memory_terms(text)["lexicon"])
+
+
+def insert_v1(
+    conn: sqlite3.Connection, mid: str, text: str, meta: dict[str, Any], vector: Vector | None
+) -> None:
+    """A user-layer memory of user u as schema 1 stored it, and its add event."""
+    conn.execute(
+        "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, metadata, "
+        "embedding, lexicon, embedding_model, created_at, updated_at) "
+        "VALUES ('default', ?, 'user', 'u', '{\"user_id\":\"u\"}', ?, ?, ?, ?, ?, ?, ?)",
+        (
+            mid,
+            text,
+            json.dumps(meta),
+            None if vector is None else vector.tobytes(),
+            lexicon(text),
+            None if vector is None else LocalEmbedder().model_id,
+            NOW,
+            NOW,
+        ),
+    )
+    history_v1(conn, mid, "add")
+
+
+def history_v1(conn: sqlite3.Connection, mid: str, operation: str) -> None:
+    conn.execute(
+        "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, at) "
+        "VALUES ('default', ?, ?, 'user', ?)",
+        (mid, operation, NOW),
+    )
 
 
 def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
     path = data_dir / "lamina.db"
 
     async def write_old() -> list[str]:
+        # The rows are written as lamina wrote them at schema 1 (today's code writes
+        # today's columns).
         old = SQLiteStore(path, LocalEmbedder(), schema_target=1)
         await old.initialize()
         assert old.schema_version == 1
-        scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
         texts = [f"old memory {i}" for i in range(20)]
         vectors = await old.generate_embedding("default", texts)
-        entries = await old.bulk_add(
-            [
-                NewMemory(f"old-{i}", "default", scope, t, {"tags": [f"t{i % 3}"]}, vectors[i])
-                for i, t in enumerate(texts)
-            ]
-        )
         edited = (await old.generate_embedding("default", ["old memory zero, edited"]))[0]
-        await old.update("default", "old-0", content="old memory zero, edited", embedding=edited)
-        await old.delete("default", "old-1")
-        await old.set_parent("default", "project", "p", "t")
         await old.shutdown()
-        return [e.id for e in entries]
+        with sqlite3.connect(path) as conn:
+            for i, text in enumerate(texts):
+                insert_v1(conn, f"old-{i}", text, {"tags": [f"t{i % 3}"]}, vectors[i])
+            conn.execute(
+                "UPDATE memories SET content = ?, embedding = ?, lexicon = ? WHERE id = 'old-0'",
+                ("old memory zero, edited", edited.tobytes(), lexicon("old memory zero, edited")),
+            )
+            history_v1(conn, "old-0", "update")
+            conn.execute("DELETE FROM memories WHERE id = 'old-1'")
+            history_v1(conn, "old-1", "delete")
+            conn.execute("INSERT INTO hierarchy VALUES ('default', 'project', 'p', 't', ?)", (NOW,))
+        return [f"old-{i}" for i in range(20)]
 
     ids = asyncio.run(write_old())
     with sqlite3.connect(path) as conn:
@@ -61,11 +103,16 @@ def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
         hits = ms.memory.search("old memory zero, edited", user_id="u", threshold=0.9)
         assert hits[0].memory.id == ids[0]
         assert ms.memory.resolve_identifiers(project_id="p")["identifiers"]["team_id"] == "t"
+        # Rows from before schema 9: their event time is their creation, and their content
+        # key was computed when the schema moved on (an exact duplicate finds them).
+        assert ms.memory.get(ids[5]).event_at.isoformat() == NOW.replace(".000000", "")
+        again = ms.memory.add("OLD  memory 5", layer="user", user_id="u")
+        assert again.deduplicated and again.id == ids[5]
         ms.context.knowledge.save("after", "saved after the upgrade")
         assert ms.context.knowledge.search("saved after upgrade")[0].item.key == "after"
     with sqlite3.connect(path) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
-    assert versions == list(range(1, LATEST + 1))
+    assert versions == VERSIONS
 
 
 def test_conversations_stored_before_schema_5_continue_their_positions(data_dir: Path) -> None:
@@ -74,17 +121,11 @@ def test_conversations_stored_before_schema_5_continue_their_positions(data_dir:
     async def write_old() -> None:
         old = SQLiteStore(path, LocalEmbedder(), schema_target=4)
         await old.initialize()
-        scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
-        await old.bulk_add(
-            [
-                NewMemory(f"m{p}", "default", scope, f"turn {p}", meta, None)
-                for p, meta in [
-                    (p, {"conversation": {"id": "old", "position": p, "speaker": "A"}})
-                    for p in range(3)
-                ]
-            ]
-        )
         await old.shutdown()
+        with sqlite3.connect(path) as conn:
+            for p in range(3):
+                meta = {"conversation": {"id": "old", "position": p, "speaker": "A"}}
+                insert_v1(conn, f"m{p}", f"turn {p}", meta, None)
 
     asyncio.run(write_old())
     with Lamina(fast_settings(data_dir)) as ms:

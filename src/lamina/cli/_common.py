@@ -152,3 +152,21 @@ def json_option(fn: F) -> F:
 def ids(kwargs: dict[str, Any]) -> dict[str, Any]:
     """Take the identifier options out of a command's keyword arguments."""
     return {name: kwargs.pop(name) for name in IDENTIFIERS}
+
+
+def window_options(fn: F) -> F:
+    """--include-invalid, --since and --until of search and list (docs/memory.md, "Time")."""
+    fn = click.option(
+        "--until", default=None, help="Only events before this ISO-8601 time (exclusive)."
+    )(fn)
+    fn = click.option("--since", default=None, help="Only events at or after this ISO-8601 time.")(
+        fn
+    )
+    return click.option(
+        "--include-invalid", is_flag=True, help="Also facts no longer valid (invalidated)."
+    )(fn)
+
+
+def window(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Take the time-window options out of a command's keyword arguments."""
+    return {name: kwargs.pop(name) for name in ("include_invalid", "since", "until")}

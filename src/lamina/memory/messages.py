@@ -16,7 +16,7 @@ import dataclasses
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -44,9 +44,10 @@ from lamina.memory.layers import (
     scope_for,
     scope_key,
 )
-from lamina.memory.models import AddedMessages, MemoryEntry
+from lamina.memory.models import AddedMessages, FactOutcome, MemoryEntry
 from lamina.memory.ports import NewMemory, Scope
-from lamina.memory.writes import CONVERSATION_KEY, MemoryWrites
+from lamina.memory.timing import Lifetime, parse_time
+from lamina.memory.writes import CONVERSATION_KEY, MemoryWrites, flagged_entry
 
 #: The most messages one call stores (all conversations of a bulk call together).
 MAX_MESSAGES = 10_000
@@ -76,6 +77,7 @@ class ConversationInput(IdentifierFields):
     layer: str | None = None
     conversation_id: str | None = None
     metadata: dict[str, Any] | None = None
+    ttl: Any = None
 
 
 @dataclass(frozen=True)
@@ -115,27 +117,7 @@ def check_conversation_metadata(metadata: object, field: str) -> dict[str, Any]:
 def parse_timestamp(value: object, field: str, now: datetime) -> str:
     """An ISO-8601 string (or a datetime) as ISO-8601 in UTC; naive times are UTC; None is
     ``now``."""
-    if value is None:
-        at = now
-    elif isinstance(value, datetime):
-        at = value
-    elif isinstance(value, str):
-        try:
-            at = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise invalid(
-                f"{field}: {value[:64]!r} is not an ISO-8601 time (2023-05-08T13:56:00)", field
-            ) from None
-    else:
-        raise invalid(f"{field}: must be an ISO-8601 string, got {type(value).__name__}", field)
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    try:
-        return at.astimezone(UTC).isoformat()
-    except OverflowError:  # 0001-01-01T00:00:00+01:00 is before year 1 in UTC
-        raise invalid(
-            f"{field}: {str(value)[:64]!r} is out of range in UTC (years 1 to 9999)", field
-        ) from None
+    return (parse_time(value, field) or now).isoformat()
 
 
 def parse_message(
@@ -212,7 +194,7 @@ def _merge(base: dict[str, Any], own: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass
-class _Plan:
+class Plan:
     """One conversation of a call, checked, ready to be numbered and stored."""
 
     layer: MemoryLayer
@@ -222,6 +204,8 @@ class _Plan:
     messages: list[Message]
     metadata: dict[str, Any]
     where: str
+    #: The time fields every message gets (its own timestamp is its event time).
+    lifetime: Lifetime = dataclasses.field(default_factory=Lifetime)
     start: int = 0
 
 
@@ -246,6 +230,7 @@ class MessageWrites(MemoryWrites):
         actor: str | None = None,
         tenant_id: str | None = None,
         on_progress: OnProgress | None = None,
+        ttl: float | timedelta | None = None,
     ) -> AddedMessages:
         """Store each message (``{"role", "content", "name"?, "timestamp"?, "metadata"?}``)
         as one memory, content verbatim; see docs/memory.md.
@@ -253,7 +238,11 @@ class MessageWrites(MemoryWrites):
         ``layer``: None infers the most specific layer the identifiers reach (``layer_for``).
         ``conversation_id``: None starts a new conversation (its id is returned); a known one
         continues its positions. ``metadata`` goes on every message's memory (a message's own
-        metadata wins key by key). ``infer=True`` (LLM extraction) is not available yet.
+        metadata wins key by key). ``ttl``: seconds the messages live (session layer
+        default: ``memory.session_ttl``); each message's timestamp is its event time.
+        ``infer=True``: the chat model also extracts facts and consolidates them with what
+        the scope holds (ADD, UPDATE, DELETE, NOOP: ``facts`` of the result; see
+        docs/memory.md, "Consolidation"); the messages are stored verbatim either way.
         ``on_progress(done, total)`` follows the embedding batches."""
         ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
         conversation = {
@@ -262,6 +251,7 @@ class MessageWrites(MemoryWrites):
             "layer": layer,
             "conversation_id": conversation_id,
             "metadata": metadata,
+            "ttl": ttl,
         }
 
         async def run() -> AddedMessages:
@@ -283,8 +273,9 @@ class MessageWrites(MemoryWrites):
         on_progress: OnProgress | None = None,
     ) -> list[AddedMessages]:
         """Store several conversations (each as ``add_messages`` takes it: ``messages``, the
-        identifiers, ``layer``, ``conversation_id``, ``metadata``) in one transaction: all
-        are stored or none. One result per conversation, in order."""
+        identifiers, ``layer``, ``conversation_id``, ``metadata``, ``ttl``) in one
+        transaction: all are stored or none (with ``infer=True``, their facts too). One
+        result per conversation, in order."""
 
         async def run() -> list[AddedMessages]:
             items: list[Mapping[str, Any]] = []
@@ -317,17 +308,60 @@ class MessageWrites(MemoryWrites):
         single: bool = False,
     ) -> list[AddedMessages]:
         tenant = self._tenant(tenant_id)
-        if check_flag("infer", infer):
-            raise invalid(
-                "infer=True (LLM extraction of facts from messages) is not available yet; "
-                "add_messages stores each message verbatim with infer=False",
-                "infer",
-            )
+        inferring = check_flag("infer", infer)
         who = check_actor(actor)
         if not conversations:
             return []
+        plans, new, flagged = await self._messages_of(tenant, conversations, single, on_progress)
+        if inferring:
+            return await self._consolidate_messages(tenant, plans, new, flagged, who)
+        entries = await self._retry.run(
+            "add_messages", lambda: self._store.add_messages(new, actor=who)
+        )
+        return results_of(plans, entries, flagged)
+
+    async def _add_inferred(
+        self,
+        content: object,
+        conversation: dict[str, Any],
+        actor: str | None,
+        tenant_id: str | None,
+    ) -> MemoryEntry:
+        """``add(..., infer=True)``: the content is stored verbatim as a one-message
+        conversation (said by the user) and consolidated; returns that memory with the
+        facts' outcomes."""
+        message = {"role": "user", "content": content}
+        if conversation.get("timestamp") is not None:
+            message["timestamp"] = conversation["timestamp"]
+        conv = {k: v for k, v in conversation.items() if k != "timestamp"}
+        added = await self._add_conversations(
+            tenant_id, [{**conv, "messages": [message]}], True, actor, None, single=True
+        )
+        return added[0].memories[0].model_copy(update={"facts": added[0].facts})
+
+    async def _consolidate_messages(
+        self,
+        tenant: str,
+        plans: list[Plan],
+        new: list[NewMemory],
+        flagged: dict[str, list[dict[str, Any]]],
+        actor: str | None,
+    ) -> list[AddedMessages]:
+        """``infer=True``: lamina.memory.consolidation supplies it."""
+        raise invalid("infer=True needs the consolidation part of the memory service", "infer")
+
+    async def _messages_of(
+        self,
+        tenant: str,
+        conversations: Sequence[Mapping[str, Any]],
+        single: bool,
+        on_progress: OnProgress | None,
+    ) -> tuple[list[Plan], list[NewMemory], dict[str, list[dict[str, Any]]]]:
+        """Every message of a call checked, governed and embedded, ready to store (all
+        checked before anything is embedded): the plans, the memories (in plan order) and
+        the non-blocking policy violations by memory id."""
         now = datetime.now(UTC)
-        plans: list[_Plan] = []
+        plans: list[Plan] = []
         room = MAX_MESSAGES
         for i, conv in enumerate(conversations):
             plan = await self._plan(
@@ -364,28 +398,17 @@ class MessageWrites(MemoryWrites):
                 except LaminaError as exc:
                     field = f"{plan.where}messages[{offset}].metadata"
                     raise _at(field, exc, field, index=offset) from None
-                new.append(NewMemory(mid, tenant, plan.scope, message.content, meta, None))
-        new = await self._embed_all(tenant, new, on_progress)
-        entries = await self._retry.run(
-            "add_messages", lambda: self._store.add_messages(new, actor=who)
-        )
-        out: list[AddedMessages] = []
-        taken = 0
-        for plan in plans:
-            mine = entries[taken : taken + len(plan.messages)]
-            taken += len(plan.messages)
-            out.append(
-                AddedMessages(
-                    conversation_id=plan.conversation_id or "",
-                    layer=plan.layer,
-                    memories=[_flagged(e, flagged) for e in mine],
+                life = dataclasses.replace(
+                    plan.lifetime, event_at=datetime.fromisoformat(message.timestamp)
                 )
-            )
-        return out
+                new.append(
+                    NewMemory(mid, tenant, plan.scope, message.content, meta, None, lifetime=life)
+                )
+        return plans, await self._embed_all(tenant, new, on_progress), flagged
 
     async def _plan(
         self, tenant: str, conv: Mapping[str, Any], where: str, now: datetime, room: int
-    ) -> _Plan:
+    ) -> Plan:
         ids = Identifiers(**{n: conv.get(n) for n in IDENTIFIER_NAMES})
         given = conv.get("layer")
         mem_layer = layer_for(ids) if given is None else parse_layer(given)
@@ -402,7 +425,11 @@ class MessageWrites(MemoryWrites):
             now=now,
             room=room,
         )
-        return _Plan(
+        try:
+            lifetime = self._lifetime(mem_layer, {"ttl": conv.get("ttl")})
+        except LaminaError as exc:
+            raise _at(f"{where}ttl", exc, f"{where}ttl") from None
+        return Plan(
             mem_layer,
             Scope(mem_layer, scope, scope_key(mem_layer, scope)),
             resolved.given(),
@@ -410,6 +437,7 @@ class MessageWrites(MemoryWrites):
             messages,
             metadata,
             where,
+            lifetime,
         )
 
     def _embed_of(self, tenant: str, texts: list[str]) -> Callable[[], Awaitable[Vector]]:
@@ -429,7 +457,7 @@ class MessageWrites(MemoryWrites):
         return out
 
 
-def _number(plans: Sequence[_Plan]) -> None:
+def _number(plans: Sequence[Plan]) -> None:
     """Give each new conversation its id, and each plan its first position relative to the
     call (after earlier plans of the same conversation); the store adds where the
     conversation stands when it writes them."""
@@ -442,6 +470,24 @@ def _number(plans: Sequence[_Plan]) -> None:
         nxt[cid] = plan.start + len(plan.messages)
 
 
-def _flagged(entry: MemoryEntry, flagged: Mapping[str, list[dict[str, Any]]]) -> MemoryEntry:
-    found = flagged.get(entry.id)
-    return entry.model_copy(update={"violations": found}) if found else entry
+def results_of(
+    plans: Sequence[Plan],
+    entries: Sequence[MemoryEntry],
+    flagged: Mapping[str, list[dict[str, Any]]],
+    facts: Sequence[list[FactOutcome]] | None = None,
+) -> list[AddedMessages]:
+    """One result per plan: its messages' entries (in order) and, when inferred, its facts."""
+    out: list[AddedMessages] = []
+    taken = 0
+    for i, plan in enumerate(plans):
+        mine = entries[taken : taken + len(plan.messages)]
+        taken += len(plan.messages)
+        out.append(
+            AddedMessages(
+                conversation_id=plan.conversation_id or "",
+                layer=plan.layer,
+                memories=[flagged_entry(e, flagged) for e in mine],
+                facts=None if facts is None else facts[i],
+            )
+        )
+    return out

@@ -36,8 +36,21 @@ class MemoryEntry(BaseModel):
     updated_at: datetime
     embedding_generated: bool
     embedding_model: str | None = None
+    #: When the event it records happened: its ``timestamp`` (a message's time), else when
+    #: it was created (docs/memory.md, "Time").
+    event_at: datetime | None = None
+    #: The interval the fact holds (None: unbounded); invalidating a fact sets valid_until.
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    #: When its time to live ends (None: never): expired memories are never returned.
+    expires_at: datetime | None = None
     #: Policy violations that did not block this write (warn, info); set by add and update.
     violations: list[dict[str, Any]] = Field(default_factory=list)
+    #: Set by add and bulk_add: this memory was already stored (an exact duplicate of the
+    #: content given, in the same scope) and no new one was written.
+    deduplicated: bool = False
+    #: Set by ``add(..., infer=True)``: what consolidation did with each fact extracted.
+    facts: list[FactOutcome] | None = None
 
     @property
     def tags(self) -> list[str]:
@@ -137,16 +150,53 @@ class SearchResults(list[SearchHit]):
         self.below_threshold = below_threshold
 
 
+class FactEvent(StrEnum):
+    """What consolidation did with a fact (docs/memory.md, "Consolidation")."""
+
+    #: A new memory holds the fact.
+    ADD = "add"
+    #: A stored memory was rewritten to hold it (its old text stays in its history).
+    UPDATE = "update"
+    #: It contradicts stored memories: they were invalidated (valid_until set, kept for
+    #: ``include_invalid``) and a new memory holds the fact.
+    DELETE = "delete"
+    #: The scope already holds it: nothing was written.
+    NOOP = "noop"
+
+
+class FactOutcome(BaseModel):
+    """One fact the chat model extracted, and what consolidation did with it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    fact: str
+    event: FactEvent
+    #: The memory that holds the fact now (ADD, UPDATE, DELETE; NOOP: the stored one that
+    #: already said it, when the model named it).
+    memory: MemoryEntry | None = None
+    #: UPDATE: the memory's content before.
+    previous_content: str | None = None
+    #: DELETE: the memories the fact contradicts, now invalid.
+    invalidated: list[MemoryEntry] = Field(default_factory=list)
+    #: The ids of the message memories the fact was extracted from.
+    sources: list[str] = Field(default_factory=list)
+
+
+MemoryEntry.model_rebuild()
+
+
 class AddedMessages(BaseModel):
     """What ``add_messages`` stored: one memory per message, in conversation order. Each
     memory's ``metadata["conversation"]`` holds ``id``, ``position``, ``speaker``, ``role``
-    and ``timestamp``."""
+    and ``timestamp``. With ``infer=True``, ``facts`` says what consolidation did with each
+    fact extracted (None: not inferred)."""
 
     model_config = ConfigDict(frozen=True)
 
     conversation_id: str
     layer: MemoryLayer
     memories: list[MemoryEntry]
+    facts: list[FactOutcome] | None = None
 
 
 class MemoryPage(BaseModel):
@@ -161,6 +211,8 @@ class HistoryOperation(StrEnum):
     ADD = "add"
     UPDATE = "update"
     DELETE = "delete"
+    #: The fact stopped holding (valid_until set); the memory is kept.
+    INVALIDATE = "invalidate"
 
 
 class HistoryEvent(BaseModel):

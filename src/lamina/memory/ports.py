@@ -20,6 +20,7 @@ from lamina.memory.filters import MetadataFilter
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.models import HistoryEvent, MemoryEntry, MemoryPage, ScoreParts, SearchMode
 from lamina.memory.scoring import QuerySignals
+from lamina.memory.timing import Lifetime, TimeWindow
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class NewMemory:
     #: None: now (an import keeps the times it was given).
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: Its event time, validity and expiry (docs/memory.md, "Time").
+    lifetime: Lifetime = field(default_factory=Lifetime)
+    #: Return an exact duplicate (same normalised content, same scope, valid and not
+    #: expired) instead of storing a new row (lamina.memory.timing.content_key).
+    dedup: bool = False
 
 
 @dataclass(frozen=True)
@@ -88,6 +94,11 @@ class LayerSearch:
     filter: MetadataFilter
     semantic_weight: float = 0.5
     signals: QuerySignals = field(default_factory=lambda: QuerySignals.of(""))
+    #: Expired memories are never candidates; invalid ones only with include_invalid.
+    window: TimeWindow = field(default_factory=TimeWindow)
+    #: Whether conversation messages (add_messages) are candidates (consolidation compares
+    #: facts with facts only).
+    messages: bool = True
 
 
 @dataclass(frozen=True)
@@ -189,6 +200,50 @@ class EmbeddingStatus:
             "reembed_needed": self.reembed_needed,
             "reembed_in_progress": self.in_progress,
         }
+
+
+@dataclass(frozen=True)
+class Revision:
+    """New content for a stored memory (consolidation's UPDATE). ``seen``: its updated_at
+    when it was read; a memory changed since makes the whole write a CONFLICT."""
+
+    memory_id: str
+    seen: datetime
+    content: str
+    embedding: Vector | None
+    metadata_patch: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Invalidation:
+    """A fact that stopped holding at ``at`` (valid_until); ``seen`` as for Revision (None:
+    no check)."""
+
+    memory_id: str
+    at: datetime
+    seen: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    """What one consolidation writes, in one transaction: the messages verbatim (as
+    ``add_messages``), the facts added (deduplicated), revised and invalidated."""
+
+    tenant_id: str
+    messages: Sequence[NewMemory] = ()
+    added: Sequence[NewMemory] = ()
+    revised: Sequence[Revision] = ()
+    invalidated: Sequence[Invalidation] = ()
+
+
+@dataclass(frozen=True)
+class Consolidated:
+    """The entries a Consolidation wrote, in the order given."""
+
+    messages: list[MemoryEntry]
+    added: list[MemoryEntry]
+    revised: list[MemoryEntry]
+    invalidated: list[MemoryEntry]
 
 
 #: What re-embedding reports as it goes: (rows done, rows in all).
@@ -305,6 +360,28 @@ class MemoryStore(Protocol):
 
     async def search(self, request: LayerSearch) -> LayerHits: ...
 
+    async def invalidate(
+        self, tenant_id: str, invalidations: Sequence[Invalidation], *, actor: str | None = None
+    ) -> list[MemoryEntry]:
+        """Set valid_until of each memory (an ``invalidate`` history event each); unknown ids
+        are MEMORY_NOT_FOUND and nothing changes."""
+        ...
+
+    async def consolidate(self, change: Consolidation, *, actor: str | None = None) -> Consolidated:
+        """Write a consolidation's messages, facts, revisions and invalidations in one
+        transaction: all or nothing (CONFLICT when a memory changed since it was read)."""
+        ...
+
+    async def expired_tenants(self, at: datetime, limit: int) -> list[str]:
+        """Tenants holding memories whose time to live ended by ``at`` (any tenant)."""
+        ...
+
+    async def purge_expired(
+        self, tenant_id: str, at: datetime, limit: int, *, actor: str | None = None
+    ) -> int:
+        """Delete up to ``limit`` memories of the tenant expired by ``at``; how many."""
+        ...
+
     async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
         """Oldest first. Once a memory is deleted its events keep what happened, when and by
         whom, never its content or metadata (they read None)."""
@@ -328,7 +405,10 @@ class MemoryStore(Protocol):
         *,
         limit: int,
         cursor: str | None,
-    ) -> MemoryPage: ...
+        window: TimeWindow | None = None,
+    ) -> MemoryPage:
+        """Newest first; ``window`` (None: now, valid only) as in LayerSearch."""
+        ...
 
 
 # -- searchable items ---------------------------------------------------------------------

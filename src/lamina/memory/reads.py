@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ from lamina.memory.models import (
 )
 from lamina.memory.ports import LayerHits, LayerSearch, ScoredMemory
 from lamina.memory.scoring import QuerySignals
+from lamina.memory.timing import TimeWindow
 from lamina.text import analyze
 
 #: Counting memories per layer costs a scan on PostgreSQL: searches refresh the gauge at most
@@ -54,13 +56,19 @@ class MemoryReads(Hierarchy):
         tags: Sequence[str] | str | None = None,
         filters: Mapping[str, Any] | None = None,
         tenant_id: str | None = None,
+        include_invalid: bool = False,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
     ) -> SearchResults:
         """Search every reachable layer (or ``layers``) at once, best first; see
         docs/search.md. The result is a list of hits; its ``below_threshold`` says how many
-        candidates the threshold removed."""
+        candidates the threshold removed. Facts no longer valid are left out unless
+        ``include_invalid``; ``since`` / ``until`` keep memories whose event time lies in
+        [since, until); expired memories are never returned."""
 
         async def run() -> SearchResults:
             tenant = self._tenant(tenant_id)
+            window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
             text = check_query(query, self._settings.max_query_length)
             try:
                 search_mode = SearchMode(mode)
@@ -98,6 +106,7 @@ class MemoryReads(Hierarchy):
                     flt,
                     self._settings.hybrid_semantic_weight,
                     signals,
+                    window,
                 )
                 for scope in scopes
             ]
@@ -211,11 +220,16 @@ class MemoryReads(Hierarchy):
         limit: int | None = None,
         cursor: str | None = None,
         tenant_id: str | None = None,
+        include_invalid: bool = False,
+        since: str | datetime | None = None,
+        until: str | datetime | None = None,
     ) -> MemoryPage:
-        """Newest first; ``next_cursor`` continues where the page ended, unaffected by inserts."""
+        """Newest first; ``next_cursor`` continues where the page ended, unaffected by
+        inserts. ``include_invalid``, ``since`` and ``until`` as for ``search``."""
 
         async def run() -> MemoryPage:
             tenant = self._tenant(tenant_id)
+            window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
             count = self._limit(limit, self._settings.list_limit)
             flt = parse_filter(tags, filters)
             if cursor is not None and not isinstance(cursor, str):
@@ -226,7 +240,9 @@ class MemoryReads(Hierarchy):
             scopes = await self._scopes(tenant, ids, layers)
             return await self._retry.run(
                 "list",
-                lambda: self._store.list(tenant, scopes, flt, limit=count, cursor=cursor or None),
+                lambda: self._store.list(
+                    tenant, scopes, flt, limit=count, cursor=cursor or None, window=window
+                ),
             )
 
         return await self._observe("list", run)

@@ -29,7 +29,9 @@ from lamina.memory.ports import StoredMemory
 FORMATS = ("lamina", "mem0")
 #: Entry fields a record leaves out: the tenant (a record moves between tenants) and what
 #: the store derives.
-_LEFT_OUT = frozenset({"tenant_id", "embedding_generated", "violations"})
+_LEFT_OUT = frozenset({"tenant_id", "embedding_generated", "violations", "deduplicated", "facts"})
+#: The optional times of an entry (lamina.memory.timing), read back in UTC.
+_TIMES = ("event_at", "valid_from", "valid_until", "expires_at")
 #: Record keys beside the entry's fields.
 _EXTRA = frozenset({"embedding", "history"})
 #: Ids of records that carry none: the same record always gets the same id (re-import
@@ -118,6 +120,7 @@ def parse_record(
         "metadata": metadata,
         "created_at": created,
         "updated_at": _time(data.get("updated_at"), created, "updated_at", line),
+        **{name: _time(data.get(name), None, name, line) for name in _TIMES},
         "embedding_generated": False,
     }
     try:
@@ -132,7 +135,7 @@ def parse_record(
     return StoredMemory(entry, vector, _history(data.get("history"), memory_id, line))
 
 
-def _time(value: object, default: datetime, field: str, line: int) -> datetime:
+def _time(value: object, default: datetime | None, field: str, line: int) -> datetime | None:
     """An ISO-8601 time in UTC, as every store keeps it (without a zone: UTC)."""
     if value is None:
         return default

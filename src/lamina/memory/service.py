@@ -5,7 +5,9 @@ and its ranking (``reads``), and the hierarchy that resolves identifiers (``hier
 
 from __future__ import annotations
 
-from lamina.memory.messages import ConversationInput, MessageWrites
+from lamina.memory.consolidation import Consolidating
+from lamina.memory.lifecycle import Lifecycle
+from lamina.memory.messages import ConversationInput
 from lamina.memory.reads import MemoryReads
 from lamina.memory.reembed import Reembed
 from lamina.memory.transfer import MemoryTransfer
@@ -14,6 +16,7 @@ from lamina.memory.writes import MemoryInput, WriteGuard
 __all__ = ["ConversationInput", "MemoryInput", "MemoryService", "WriteGuard"]
 
 
-class MemoryService(MessageWrites, MemoryTransfer, MemoryReads, Reembed):
+class MemoryService(Consolidating, MemoryTransfer, Lifecycle, MemoryReads, Reembed):
     """``ms.memory``: add, add_messages, search, get, update, delete, delete_all, list,
-    history, export, import_ and hierarchy; reembed after a change of embedding model."""
+    history, export, import_ and hierarchy; invalidate and purge_expired; reembed after a
+    change of embedding model (``reembed``)."""

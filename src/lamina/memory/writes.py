@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from pydantic import ValidationError
@@ -18,6 +19,7 @@ from lamina.checks import (
     invalid,
 )
 from lamina.config import IdentifierFields, Section
+from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.backfill import Backfill
 from lamina.memory.hierarchy import Hierarchy
@@ -32,6 +34,7 @@ from lamina.memory.layers import (
 )
 from lamina.memory.models import DeleteResult, MemoryEntry
 from lamina.memory.ports import NewMemory, Scope
+from lamina.memory.timing import Lifetime
 
 #: The reserved metadata key of conversation messages (``lamina.memory.messages`` writes it;
 #: ``update`` may not change it).
@@ -44,10 +47,23 @@ class _Content(Section):
 
 
 class MemoryInput(IdentifierFields, _Content):
-    """One memory for ``bulk_add``: content, layer, the identifiers, metadata (in that order;
-    unknown keys refused)."""
+    """One memory for ``bulk_add``: content, layer, the identifiers, metadata, and the time
+    fields ``add`` takes (in that order; unknown keys refused)."""
 
     metadata: dict[str, Any] | None = None
+    timestamp: Any = None
+    valid_from: Any = None
+    valid_until: Any = None
+    ttl: Any = None
+
+    def timing(self) -> dict[str, Any]:
+        return {n: getattr(self, n) for n in TIME_FIELDS}
+
+
+#: The time arguments of a write (lamina.memory.timing.Lifetime.of).
+TIME_FIELDS = ("timestamp", "valid_from", "valid_until", "ttl")
+#: One memory to prepare: content, layer, identifiers, metadata, time arguments.
+Item = tuple[object, "str | MemoryLayer", dict[str, "str | None"], object, dict[str, Any]]
 
 
 class WriteGuard(Protocol):
@@ -58,7 +74,8 @@ class WriteGuard(Protocol):
     ) -> list[dict[str, Any]]: ...
 
 
-def _flag(entry: MemoryEntry, flagged: Mapping[str, list[dict[str, Any]]]) -> MemoryEntry:
+def flagged_entry(entry: MemoryEntry, flagged: Mapping[str, list[dict[str, Any]]]) -> MemoryEntry:
+    """``entry`` with the non-blocking policy violations found in its content, if any."""
     found = flagged.get(entry.id)
     return entry.model_copy(update={"violations": found}) if found else entry
 
@@ -86,40 +103,89 @@ class MemoryWrites(Hierarchy, Backfill):
         actor: str | None = None,
         tenant_id: str | None = None,
         background_embedding: bool = False,
+        timestamp: str | datetime | None = None,
+        valid_from: str | datetime | None = None,
+        valid_until: str | datetime | None = None,
+        ttl: float | timedelta | None = None,
+        dedup: bool | None = None,
+        infer: bool = False,
     ) -> MemoryEntry:
         """Store one memory in ``layer``; returns the full entry.
 
         ``background_embedding``: return without waiting for the embedding; the embedding
         buffer adds it shortly (keyword search finds the memory at once, semantic search
-        once it is embedded)."""
+        once it is embedded). ``timestamp``: when the event it records happened (default:
+        now); ``valid_from`` / ``valid_until``: when the fact holds; ``ttl``: seconds it
+        lives (session layer default: ``memory.session_ttl``). ``dedup`` (default: the
+        ``memory.dedup`` setting): an exact duplicate already stored in the scope is returned
+        (``deduplicated=True``) instead of a new row. ``infer=True``: the content is stored
+        verbatim as a message of the user and the chat model consolidates the facts it
+        holds with the scope's memories (the entry's ``facts``; as ``add_messages``). See
+        docs/memory.md."""
         ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
+        timing = {"timestamp": timestamp, "valid_from": valid_from, "valid_until": valid_until}
 
         async def run() -> MemoryEntry:
+            if check_flag("infer", infer):
+                given = {"valid_from": valid_from, "valid_until": valid_until}
+                for name, value in {**given, "background_embedding": background_embedding}.items():
+                    if value not in (None, False):
+                        raise invalid(f"{name} does not apply with infer=True", name)
+                conversation = {
+                    **ids,
+                    "layer": layer,
+                    "metadata": metadata,
+                    "ttl": ttl,
+                    "timestamp": timestamp,
+                }
+                return await self._add_inferred(content, conversation, actor, tenant_id)
             tenant = self._tenant(tenant_id)
             defer = check_flag("background_embedding", background_embedding)
             prepared, flagged = await self._prepare(
-                tenant, [(content, layer, ids, metadata)], defer
+                tenant, [(content, layer, ids, metadata, {**timing, "ttl": ttl})], defer, dedup
             )
             new = prepared[0]
             who = check_actor(actor)
             entry = await self._retry.run("add", lambda: self._store.add(new, actor=who))
             if defer:
                 self.embedding_buffer.trigger(tenant)
-            return _flag(entry, flagged)
+            return flagged_entry(entry, flagged)
 
         return await self._observe("add", run)
+
+    async def _add_inferred(
+        self,
+        content: object,
+        conversation: dict[str, Any],
+        actor: str | None,
+        tenant_id: str | None,
+    ) -> MemoryEntry:
+        """``add(..., infer=True)`` (lamina.memory.messages)."""
+        raise invalid("infer=True needs the conversation part of the memory service", "infer")
+
+    def _dedup(self, dedup: object) -> bool:
+        return self._settings.dedup if dedup is None else check_flag("dedup", dedup)
+
+    def _lifetime(self, layer: MemoryLayer, timing: Mapping[str, Any]) -> Lifetime:
+        """The checked time fields of a write; a session memory without a ttl gets the
+        ``memory.session_ttl`` setting's."""
+        default = self._settings.session_ttl if layer is MemoryLayer.SESSION else None
+        return Lifetime.of(**timing, default_ttl=default)
 
     async def _prepare(
         self,
         tenant: str,
-        items: Sequence[tuple[object, str | MemoryLayer, dict[str, str | None], object]],
+        items: Sequence[Item],
         defer: bool = False,
+        dedup: object = None,
     ) -> tuple[list[NewMemory], dict[str, list[dict[str, Any]]]]:
         """Checked, scoped and embedded memories, and the non-blocking policy violations
         found in them (by memory id)."""
         checked = []
         flagged: dict[str, list[dict[str, Any]]] = {}
-        for content, layer, ids, metadata in items:
+        same = self._dedup(dedup)
+        lives = []
+        for content, layer, ids, metadata, timing in items:
             mem_layer = parse_layer(layer)
             text = check_content(content, self._settings.max_content_length)
             meta = check_metadata(metadata)
@@ -129,6 +195,7 @@ class MemoryWrites(Hierarchy, Backfill):
                     "store conversation messages with add_messages)",
                     f"metadata.{CONVERSATION_KEY}",
                 )
+            lives.append(self._lifetime(mem_layer, timing))
             resolved = await self._resolve(tenant, Identifiers(**ids))
             scope = scope_for(mem_layer, resolved)
             mid = str(uuid.uuid4())
@@ -138,16 +205,15 @@ class MemoryWrites(Hierarchy, Backfill):
                     flagged[mid] = found
             checked.append((mid, text, Scope(mem_layer, scope, scope_key(mem_layer, scope)), meta))
         texts = [text for _, text, _, _ in checked]
-        if defer:
-            return [
-                NewMemory(mid, tenant, scope, text, meta, None)
-                for mid, text, scope, meta in checked
-            ], flagged
-        vectors = await self._retry.run(
-            "embed", lambda: self._store.generate_embedding(tenant, texts)
-        )
+        vectors: list[Vector | None] = [None] * len(texts)
+        if not defer:
+            vectors = list(
+                await self._retry.run(
+                    "embed", lambda: self._store.generate_embedding(tenant, texts)
+                )
+            )
         return [
-            NewMemory(mid, tenant, scope, text, meta, vectors[i])
+            NewMemory(mid, tenant, scope, text, meta, vectors[i], lifetime=lives[i], dedup=same)
             for i, (mid, text, scope, meta) in enumerate(checked)
         ], flagged
 
@@ -158,9 +224,12 @@ class MemoryWrites(Hierarchy, Backfill):
         actor: str | None = None,
         tenant_id: str | None = None,
         background_embedding: bool = False,
+        dedup: bool | None = None,
     ) -> list[MemoryEntry]:
         """Store many memories in one transaction: all are stored or none
-        (``background_embedding`` as for ``add``)."""
+        (``background_embedding`` and ``dedup`` as for ``add``; each item may carry the time
+        fields ``add`` takes). One entry per item, in order (an exact duplicate's is the
+        stored memory's)."""
 
         async def run() -> list[MemoryEntry]:
             tenant = self._tenant(tenant_id)
@@ -178,10 +247,17 @@ class MemoryWrites(Hierarchy, Backfill):
             prepared, flagged = await self._prepare(
                 tenant,
                 [
-                    (p.content, p.layer, {n: getattr(p, n) for n in IDENTIFIER_NAMES}, p.metadata)
+                    (
+                        p.content,
+                        p.layer,
+                        {n: getattr(p, n) for n in IDENTIFIER_NAMES},
+                        p.metadata,
+                        p.timing(),
+                    )
                     for p in parsed
                 ],
                 defer,
+                dedup,
             )
             who = check_actor(actor)
             if not prepared:
@@ -191,7 +267,7 @@ class MemoryWrites(Hierarchy, Backfill):
             )
             if defer:
                 self.embedding_buffer.trigger(tenant)
-            return [_flag(e, flagged) for e in entries]
+            return [flagged_entry(e, flagged) for e in entries]
 
         return await self._observe("bulk_add", run)
 
@@ -246,7 +322,7 @@ class MemoryWrites(Hierarchy, Backfill):
                     tenant, mid, content=text, embedding=vector, metadata_patch=patch, actor=who
                 ),
             )
-            return _flag(entry, {entry.id: flagged})
+            return flagged_entry(entry, {entry.id: flagged})
 
         return await self._observe("update", run)
 

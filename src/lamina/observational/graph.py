@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
 from lamina.errors import ErrorCode, LaminaError
+from lamina.llm.answers import parse_json
 
 MAX_ENTITIES = 20
 MAX_RELATIONS = 30
@@ -45,15 +43,9 @@ class GraphExtraction(BaseModel):
 
 def parse_extraction(raw: str) -> GraphExtraction:
     """The model's JSON answer, validated and trimmed; PROVIDER_ERROR when it is not one."""
-    text = raw.strip()
-    if text.startswith("```"):  # a fenced block
-        text = text.strip("`")
-        text = text.split("\n", 1)[1] if "\n" in text else text
-    start, end = text.find("{"), text.rfind("}")
     try:
-        data: Any = json.loads(text[start : end + 1] if start >= 0 else text)
-        parsed = GraphExtraction.model_validate(data)
-    except (json.JSONDecodeError, ValidationError, ValueError) as exc:
+        parsed = GraphExtraction.model_validate(parse_json(raw))
+    except (ValidationError, ValueError) as exc:
         raise LaminaError(
             ErrorCode.PROVIDER_ERROR,
             f"graph extraction returned invalid output: {str(exc)[:200]}",

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from lamina.config import IdentifierFields
 from lamina.runtime import AsyncLamina
+from lamina.server.memory_args import Args, MemoryId
 
 #: Tools whose identifiers are never filled from an adapter's defaults (defaults.py): a
 #: registration names exactly the links it makes.
@@ -21,28 +22,20 @@ Handler = Callable[[BaseModel, str], Awaitable[Any]]
 Spec = tuple[str, str, str, type[BaseModel], Handler, bool]
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class MemoryHistoryArgs(_Args):
-    memory_id: str
-
-
-class MemoryDeleteAll(_Args, IdentifierFields):
+class MemoryDeleteAll(Args, IdentifierFields):
     layers: list[str] | None = Field(
         default=None, description="Only these layers; default: every layer."
     )
 
 
-class HierarchyRegister(_Args):
+class HierarchyRegister(Args):
     project_id: str | None = Field(default=None, description="Registered under team_id.")
     team_id: str | None = Field(default=None, description="Registered under org_id.")
     org_id: str | None = Field(default=None, description="Registered under company_id.")
     company_id: str | None = None
 
 
-class HierarchyDefaults(_Args):
+class HierarchyDefaults(Args):
     team_id: str | None = Field(default=None, description="Team of projects that registered none.")
     org_id: str | None = Field(default=None, description="Org of teams that registered none.")
     company_id: str | None = Field(
@@ -50,7 +43,7 @@ class HierarchyDefaults(_Args):
     )
 
 
-class HierarchyResolve(_Args, IdentifierFields):
+class HierarchyResolve(Args, IdentifierFields):
     pass
 
 
@@ -93,7 +86,7 @@ def lifecycle_tools(ms: AsyncLamina) -> list[Spec]:
             "memory",
             "Every add, update and delete of a memory, oldest first (a deleted memory's events "
             "keep who and when, never its content).",
-            MemoryHistoryArgs,
+            MemoryId,
             memory_history,
             True,
         ),

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lamina.errors import ErrorCode, LaminaError
+from lamina.llm.answers import parse_json_object
 from lamina.llm.base import ChatModel, request
 from lamina.server.tools import ServerTool
 
@@ -51,14 +52,8 @@ class LLMRouter:
                 json_output=True,
             )
         )
-        raw = answer.content.strip()
-        if raw.startswith("```"):
-            raw = raw.strip("`").removeprefix("json").strip()
-        try:
-            decided = json.loads(raw)
-        except ValueError:
-            decided = None
-        if not isinstance(decided, dict):
+        decided = parse_json_object(answer.content)
+        if decided is None:
             raise LaminaError(
                 ErrorCode.PROVIDER_ERROR,
                 "the router model did not answer with a JSON object",

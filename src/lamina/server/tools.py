@@ -13,11 +13,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from lamina.config import IdentifierFields
 from lamina.errors import ErrorCode, LaminaError
 from lamina.runtime import AsyncLamina
+from lamina.server.memory_args import (
+    Args,
+    MemoryAdd,
+    MemoryAddMessages,
+    MemoryId,
+    MemoryInvalidate,
+    MemoryList,
+    MemorySearch,
+    MemoryUpdate,
+)
 from lamina.server.memory_tools import Handler, lifecycle_tools
 
 
@@ -66,76 +75,7 @@ class ServerTool:
         return await self.handler(self.parse(arguments), tenant)
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _Ids(_Args, IdentifierFields):
-    def ids(self) -> dict[str, str | None]:
-        return {k: getattr(self, k) for k in _Ids.model_fields}
-
-
-class MemoryAdd(_Ids):
-    content: str = Field(description="What to remember.")
-    layer: str = Field(description="agent, user, session, project, team, org or company.")
-    metadata: dict[str, Any] | None = None
-
-
-class ChatMessage(_Args):
-    role: Literal["user", "assistant", "system", "tool"]
-    content: str = Field(description="Stored verbatim.")
-    name: str | None = Field(default=None, description="The speaker (default: the role).")
-    timestamp: str | None = Field(
-        default=None, description="ISO-8601; without a zone it is UTC; default: now."
-    )
-    metadata: dict[str, Any] | None = None
-
-
-class MemoryAddMessages(_Ids):
-    messages: list[ChatMessage] = Field(
-        description="The conversation's messages in order: each becomes one memory."
-    )
-    layer: str | None = Field(
-        default=None, description="Default: the most specific layer the identifiers reach."
-    )
-    conversation_id: str | None = Field(
-        default=None, description="Continue this conversation; default: a new one (returned)."
-    )
-    metadata: dict[str, Any] | None = None
-    infer: bool = Field(default=False, description="LLM extraction: not available yet.")
-
-
-class MemorySearch(_Ids):
-    query: str
-    layers: list[str] | None = None
-    mode: Literal["semantic", "keyword", "hybrid"] = "hybrid"
-    limit: int | None = Field(default=None, ge=1)
-    threshold: float | None = Field(
-        default=None, description="Minimum score in [0, 1]; default 0.7 (docs/search.md)."
-    )
-    tags: list[str] | None = None
-    filters: dict[str, Any] | None = None
-
-
-class MemoryId(_Args):
-    memory_id: str
-
-
-class MemoryUpdate(_Args):
-    memory_id: str
-    content: str | None = None
-    metadata: dict[str, Any] | None = None
-
-
-class MemoryList(_Ids):
-    layers: list[str] | None = None
-    tags: list[str] | None = None
-    filters: dict[str, Any] | None = None
-    limit: int | None = Field(default=None, ge=1)
-    cursor: str | None = None
-
-
-class _KnowledgeFilters(_Args):
+class _KnowledgeFilters(Args):
     type: str | None = None
     layer: str | None = None
     layer_id: str | None = None
@@ -149,12 +89,12 @@ class KnowledgeQuery(_KnowledgeFilters):
     mode: Literal["semantic", "keyword", "hybrid"] | None = None
 
 
-class KnowledgeGet(_Args):
+class KnowledgeGet(Args):
     id: str
     history: bool = False
 
 
-class _KnowledgeContent(_Args):
+class _KnowledgeContent(Args):
     summary: str | None = None
     body: str | None = None
     severity: str | None = None
@@ -183,7 +123,7 @@ class KnowledgeUpdate(_KnowledgeContent):
     title: str | None = None
 
 
-class KnowledgeStatusArgs(_Args):
+class KnowledgeStatusArgs(Args):
     id: str
     status: str
     superseded_by: str | None = None
@@ -191,12 +131,12 @@ class KnowledgeStatusArgs(_Args):
     message: str | None = None
 
 
-class KnowledgeHistory(_Args):
+class KnowledgeHistory(Args):
     id: str
     limit: int = Field(default=50, ge=1)
 
 
-class GovernanceValidate(_Args):
+class GovernanceValidate(Args):
     layer: str = "company"
     layer_id: str | None = None
     context: dict[str, Any] = Field(
@@ -204,13 +144,13 @@ class GovernanceValidate(_Args):
     )
 
 
-class GovernanceDrift(_Args):
+class GovernanceDrift(Args):
     layer: str = "company"
     layer_id: str | None = None
     contexts: list[dict[str, Any]]
 
 
-class GovernancePolicies(_Args):
+class GovernancePolicies(Args):
     layer: str = "company"
     layer_id: str | None = None
 
@@ -228,9 +168,22 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     mem, ks, gov = ms.memory, ms.knowledge, ms.governance
 
     async def memory_add(a: Any, t: str) -> Any:
+        times = {n: getattr(a, n) for n in ("timestamp", "valid_from", "valid_until", "ttl")}
         return _dump(
-            await mem.add(a.content, layer=a.layer, metadata=a.metadata, tenant_id=t, **a.ids())
+            await mem.add(
+                a.content,
+                layer=a.layer,
+                metadata=a.metadata,
+                dedup=a.dedup,
+                infer=a.infer,
+                tenant_id=t,
+                **times,
+                **a.ids(),
+            )
         )
+
+    async def memory_invalidate(a: Any, t: str) -> Any:
+        return {"invalidated": _dump(await mem.invalidate(a.memory_ids, at=a.at, tenant_id=t))}
 
     async def memory_add_messages(a: Any, t: str) -> Any:
         added = await mem.add_messages(
@@ -238,6 +191,7 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             layer=a.layer,
             conversation_id=a.conversation_id,
             metadata=a.metadata,
+            ttl=a.ttl,
             infer=a.infer,
             tenant_id=t,
             **a.ids(),
@@ -254,6 +208,7 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             tags=a.tags,
             filters=a.filters,
             tenant_id=t,
+            **a.window(),
             **a.ids(),
         )
         return {"results": _dump(hits), "below_threshold": hits.below_threshold}
@@ -279,6 +234,7 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
                 limit=a.limit,
                 cursor=a.cursor,
                 tenant_id=t,
+                **a.window(),
                 **a.ids(),
             )
         )
@@ -358,7 +314,7 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             "memory_add_messages",
             "memory",
             "Store a conversation: each message one memory, verbatim, with its speaker, time "
-            "and position (all or none).",
+            "and position (all or none); infer: consolidate the facts it holds.",
             MemoryAddMessages,
             memory_add_messages,
             False,
@@ -393,6 +349,14 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             "Delete a memory (its history keeps who deleted it and when, never its content).",
             MemoryId,
             memory_delete,
+            False,
+        ),
+        (
+            "memory_invalidate",
+            "memory",
+            "Mark facts as no longer holding (kept; search them with include_invalid).",
+            MemoryInvalidate,
+            memory_invalidate,
             False,
         ),
         (

@@ -64,6 +64,10 @@ def _ts(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
+def _ts_or_none(value: str | None) -> datetime | None:
+    return None if value is None else _ts(value)
+
+
 def _json_or_none(value: str | None) -> Any:
     return None if value is None else json.loads(value)
 
@@ -88,6 +92,10 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {
     "created_at": _ts,
     "updated_at": _ts,
     "at": _ts,
+    "event_at": _ts,
+    "valid_from": _ts_or_none,
+    "valid_until": _ts_or_none,
+    "expires_at": _ts_or_none,
 }
 
 #: What is read of each table: its columns in the order ``import_tenant`` takes them, and
@@ -108,7 +116,7 @@ _SOURCE: dict[str, tuple[str, str]] = {
     "memories": (
         "id, layer, scope_key, identifiers, content, metadata, embedding, embedding_model, "
         "created_at, updated_at, conversation_id, conversation_position, context, "
-        "context_embedding, lexicon",
+        "context_embedding, lexicon, event_at, valid_from, valid_until, expires_at, content_key",
         "pk",
     ),
     "memory_history": (

@@ -18,11 +18,13 @@ from lamina.cli._common import (
     parse_json,
     read_text,
     tag_option,
+    window,
+    window_options,
 )
 from lamina.cli.memory.transfer import COMMANDS
 from lamina.cli.output import cell, print_hits, print_page, progress
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.models import MemoryEntry, ScoreParts
+from lamina.memory.models import FactOutcome, MemoryEntry, ScoreParts
 
 __all__ = ["memory"]
 
@@ -66,10 +68,21 @@ def _cells(entry: MemoryEntry) -> list[Any]:
 @tag_option
 @click.option("--metadata", default=None, help="Metadata as a JSON object.")
 @click.option("--actor", default=None, help="Who makes the change (recorded in history).")
+@click.option("--timestamp", default=None, help="When the event happened (ISO-8601; default now).")
+@click.option("--valid-from", default=None, help="The fact holds from this time (ISO-8601).")
+@click.option("--valid-until", default=None, help="The fact holds until this time (ISO-8601).")
+@click.option("--ttl", type=float, default=None, help="Seconds the memory lives (then expires).")
+@click.option(
+    "--dedup/--no-dedup",
+    default=None,
+    help="Return an exact duplicate instead of a new row (default: memory.dedup, on).",
+)
+@click.option("--infer", is_flag=True, help="Store CONTENT verbatim and consolidate its facts.")
 @json_option
 @click.pass_obj
 def memory_add(state: State, /, content: str, layer: str, **kw: Any) -> None:
-    """Store CONTENT as a memory in a layer."""
+    """Store CONTENT as a memory in a layer. With --infer, the chat model (llm settings)
+    extracts its facts and adds, updates or invalidates memories of the scope."""
     as_json, tags, actor = kw.pop("as_json"), kw.pop("tags"), kw.pop("actor")
     metadata = parse_json(kw.pop("metadata"), "metadata", ErrorCode.INVALID_ARGUMENT)
     if tags:
@@ -79,8 +92,36 @@ def memory_add(state: State, /, content: str, layer: str, **kw: Any) -> None:
             raise LaminaError(ErrorCode.INVALID_ARGUMENT, "--metadata must be a JSON object")
         existing = metadata.get("tags") or []
         metadata["tags"] = [*existing, *tags] if isinstance(existing, list) else existing
-    entry = state.ms().memory.add(content, layer=layer, metadata=metadata, actor=actor, **ids(kw))
-    emit(as_json, entry, lambda: _show_entry(entry))
+    options = {n: kw.pop(n) for n in ("timestamp", "valid_from", "valid_until", "ttl", "dedup")}
+    entry = state.ms().memory.add(
+        content,
+        layer=layer,
+        metadata=metadata,
+        actor=actor,
+        infer=kw.pop("infer"),
+        **options,
+        **ids(kw),
+    )
+
+    def human() -> None:
+        _show_entry(entry)
+        if entry.deduplicated:
+            click.echo("  (an exact duplicate was already stored: nothing new was written)")
+        _show_facts(entry.facts)
+
+    emit(as_json, entry, human)
+
+
+def _show_facts(facts: list[FactOutcome] | None) -> None:
+    """What consolidation did, one line per fact."""
+    for fact in facts or []:
+        where = f" -> {fact.memory.id}" if fact.memory is not None else ""
+        gone = ", ".join(m.id for m in fact.invalidated)
+        click.echo(f"  {fact.event.value.upper():6} {fact.fact}{where}")
+        if fact.previous_content is not None:
+            click.echo(f"         was: {fact.previous_content}")
+        if gone:
+            click.echo(f"         invalidated: {gone}")
 
 
 def _read_messages(path: str) -> list[Any]:
@@ -109,11 +150,15 @@ def _read_messages(path: str) -> list[Any]:
 @click.option("--conversation-id", default=None, help="Continue this conversation (else new).")
 @click.option("--metadata", default=None, help="Metadata (JSON object) for every message.")
 @click.option("--actor", default=None, help="Who makes the change (recorded in history).")
+@click.option("--ttl", type=float, default=None, help="Seconds the messages live.")
+@click.option("--infer", is_flag=True, help="Also consolidate the facts the chat model finds.")
 @json_option
 @click.pass_obj
 def memory_add_messages(state: State, /, file: str, **kw: Any) -> None:
     """Store a conversation: one memory per message of FILE.jsonl ('-': standard input), one
-    {"role", "content", "name"?, "timestamp"?, "metadata"?} a line. All or none are stored."""
+    {"role", "content", "name"?, "timestamp"?, "metadata"?} a line. All or none are stored.
+    With --infer, the chat model (llm settings) also extracts facts and adds, updates or
+    invalidates memories of the scope, in the same transaction."""
     as_json = kw.pop("as_json")
     metadata = parse_json(kw.pop("metadata"), "metadata", ErrorCode.INVALID_ARGUMENT)
     messages = _read_messages(file)
@@ -125,6 +170,8 @@ def memory_add_messages(state: State, /, file: str, **kw: Any) -> None:
             metadata=metadata,
             actor=kw.pop("actor"),
             on_progress=on_progress,
+            ttl=kw.pop("ttl"),
+            infer=kw.pop("infer"),
             **ids(kw),
         )
 
@@ -134,6 +181,7 @@ def memory_add_messages(state: State, /, file: str, **kw: Any) -> None:
             f"stored {len(added.memories)} messages in layer {added.layer.value}, "
             f"conversation {added.conversation_id} (positions {positions[0]} to {positions[-1]})"
         )
+        _show_facts(added.facts)
 
     emit(as_json, added, human)
 
@@ -183,6 +231,7 @@ def memory_reembed(state: State, /, batch_size: int, as_json: bool) -> None:
 @click.option("--limit", type=int, default=None, help="Most results (default 10).")
 @any_tags_option
 @click.option("--filter", "filters", default=None, help='Metadata filter JSON: {"f": {"gte": 2}}.')
+@window_options
 @json_option
 @click.pass_obj
 def memory_search(state: State, /, query: str, **kw: Any) -> None:
@@ -200,6 +249,7 @@ def memory_search(state: State, /, query: str, **kw: Any) -> None:
         mode=kw.pop("mode"),
         threshold=kw.pop("threshold"),
         limit=kw.pop("limit"),
+        **window(kw),
         **ids(kw),
     )
 
@@ -293,6 +343,7 @@ def memory_delete(state: State, memory_id: str, actor: str | None, as_json: bool
 @click.option("--filter", "filters", default=None, help="Metadata filter JSON.")
 @click.option("--limit", type=int, default=None, help="Page size (default 50).")
 @cursor_option
+@window_options
 @json_option
 @click.pass_obj
 def memory_list(state: State, /, **kw: Any) -> None:
@@ -305,6 +356,7 @@ def memory_list(state: State, /, **kw: Any) -> None:
         filters=filters,
         limit=kw.pop("limit"),
         cursor=kw.pop("cursor"),
+        **window(kw),
         **ids(kw),
     )
 
@@ -312,13 +364,43 @@ def memory_list(state: State, /, **kw: Any) -> None:
     emit(as_json, page, lambda: print_page(_COLUMNS[1:], rows, page))
 
 
+@memory.command("invalidate")
+@click.argument("memory_ids", nargs=-1, required=True, metavar="MEMORY_ID...")
+@click.option("--at", default=None, help="When the facts stopped holding (ISO-8601; default now).")
+@click.option("--actor", default=None)
+@json_option
+@click.pass_obj
+def memory_invalidate(
+    state: State, memory_ids: tuple[str, ...], at: str | None, actor: str | None, as_json: bool
+) -> None:
+    """Mark facts as no longer holding (kept; search and list show them with
+    --include-invalid). All or none: an unknown id changes nothing."""
+    entries = state.ms().memory.invalidate(list(memory_ids), at=at, actor=actor)
+
+    def human() -> None:
+        for e in entries:
+            click.echo(f"{e.id} valid until {e.valid_until:%Y-%m-%d %H:%M:%S}")
+
+    emit(as_json, entries, human)
+
+
+@memory.command("purge-expired")
+@json_option
+@click.pass_obj
+def memory_purge_expired(state: State, as_json: bool) -> None:
+    """Remove memories whose time to live is over, now (the expiry job does it every
+    memory.expiry_interval seconds; expired memories are never returned either way)."""
+    removed = state.ms().memory.purge_expired()
+    emit(as_json, {"removed": removed}, lambda: click.echo(f"removed {removed} expired memories"))
+
+
 @memory.command("history")
 @click.argument("memory_id")
 @json_option
 @click.pass_obj
 def memory_history(state: State, memory_id: str, as_json: bool) -> None:
-    """Every add, update and delete of a memory, oldest first (once it is deleted, its
-    events keep who and when, never its content or metadata)."""
+    """Every add, update, invalidate and delete of a memory, oldest first (once it is
+    deleted, its events keep who and when, never its content or metadata)."""
     events = state.ms().memory.history(memory_id)
 
     def human() -> None:

@@ -86,10 +86,11 @@ class BulkLoading:
         """Write exported rows of one tenant in one transaction (``lamina db copy``)."""
         async with self._db.transaction(tenant_id, "import") as conn, conn.cursor() as cur:
             await cur.executemany(
-                "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "
+                "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "  # noqa: S608
                 "metadata, embedding, embedding_model, created_at, updated_at, conversation_id, "
-                "conversation_position, context, context_embedding, lexicon, term_count) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                "conversation_position, context, context_embedding, lexicon, term_count, "
+                "event_at, valid_from, valid_until, expires_at, content_key) "
+                f"VALUES ({', '.join(['%s'] * 22)})",
                 [
                     (
                         tenant_id,
@@ -100,6 +101,7 @@ class BulkLoading:
                         None if r[6] is None else to_pg_vector(r[6]),
                         *r[7:15],
                         float(sum(decode_terms(r[14] or "").values())),
+                        *r[15:20],
                     )
                     for r in rows["memories"]
                 ],

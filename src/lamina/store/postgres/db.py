@@ -5,7 +5,7 @@ programs awaited statement by statement)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from typing import Any, TypeVar
@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.timing import content_key
 from lamina.store.postgres.filters import from_pg_vector, to_pg_vector
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import pending_migrations
@@ -192,6 +193,8 @@ class Database:
                     await conn.execute(sql.encode())
                     if migration.number == _LEXICON_MIGRATION:
                         await _fill_lexicon(conn)
+                    if migration.number == _CONTENT_KEY_MIGRATION:
+                        await _fill_content_keys(conn)
                     await conn.execute(
                         "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                         (migration.number, migration.name),
@@ -215,24 +218,48 @@ _FORCED = ("memories", "memory_terms", "memory_scope_stats")
 
 async def _fill_lexicon(conn: Any) -> None:
     """Compute the keyword terms of every memory stored before migration 8 (the same
-    analyser as the embedded store), inside the migration's transaction. Row-level security
-    is lifted for the owner meanwhile (it would hide every row) and forced again after."""
+    analyser as the embedded store), inside the migration's transaction."""
+    await _fill(
+        conn,
+        "SELECT tenant_id, seq, content, context FROM memories WHERE lexicon IS NULL",
+        "UPDATE memories SET lexicon = %s, term_count = %s WHERE tenant_id = %s AND seq = %s",
+        lambda tenant, seq, content, context: (
+            *POSTGRES.memory_terms(content, context).values(),
+            tenant,
+            seq,
+        ),
+    )
+
+
+#: The migration after which rows stored before it get their content key from Python.
+_CONTENT_KEY_MIGRATION = 11
+
+
+async def _fill_content_keys(conn: Any) -> None:
+    """The exact-duplicate key (lamina.memory.timing.content_key) of every memory but
+    conversation messages stored before migration 11, inside the migration's transaction."""
+    await _fill(
+        conn,
+        "SELECT tenant_id, seq, content FROM memories WHERE conversation_id IS NULL "
+        "AND NOT metadata ? 'conversation'",
+        "UPDATE memories SET content_key = %s WHERE tenant_id = %s AND seq = %s",
+        lambda tenant, seq, content: (content_key(content), tenant, seq),
+    )
+
+
+async def _fill(
+    conn: Any, select: str, update: str, values: Callable[..., tuple[Any, ...]]
+) -> None:
+    """Update every row ``select`` finds with ``values(*row)``, in batches. Row-level
+    security is lifted for the owner meanwhile (it would hide every row) and forced again
+    after."""
     for table in _FORCED:
         await conn.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
-    async with conn.cursor(name="lamina_fill_lexicon") as reader:
-        await reader.execute(
-            "SELECT tenant_id, seq, content, context FROM memories WHERE lexicon IS NULL"
-        )
+    async with conn.cursor(name="lamina_fill") as reader:
+        await reader.execute(select)
         while found := await reader.fetchmany(_FILL_BATCH):
             async with conn.cursor() as cur:
-                await cur.executemany(
-                    "UPDATE memories SET lexicon = %s, term_count = %s "
-                    "WHERE tenant_id = %s AND seq = %s",
-                    [
-                        (*POSTGRES.memory_terms(content, context).values(), tenant, seq)
-                        for tenant, seq, content, context in found
-                    ],
-                )
+                await cur.executemany(update, [values(*r) for r in found])
     for table in _FORCED:
         await conn.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 

@@ -4,7 +4,7 @@ BM25 over postings kept by triggers (``memory_terms``, ``memory_scope_stats``: m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,10 @@ _M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in f"seq, {ENTRY}".split(","))
 
 
 class PostgresMemories(SqlMemoryLifecycle):
+    # Row-level security hides every tenant from a transaction without one: a function
+    # (migration 0011) names the tenants with expired memories.
+    expired_tenants_sql = "SELECT tenant_id FROM lamina_expired_tenants(%s, %s)"
+
     def __init__(self, db: Database, embedder: Embedder, ef_search: int) -> None:
         super().__init__(db, POSTGRES, embedder)
         self._db = db
@@ -73,11 +77,18 @@ class PostgresMemories(SqlMemoryLifecycle):
                 keywords = await self._bm25(conn, req, pool, found)
         return self._ranked(req, found, keywords)
 
+    def _conditions(self, req: LayerSearch) -> tuple[str, list[Any]]:
+        """The metadata filter and the time window of a search, over ``memories``."""
+        where, params = filter_sql(req.filter)
+        timing, times = self._candidates(req)
+        return f"{where} AND {timing}", [*params, *times]
+
     async def _bm25(
         self, conn: Any, req: LayerSearch, pool: int, found: dict[Any, Row]
     ) -> dict[Any, float]:
         """The keyword part of every candidate: the ``pool`` best BM25 matches that pass the
-        filter are added to ``found`` (rows read), and those already there get theirs.
+        filter and the time window are added to ``found`` (rows read), and those already
+        there get theirs.
 
         The query terms' postings come back in one round trip, each term's as three packed
         arrays (keys, counts, lengths) read from the index alone, and are scored by
@@ -111,47 +122,64 @@ class PostgresMemories(SqlMemoryLifecycle):
             if r[2] is not None
         }
         scores = keyword_scores(int(rows[0][0]), float(rows[0][1]), [held.get(t) for t in terms])
-        ranked = [seq for seq, _ in scores.top(pool if req.filter.empty else None)]
-        found.update(await self._passing(conn, req, ranked, pool, found))
+
+        def best(cap: int | None) -> list[int]:
+            return [seq for seq, _ in scores.top(cap)]
+
+        found.update(await self._passing(conn, req, best, pool, found))
         return {seq: keyword_part(scores.get(seq), scores.idf_sum) for seq in found}
 
     async def _passing(
-        self, conn: Any, req: LayerSearch, ranked: list[int], want: int, found: dict[Any, Row]
+        self,
+        conn: Any,
+        req: LayerSearch,
+        ranking: Callable[[int | None], list[int]],
+        want: int,
+        found: dict[Any, Row],
     ) -> dict[Any, Row]:
-        """Rows of the first ``want`` of ``ranked`` (best first) that pass the filter (rows
-        already ``found`` pass: the semantic search applied it)."""
-        where, params = filter_sql(req.filter)
+        """Rows of the first ``want`` of the ranking (best first) that pass the filter and
+        the time window (rows already ``found`` pass: the semantic search applied both).
+        ``ranking(cap)`` gives the ``cap`` best (None: all): the first ``want`` are read, and
+        more only when some of them did not pass (as the embedded store reads them)."""
+        where, params = self._conditions(req)
         out: dict[Any, Row] = {}
         kept = 0
-        step = want if req.filter.empty else _CHUNK
-        for start in range(0, len(ranked), step):
-            chunk = ranked[start : start + step]
-            missing = [seq for seq in chunk if seq not in found]
-            rows = {}
-            if missing:
-                fetched = await (
-                    await conn.execute(
-                        f"SELECT {_M_COLUMNS}, m.context_embedding, m.context FROM memories m "  # noqa: S608
-                        f"WHERE m.tenant_id = %s AND m.seq = ANY(%s) AND {where}",
-                        (req.tenant_id, missing, *params),
-                        binary=True,  # vectors as float32 bytes, not text to parse
-                    )
-                ).fetchall()
-                rows = {r[0]: tuple(r) for r in fetched}
-            for seq in chunk:
-                if kept < want and (seq in found or seq in rows):
-                    kept += 1
-                    if seq in rows:
-                        out[seq] = rows[seq]
-            if kept >= want:
-                break
-        return out
+        cap: int | None = want if req.filter.empty else None
+        done = 0
+        while True:
+            ranked = ranking(cap)
+            step = max(want - kept, _CHUNK if done else want)
+            for start in range(done, len(ranked), step):
+                chunk = ranked[start : start + step]
+                missing = [seq for seq in chunk if seq not in found]
+                rows: dict[Any, Row] = {}
+                if missing:
+                    fetched = await (
+                        await conn.execute(
+                            f"SELECT {self._columns}, context_embedding, context "  # noqa: S608
+                            f"FROM memories WHERE tenant_id = %s AND seq = ANY(%s) AND {where}",
+                            (req.tenant_id, missing, *params),
+                            binary=True,  # vectors as float32 bytes, not text to parse
+                        )
+                    ).fetchall()
+                    rows = {r[0]: tuple(r) for r in fetched}
+                for seq in chunk:
+                    if kept < want and (seq in found or seq in rows):
+                        kept += 1
+                        if seq in rows:
+                            out[seq] = rows[seq]
+                done = start + len(chunk)
+                if kept >= want:
+                    return out
+            if cap is None or len(ranked) < cap:
+                return out  # every candidate was read
+            cap *= 8
 
     async def _semantic(
         self, conn: Any, req: LayerSearch, min_score: float | None, want: int
     ) -> list[tuple[Row, float]]:
         assert req.vector is not None
-        where, params = filter_sql(req.filter)
+        where, params = self._conditions(req)
         query = self._d.vector(req.vector)
         threshold = "" if min_score is None else " AND 1 - (embedding <=> %s) >= %s"
         extra: list[Any] = [] if min_score is None else [query, min_score]

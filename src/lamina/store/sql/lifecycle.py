@@ -5,14 +5,16 @@ with their ids, times and history. Built on the shared memory SQL (memories.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from lamina.memory.layers import MemoryLayer, scope_key
 from lamina.memory.models import HistoryEvent
 from lamina.memory.ports import NewMemory, Scope, Selection, StoredMemory
+from lamina.memory.timing import Lifetime
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.memories import (
-    HISTORY,
+    HISTORY_COLUMNS,
     ConversationScope,
     Neighbourhood,
     SqlMemories,
@@ -87,15 +89,18 @@ class SqlMemoryLifecycle(SqlMemories):
         where, params = self._selected(selection)
         after = decode_cursor(cursor) if cursor else 0
         seq = self._d.seq
-        # ENTRY ends with the vector: NULL when not asked for (never read, never parsed).
-        columns = self._columns if vectors else self._columns.removesuffix("embedding") + "NULL"
+        # The vector is NULL when not asked for (never read, never parsed).
+        columns = self._columns if vectors else self._columns.replace(", embedding,", ", NULL,")
 
         def read() -> Program[tuple[list[StoredMemory], str | None]]:
             found = yield rows(
                 f"SELECT {columns} FROM memories WHERE {self._d.tenant_in_seq_order} = %s "  # noqa: S608
-                f"AND {where} AND {seq} > %s ORDER BY {seq} LIMIT %s",
+                # An expired memory is as good as deleted: never exported.
+                f"AND {where} AND (expires_at IS NULL OR expires_at > %s) "
+                f"AND {seq} > %s ORDER BY {seq} LIMIT %s",
                 tenant_id,
                 *params,
+                self._d.time(datetime.now(UTC)),
                 after,
                 limit,
             )
@@ -104,7 +109,7 @@ class SqlMemoryLifecycle(SqlMemories):
                 ids, values = self._d.any_of("memory_id", [r[1] for r in found])
                 for r in (
                     yield rows(
-                        f"SELECT {HISTORY} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
+                        f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
                         f"AND {ids} ORDER BY seq",
                         tenant_id,
                         *values,
@@ -192,6 +197,9 @@ class SqlMemoryLifecycle(SqlMemories):
                 m.vector,
                 m.entry.created_at,
                 m.entry.updated_at,
+                lifetime=Lifetime(
+                    m.entry.event_at, m.entry.valid_from, m.entry.valid_until, m.entry.expires_at
+                ),
             )
             for m in fresh
         ]

@@ -8,7 +8,7 @@ tsvector on PostgreSQL), and so is the metadata filter's SQL.
 from __future__ import annotations
 
 import hashlib
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -38,27 +38,27 @@ from lamina.memory.ports import (
     updated_entry,
 )
 from lamina.memory.scoring import Candidate, neighbourhood_terms, neighbourhood_vector, rank
+from lamina.memory.timing import TimeWindow, content_key
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor, Program, count, first, many, row, rows
+from lamina.store.sql.timing import HISTORY, SqlTiming, conflict, missing
 
-#: The columns of an entry, after the row sequence (``{seq}``); the embedding comes last.
+#: The columns of an entry, after the row sequence (``{seq}``): the embedding is the tenth,
+#: the time fields (lamina.memory.timing) come last.
 ENTRY = (
     "id, tenant_id, layer, identifiers, content, metadata, embedding_model, created_at, "
-    "updated_at, embedding"
+    "updated_at, embedding, event_at, valid_from, valid_until, expires_at"
 )
 #: The columns of a history event.
-HISTORY = (
+HISTORY_COLUMNS = (
     "memory_id, operation, at, layer, old_content, new_content, old_metadata, new_metadata, actor"
 )
+#: Where a search row's neighbourhood vector is (after ``{seq}, ENTRY``).
+_AROUND = 15
 #: A row as the driver returns it.
 Row = tuple[Any, ...]
-_HISTORY = (
-    "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, old_content, "
-    "new_content, old_metadata, new_metadata, actor, at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-)
 #: Keys per statement where a statement lists them (SQLite allows 32,766 parameters).
 _CHUNK = 500
 #: The metadata key of a conversation message (``lamina.memory.messages``).
@@ -131,7 +131,7 @@ def _neighbourhood(
     )
 
 
-class SqlMemories(ABC):
+class SqlMemories(SqlTiming):
     """The MemoryStore protocol but search and counts, which each backend adds."""
 
     def __init__(self, executor: Executor, dialect: Dialect, embedder: Embedder) -> None:
@@ -166,7 +166,14 @@ class SqlMemories(ABC):
             created_at=d.from_time(values[8]),
             updated_at=d.from_time(values[9]),
             embedding_generated=values[10] is not None,
+            event_at=d.from_time(values[11] or values[8]),
+            valid_from=self._time(values[12]),
+            valid_until=self._time(values[13]),
+            expires_at=self._time(values[14]),
         )
+
+    def _time(self, value: Any) -> datetime | None:
+        return None if value is None else self._d.from_time(value)
 
     def _scored(self, values: Sequence[Any], parts: ScoreParts) -> ScoredMemory:
         # Vectors of two models must never meet (near-duplicate checks compare them).
@@ -188,7 +195,8 @@ class SqlMemories(ABC):
                 own = d.from_vector(values[10])
                 if own is not None and len(own) == len(query):
                     cosine = float(own @ query)
-                    around = None if values[11] is None else np.frombuffer(values[11], np.float32)
+                    blob = values[_AROUND]
+                    around = None if blob is None else np.frombuffer(blob, np.float32)
                     if around is not None and len(around) == len(query):
                         context = float(around @ query)
             candidates.append(
@@ -470,7 +478,9 @@ class SqlMemories(ABC):
         histories: Sequence[list[HistoryEvent] | None] | None = None,
     ) -> Program[list[MemoryEntry]]:
         """Insert ``memories`` (times: theirs, else now) and their history: the events
-        given (``histories``, by memory; an import), else one ``add`` event each."""
+        given (``histories``, by memory; an import), else one ``add`` event each. Those
+        asking for dedup that have an exact duplicate stored, or earlier in the list,
+        return that one instead."""
         d = self._d
         now = datetime.now(UTC)
         model = self.embedder.model_id
@@ -480,34 +490,24 @@ class SqlMemories(ABC):
         around: list[Neighbourhood | None] = (
             list(neighbourhoods) if neighbourhoods else [None] * len(memories)
         )
-        stored = [
-            {
-                "tenant_id": m.tenant_id,
-                "id": m.id,
-                "layer": m.scope.layer.value,
-                "scope_key": m.scope.key,
-                "identifiers": d.json(m.scope.identifiers),
-                "content": m.content,
-                "metadata": d.json(m.metadata),
-                "embedding": None if m.embedding is None else d.vector(m.embedding),
-                **self._neighbourhood_columns(m.content, n),
-                "embedding_model": None if m.embedding is None else model,
-                "created_at": d.time(m.created_at or now),
-                "updated_at": d.time(m.updated_at or m.created_at or now),
-            }
-            for m, n in zip(memories, around, strict=True)
-        ]
+        same = yield from self._duplicates(memories, now)
+        fresh = [(i, m, n) for i, (m, n) in enumerate(zip(memories, around, strict=True))]
+        fresh = [(i, m, n) for i, m, n in fresh if i not in same]
+        stored = [self._row(m, n, now) for _, m, n in fresh]
         names = list(dict.fromkeys(k for values in stored for k in values))
         if any(len(values) != len(names) for values in stored):  # messages among memories
             stored = [{k: values.get(k) for k in names} for values in stored]
-        # COPY is refused under row-level security; executemany pipelines the inserts.
-        yield many(
-            f"INSERT INTO memories ({', '.join(stored[0])}) "  # noqa: S608
-            f"VALUES ({', '.join(['%s'] * len(stored[0]))})",
-            [tuple(values.values()) for values in stored],
-        )
+        if stored:
+            # COPY is refused under row-level security; executemany pipelines the inserts.
+            yield many(
+                f"INSERT INTO memories ({', '.join(stored[0])}) "  # noqa: S608
+                f"VALUES ({', '.join(['%s'] * len(stored[0]))})",
+                [tuple(values.values()) for values in stored],
+            )
+        given_all = histories or [None] * len(memories)
         events: list[tuple[Any, ...]] = []
-        for v, given in zip(stored, histories or [None] * len(stored), strict=True):
+        for (i, _, _), v in zip(fresh, stored, strict=True):
+            given = given_all[i]
             if given is None:
                 events.append(
                     (
@@ -527,9 +527,9 @@ class SqlMemories(ABC):
                 for e in given
             ]
         if events:
-            yield many(_HISTORY, events)
-        return [
-            MemoryEntry(
+            yield many(HISTORY, events)
+        entries: dict[int, MemoryEntry] = {
+            i: MemoryEntry(
                 id=m.id,
                 tenant_id=m.tenant_id,
                 layer=m.scope.layer,
@@ -540,9 +540,47 @@ class SqlMemories(ABC):
                 updated_at=m.updated_at or m.created_at or now,
                 embedding_generated=m.embedding is not None,
                 embedding_model=None if m.embedding is None else model,
+                event_at=m.lifetime.event_at or m.created_at or now,
+                valid_from=m.lifetime.valid_from,
+                valid_until=m.lifetime.valid_until,
+                expires_at=m.lifetime.expires_at,
             )
-            for m in memories
-        ]
+            for i, m, _ in fresh
+        }
+        out = []
+        for i in range(len(memories)):
+            dup = same.get(i)
+            if dup is None:
+                out.append(entries[i])
+            elif isinstance(dup, int):  # a duplicate of an earlier one of this call
+                out.append(entries[dup].model_copy(update={"deduplicated": True}))
+            else:
+                out.append(dup)
+        return out
+
+    def _row(self, m: NewMemory, n: Neighbourhood | None, now: datetime) -> dict[str, Any]:
+        """The columns of a new memory's row."""
+        d = self._d
+        life = m.lifetime
+        return {
+            "tenant_id": m.tenant_id,
+            "id": m.id,
+            "layer": m.scope.layer.value,
+            "scope_key": m.scope.key,
+            "identifiers": d.json(m.scope.identifiers),
+            "content": m.content,
+            "metadata": d.json(m.metadata),
+            "embedding": None if m.embedding is None else d.vector(m.embedding),
+            **self._neighbourhood_columns(m.content, n),
+            "embedding_model": None if m.embedding is None else self.embedder.model_id,
+            "created_at": d.time(m.created_at or now),
+            "updated_at": d.time(m.updated_at or m.created_at or now),
+            "event_at": d.time(life.event_at or m.created_at or now),
+            "valid_from": self._param(life.valid_from),
+            "valid_until": self._param(life.valid_until),
+            "expires_at": self._param(life.expires_at),
+            "content_key": None if place_of(m.metadata) else content_key(m.content),
+        }
 
     async def update(
         self,
@@ -568,7 +606,10 @@ class SqlMemories(ABC):
         embedding: Vector | None,
         patch: dict[str, Any] | None,
         actor: str | None,
+        seen: datetime | None = None,
     ) -> Program[MemoryEntry]:
+        """``seen``: the memory's updated_at when the caller read it (CONFLICT if it changed
+        since). An expired memory is MEMORY_NOT_FOUND."""
         d = self._d
         if content is not None or embedding is not None:
             before = yield row(
@@ -592,6 +633,10 @@ class SqlMemories(ABC):
                 details={"id": memory_id},
             )
         old = self._entry(found)
+        if old.expires_at is not None and old.expires_at <= datetime.now(UTC):
+            raise missing(memory_id, " (its time to live is over)")
+        if seen is not None and old.updated_at != seen:
+            raise conflict(memory_id)
         stale = self.embedding.stale and embedding is not None
         if stale:  # the new content's vector waits for ``reembed``; the old one is wrong
             embedding = None
@@ -610,6 +655,7 @@ class SqlMemories(ABC):
         if content is not None:
             sets["content"] = content
             sets.update(d.memory_terms(content))
+            sets["content_key"] = None if place_of(old.metadata) else content_key(content)
         if embedding is not None:
             sets["embedding"] = d.vector(embedding)
             sets["embedding_model"] = self.embedder.model_id
@@ -624,7 +670,7 @@ class SqlMemories(ABC):
             memory_id,
         )
         yield count(
-            _HISTORY,
+            HISTORY,
             tenant_id,
             memory_id,
             "update",
@@ -689,7 +735,7 @@ class SqlMemories(ABC):
             if deleted:
                 yield from self._forget([r[0] for r in deleted], tenant_id, [r[2] for r in deleted])
                 yield many(
-                    _HISTORY,
+                    HISTORY,
                     [
                         (tenant_id, r[0], "delete", r[1], None, None, None, None, actor, now)
                         for r in deleted
@@ -743,18 +789,21 @@ class SqlMemories(ABC):
     # -- reads ------------------------------------------------------------------------------
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
+        """The memory (also once invalidated), None when absent or expired."""
         get = first(
             self._entry,
-            f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s",  # noqa: S608
+            f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s "  # noqa: S608
+            "AND (expires_at IS NULL OR expires_at > %s)",
             tenant_id,
             memory_id,
+            self._d.time(datetime.now(UTC)),
         )
         return await self._exec.read(tenant_id, "get", get)
 
     async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
         def read() -> Program[list[HistoryEvent]]:
             found = yield rows(
-                f"SELECT {HISTORY} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
+                f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
                 "AND memory_id = %s ORDER BY seq",
                 tenant_id,
                 memory_id,
@@ -786,6 +835,7 @@ class SqlMemories(ABC):
         *,
         limit: int,
         cursor: str | None,
+        window: TimeWindow | None = None,
     ) -> MemoryPage:
         before = decode_cursor(cursor) if cursor else None
         if not scopes:
@@ -799,6 +849,9 @@ class SqlMemories(ABC):
             condition, values = self._filter(flt)
             where += f" AND {condition}"
             params += values
+        timing, values = self._window(window)
+        where += f" AND {timing}"
+        params += values
         seq = self._d.seq
 
         def page() -> Program[MemoryPage]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.timing import content_key
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import pending_migrations
 from lamina.store.sql.program import Lock, Program, Step, drive
@@ -118,6 +119,8 @@ class Database:
                 log.info("applying migration %s to %s", migration.name, self.path)
                 for statement in _statements(migration.sql):
                     conn.execute(statement)
+                if migration.number == _CONTENT_KEY_MIGRATION:
+                    _fill_content_keys(conn)
                 conn.execute(
                     "INSERT INTO schema_migrations VALUES (?, ?, datetime('now'))",
                     (migration.number, migration.name),
@@ -167,6 +170,23 @@ class Database:
                     log.warning("closing a connection to %s failed", self.path)
             self._all.clear()
         self._local = threading.local()
+
+
+#: The migration after which rows stored before it get their content key from Python.
+_CONTENT_KEY_MIGRATION = 9
+
+
+def _fill_content_keys(conn: sqlite3.Connection) -> None:
+    """The exact-duplicate key of every memory but conversation messages stored before
+    migration 9 (lamina.memory.timing.content_key), in the migration's transaction."""
+    found = conn.execute(
+        "SELECT pk, content FROM memories WHERE conversation_id IS NULL AND "
+        "json_type(metadata, '$.conversation') IS NULL"
+    ).fetchall()
+    conn.executemany(
+        "UPDATE memories SET content_key = ? WHERE pk = ?",
+        [(content_key(content), pk) for pk, content in found],
+    )
 
 
 def _statements(script: str) -> Iterator[str]:

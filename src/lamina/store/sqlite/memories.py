@@ -9,7 +9,7 @@ committed write, its own or another process's. Metadata filters run in SQL throu
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import lru_cache
 from typing import Any
@@ -107,51 +107,68 @@ class SQLiteMemories(SqlMemoryLifecycle):
     async def search(self, request: LayerSearch) -> LayerHits:
         return await self._db.call("search", self._search, self._searchable(request))
 
-    def _rows(self, pks: Sequence[int], flt: MetadataFilter) -> dict[int, Row]:
+    def _rows(self, pks: Sequence[int], req: LayerSearch) -> dict[int, Row]:
         if not pks:
             return {}
         marks = ",".join("?" * len(pks))
+        timing, params = self._candidates(req)
         sql = (
             f"SELECT {self._columns}, context_embedding, context FROM memories "  # noqa: S608
-            f"WHERE pk IN ({marks})"
+            f"WHERE pk IN ({marks}) AND {timing.replace('%s', '?')}"
         )
-        params: list[Any] = list(pks)
-        if not flt.empty:
+        params = [*pks, *params]
+        if not req.filter.empty:
             sql += " AND ms_match(metadata, ?)"
-            params.append(_filter_json(flt))
+            params.append(_filter_json(req.filter))
         return {row[0]: row for row in self._db.connection().execute(sql, params)}
 
-    def _passing(self, ranked: list[int], flt: MetadataFilter, want: int) -> dict[int, Row]:
-        """Rows of the first ``want`` of ``ranked`` (best first) that pass the filter."""
+    def _passing(
+        self, ranking: Callable[[int | None], list[int]], req: LayerSearch, want: int
+    ) -> dict[int, Row]:
+        """Rows of the first ``want`` of the ranking (best first) that pass the filter and
+        the time window. ``ranking(cap)`` gives the ``cap`` best (None: all): the first
+        ``want`` are read, and more only when some of them did not pass."""
         out: dict[int, Row] = {}
-        step = want if flt.empty else _CHUNK
-        for start in range(0, len(ranked), step):
-            rows = self._rows(ranked[start : start + step], flt)
-            for pk in ranked[start : start + step]:
-                if pk in rows and len(out) < want:
-                    out[pk] = rows[pk]
-            if len(out) >= want:
-                break
-        return out
+        cap: int | None = want if req.filter.empty else None
+        done = 0
+        while True:
+            ranked = ranking(cap)
+            step = max(want - len(out), _CHUNK if done else want)
+            for start in range(done, len(ranked), step):
+                chunk = ranked[start : start + step]
+                rows = self._rows(chunk, req)
+                for pk in chunk:
+                    if pk in rows and len(out) < want:
+                        out[pk] = rows[pk]
+                done = start + len(chunk)
+                if len(out) >= want:
+                    return out
+            if cap is None or len(ranked) < cap:
+                return out  # every candidate was read
+            cap *= 8
 
     def _search(self, req: LayerSearch) -> LayerHits:
         """Candidates: the ``pool`` best by vector and the ``pool`` best by BM25 that pass
-        the filter; every candidate is then scored on all parts (lamina.memory.scoring)."""
+        the filter and the time window; every candidate is then scored on all parts
+        (lamina.memory.scoring)."""
         self._indexes.sync()
         key = (req.tenant_id, req.scope.layer.value, req.scope.key)
         pool = max(req.limit * 5, 50)
-        cap = pool if req.filter.empty else None
-        lists: list[list[int]] = []
-        if req.vector is not None and req.mode is not SearchMode.KEYWORD:
-            lists.append([pk for pk, _ in self._indexes.vector_hits(key, req.vector, None, cap)])
-        keyword = None
+        found: dict[int, Row] = {}
+        query = req.vector
+        if query is not None and req.mode is not SearchMode.KEYWORD:
+
+            def nearest(cap: int | None) -> list[int]:
+                return [pk for pk, _ in self._indexes.vector_hits(key, query, None, cap)]
+
+            found.update(self._passing(nearest, req, pool))
+        keywords = {}
         if req.mode is not SearchMode.SEMANTIC:
             keyword = self._indexes.keyword_scores(key, list(req.terms))
-            lists.append([pk for pk, _ in keyword.top(cap)])
-        found: dict[int, Row] = {}
-        for ranked in lists:
-            found.update(self._passing(ranked, req.filter, pool))
-        keywords = {}
-        if keyword is not None:
+
+            def best(cap: int | None) -> list[int]:
+                return [pk for pk, _ in keyword.top(cap)]
+
+            found.update(self._passing(best, req, pool))
             keywords = {pk: keyword_part(keyword.get(pk), keyword.idf_sum) for pk in found}
         return self._ranked(req, found, keywords)
