@@ -128,6 +128,7 @@ class AsyncLamina:
             max_content_length=self.settings.memory.max_content_length,
         )
         self.knowledge.guard = self.governance.check_knowledge_write
+        self.knowledge.secret_guard = self.governance.check_secrets
         self.memory.write_guard = self._memory_guard
         self._started = False
         self._closed = False
@@ -154,9 +155,17 @@ class AsyncLamina:
         )
 
     async def _memory_guard(
-        self, tenant: str, layer: str, identifiers: Mapping[str, str], content: str
+        self,
+        tenant: str,
+        layer: str,
+        identifiers: Mapping[str, str],
+        content: str | None,
+        *,
+        extra: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]]:
-        found = await self.governance.check_memory_write(tenant, layer, identifiers, content)
+        found = await self.governance.check_memory_write(
+            tenant, layer, identifiers, content, extra=extra
+        )
         return [v.model_dump(mode="json") for v in found]
 
     async def start(self) -> None:

@@ -1,6 +1,16 @@
-"""The built-in rule set: secrets never enter shared layers."""
+"""The built-in rule set: secrets never enter shared layers.
+
+The patterns find a secret where it stands and in its trivial disguises: lower-cased (an AWS
+key id), glued to a word (no word boundary needed), or split across a line break (every text
+is also scanned with its line breaks and the indentation after them removed).
+``secret_views`` gives the texts to scan, ``redact_secrets`` the text with what was found
+replaced."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
 
 from lamina.governance.models import Policy
 from lamina.knowledge.policy import (
@@ -17,7 +27,11 @@ SECRETS_POLICY_ID = "builtin-secrets"
 
 _SECRETS = (
     ("private-key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----", "a private key"),
-    ("aws-access-key", r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b", "an AWS access key id"),
+    (
+        "aws-access-key",
+        r"(?:AKIA|ASIA)[0-9A-Z]{16}|(?:akia|asia)[0-9a-z]{16}",
+        "an AWS access key id",
+    ),
     (
         "aws-secret-key",
         r"(?i)aws_?secret_?access_?key\s*[:=]\s*['\"]?[A-Za-z0-9/+=]{40}",
@@ -76,3 +90,74 @@ def secrets_policy() -> Policy:
             for name, regex, what in _SECRETS
         ],
     )
+
+
+#: A line break with the spaces around it, and a backslash continuing the line.
+_BREAK = re.compile(r"[ \t]*\\?\r?\n[ \t]*")
+_FOUND = [re.compile(regex) for _, regex, _ in _SECRETS]
+REDACTED = "[REDACTED]"
+
+
+def _joined(text: str) -> tuple[str, list[int]]:
+    """``text`` without its line breaks, and where each kept character came from."""
+    kept: list[int] = []
+    parts: list[str] = []
+    start = 0
+    for found in _BREAK.finditer(text):
+        parts.append(text[start : found.start()])
+        kept.extend(range(start, found.start()))
+        start = found.end()
+    parts.append(text[start:])
+    kept.extend(range(start, len(text)))
+    return "".join(parts), kept
+
+
+def secret_views(text: str) -> list[str]:
+    """The texts the secret rules search for ``text``: itself and, when it has line breaks,
+    the text with them removed (a key split over two lines is one key again)."""
+    if "\n" not in text:
+        return [text]
+    return [text, _joined(text)[0]]
+
+
+def _spans(text: str) -> Iterator[tuple[int, int]]:
+    joined, kept = _joined(text) if "\n" in text else (text, list(range(len(text))))
+    for view, where in ((text, None), (joined, kept)):
+        for regex in _FOUND:
+            for found in regex.finditer(view):
+                if found.end() == found.start():
+                    continue
+                if where is None:
+                    yield found.start(), found.end()
+                else:
+                    yield where[found.start()], where[found.end() - 1] + 1
+        if joined == text:
+            break
+
+
+def redact_secrets(text: str) -> str:
+    """``text`` with every secret the built-in rules find replaced by ``[REDACTED]``."""
+    merged: list[list[int]] = []
+    for start, end in sorted(_spans(text)):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out: list[str] = []
+    last = 0
+    for start, end in merged:
+        out += [text[last:start], REDACTED]
+        last = end
+    out.append(text[last:])
+    return "".join(out)
+
+
+def redact_json(value: Any) -> Any:
+    """A JSON value with ``redact_secrets`` applied to every string in it (keys too)."""
+    if isinstance(value, str):
+        return redact_secrets(value)
+    if isinstance(value, dict):
+        return {redact_secrets(str(k)): redact_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [redact_json(v) for v in value]
+    return value

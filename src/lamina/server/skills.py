@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lamina.errors import ErrorCode, LaminaError
+from lamina.governance.builtin import redact_json, redact_secrets
 from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.router import LLMRouter
@@ -132,7 +133,7 @@ class Outcome:
 
 
 def _summary(value: Any, limit: int = 400) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    text = redact_secrets(json.dumps(value, ensure_ascii=False, default=str))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -319,10 +320,12 @@ class Dispatcher:
 
     @staticmethod
     def _turn(tool: str | None, arguments: Mapping[str, Any], result: str) -> dict[str, Any]:
+        """A record of one call for the thread: no secret in its arguments (redacted, as in
+        the result summary)."""
         return {
             "at": round(time.time(), 3),
             "tool": tool,
-            "arguments": dict(arguments),
+            "arguments": redact_json(dict(arguments)),
             "result": result,
         }
 
