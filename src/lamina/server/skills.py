@@ -118,6 +118,8 @@ class Call:
     text: str = ""
     #: Identifiers the client gave with the message (metadata); the thread keeps them.
     identifiers: Mapping[str, str] = field(default_factory=dict)
+    #: The client asked for the session context (metadata ``session_context: true``).
+    session: bool = False
 
 
 @dataclass
@@ -203,7 +205,9 @@ class Dispatcher:
         given = {**_clean_identifiers(call.arguments or {}), **_clean_identifiers(call.identifiers)}
         identifiers = {**thread.identifiers, **given}
         session: dict[str, Any] | None = None
-        if thread.new or "session_context" not in thread.conversation_context:
+        # A conversation (free text) starts with its session context; a tool call only when
+        # it asks: one-shot calls do only the work they need.
+        if thread.new and (call.tool is None or call.session):
             query = call.text or str((call.arguments or {}).get("query") or "")
             session = await session_context(
                 self.ms,
