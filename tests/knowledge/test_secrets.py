@@ -92,3 +92,20 @@ def test_redacted_form() -> None:
         f"{REDACTED} and {REDACTED}"
     )
     assert redact_secrets("nothing here\nat all") == "nothing here\nat all"
+
+
+def test_look_around_patterns_are_prefiltered_and_still_exact() -> None:
+    """RE2 has no look-arounds: such a rule is searched with ``re`` only where the pattern
+    without them matched in the RE2 pass, with the same answers."""
+    from lamina.governance.models import Policy
+    from lamina.governance.rules import CodeScanner, _without_lookarounds
+    from lamina.knowledge.policy import Rule
+
+    assert _without_lookarounds(r"a(?=[)(]x)b(?!c\)d)e(?<=[^]]+)f") == "abef"
+    assert _without_lookarounds(r"a(?=b") is None
+    value = r"\bkey(?=[0-9])\w+(?<!x)"
+    rule = Rule(id="r", target="code", operator="must_not_match", value=value)
+    scanner = CodeScanner([Policy(id="p", name="p", layer="company", rules=[rule])])
+    assert scanner._prefilter  # the loose form went into the RE2 set
+    for text, hit in (("a key9abc", True), ("a keyabc", False), ("key9x", True), ("keyx9", False), ("", False)):
+        assert bool(scanner.scan(text)) is hit, text

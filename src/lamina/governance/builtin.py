@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from lamina.governance.models import Policy
+from lamina.governance.rules import CodeScanner
 from lamina.knowledge.policy import (
     MergeStrategy,
     PolicyMode,
@@ -135,8 +136,20 @@ def _spans(text: str) -> Iterator[tuple[int, int]]:
             break
 
 
+_scanner: list[CodeScanner] = []
+
+
+def has_secret(text: str) -> bool:
+    """Whether the built-in rules find a secret in ``text`` (one RE2 pass per view)."""
+    if not _scanner:
+        _scanner.append(CodeScanner([secrets_policy()]))
+    return any(_scanner[0].scan(view) for view in secret_views(text))
+
+
 def redact_secrets(text: str) -> str:
     """``text`` with every secret the built-in rules find replaced by ``[REDACTED]``."""
+    if not has_secret(text):
+        return text
     merged: list[list[int]] = []
     for start, end in sorted(_spans(text)):
         if merged and start <= merged[-1][1]:

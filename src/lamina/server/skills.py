@@ -135,7 +135,9 @@ class Outcome:
 
 
 def _summary(value: Any, limit: int = 400) -> str:
-    text = redact_secrets(json.dumps(value, ensure_ascii=False, default=str))
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    # Redacted with a margin past the cut: a secret straddling it is still found whole.
+    text = redact_secrets(text[: limit + 200])
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -361,7 +363,7 @@ class Dispatcher:
                 )
 
         try:
-            await self.threads.update(call.tenant, call.thread_id, change)
+            await self.threads.update(call.tenant, call.thread_id, change, thread)
         except LaminaError as exc:
             if exc.code is not ErrorCode.THREAD_STATE_TOO_LARGE:
                 raise
