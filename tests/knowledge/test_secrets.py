@@ -107,5 +107,11 @@ def test_look_around_patterns_are_prefiltered_and_still_exact() -> None:
     rule = Rule(id="r", target="code", operator="must_not_match", value=value)
     scanner = CodeScanner([Policy(id="p", name="p", layer="company", rules=[rule])])
     assert scanner._prefilter  # the loose form went into the RE2 set
-    for text, hit in (("a key9abc", True), ("a keyabc", False), ("key9x", True), ("keyx9", False), ("", False)):
+    for text, hit in (
+        ("a key9abc", True),
+        ("a keyabc", False),
+        ("key9x", True),
+        ("keyx9", False),
+        ("", False),
+    ):
         assert bool(scanner.scan(text)) is hit, text

@@ -9,7 +9,7 @@ replaced."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from lamina.governance.models import Policy
@@ -165,12 +165,36 @@ def redact_secrets(text: str) -> str:
     return "".join(out)
 
 
-def redact_json(value: Any) -> Any:
-    """A JSON value with ``redact_secrets`` applied to every string in it (keys too)."""
+def strings_of(value: Any) -> Iterator[str]:
+    """Every string in a JSON value (keys too)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield str(key)
+            yield from strings_of(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings_of(item)
+
+
+def any_secret(texts: Iterable[str]) -> bool:
+    """Whether any of ``texts`` holds a secret: one scan of them all (NUL-separated: a
+    secret never spans two of them)."""
+    return has_secret("\x00".join(texts))
+
+
+def _redacted(value: Any) -> Any:
     if isinstance(value, str):
         return redact_secrets(value)
     if isinstance(value, dict):
-        return {redact_secrets(str(k)): redact_json(v) for k, v in value.items()}
+        return {redact_secrets(str(k)): _redacted(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [redact_json(v) for v in value]
+        return [_redacted(v) for v in value]
     return value
+
+
+def redact_json(value: Any) -> Any:
+    """A JSON value with ``redact_secrets`` applied to every string in it (keys too); the
+    value itself when there is no secret in it."""
+    return _redacted(value) if any_secret(strings_of(value)) else value

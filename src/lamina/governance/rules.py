@@ -18,6 +18,7 @@ target report nothing.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 import re
@@ -143,10 +144,9 @@ class CodeScanner:
                     self._fallback[key] = pattern(rule.value, word=key[0] == "w")
                     loose = _without_lookarounds(source) if key[0] == "r" else None
                     if loose and not _NOT_RE2.search(loose):
-                        try:
+                        # RE2 may refuse it after all: then it is searched every time
+                        with contextlib.suppress(Exception):
                             self._prefilter[key] = self._set.Add(loose)
-                        except Exception:  # RE2 refuses it after all: search it every time
-                            pass
         self._set.Compile()
 
     def scan(self, content: str) -> set[tuple[str, str]]:

@@ -10,10 +10,11 @@ secret: the messages of the history are redacted (``redact_secrets``)."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterator
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
-from a2a.types import ListTasksRequest, ListTasksResponse, Task, TaskState
+from a2a.types import ListTasksRequest, ListTasksResponse, Message, Task, TaskState
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 from a2a.utils.task import ListTasksCursor, decode_list_tasks_cursor, encode_list_tasks_cursor
@@ -21,7 +22,7 @@ from google.protobuf.json_format import MessageToJson, Parse
 from google.protobuf.struct_pb2 import Value
 
 from lamina.checks import storable
-from lamina.governance.builtin import redact_secrets
+from lamina.governance.builtin import any_secret, redact_secrets
 from lamina.threads.ports import StoredTask, ThreadStore
 
 #: States worth a database write: a client waits on them or they are final.
@@ -68,11 +69,35 @@ def _redact_value(value: Value) -> None:
             _redact_value(item)
 
 
+def _strings(value: Value) -> Iterator[str]:
+    kind = value.WhichOneof("kind")
+    if kind == "string_value":
+        yield value.string_value
+    elif kind == "struct_value":
+        for item in value.struct_value.fields.values():
+            yield from _strings(item)
+    elif kind == "list_value":
+        for item in value.list_value.values:
+            yield from _strings(item)
+
+
+def _texts(messages: list[Message]) -> Iterator[str]:
+    for message in messages:
+        for part in message.parts:
+            kind = part.WhichOneof("content")
+            if kind == "text":
+                yield part.text
+            elif kind == "data":
+                yield from _strings(part.data)
+
+
 def redact_history(task: Task) -> None:
     """Replace the secrets in the task's messages (texts and data parts) in place."""
     messages = list(task.history)
     if task.status.HasField("message"):
         messages.append(task.status.message)
+    if not any_secret(_texts(messages)):
+        return
     for message in messages:
         for part in message.parts:
             kind = part.WhichOneof("content")
