@@ -55,6 +55,13 @@ def _envelope(method: str, message: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used: a figure that the other work on a
+    shared machine does not change, unlike requests/s."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -219,13 +226,19 @@ def _stop(processes: list[subprocess.Popen[str]]) -> None:
         process.communicate(timeout=60)
 
 
-def _loads(urls: list[str], args: argparse.Namespace, parts: set[str]) -> dict[str, Any]:
+def _loads(
+    urls: list[str], pids: list[int], args: argparse.Namespace, parts: set[str]
+) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for part, tool in (("search", "memory_search"), ("add", "memory_add")):
         if part in parts:
-            out[part] = asyncio.run(
+            before = sum(_cpu_s(pid) for pid in pids)
+            out[part] = result = asyncio.run(
                 _tool_load(urls, tool, args.requests, args.seconds, args.concurrency)
             )
+            used = sum(_cpu_s(pid) for pid in pids) - before
+            # Warm-up requests included: a few in a thousand.
+            result["server_cpu_ms_per_request"] = round(used * 1000 / result["requests"], 2)
     return out
 
 
@@ -255,7 +268,7 @@ def main() -> None:
                     urls.append(process.stdout.readline().strip().split()[-1].rstrip("/"))
                 run: dict[str, Any] = {
                     "server_rss_mb_started": round(_rss_mb(processes[0].pid), 1),
-                    **_loads(urls, args, parts),
+                    **_loads(urls, [p.pid for p in processes], args, parts),
                 }
                 if count == 1 and "sse" in parts:
                     run["sse"] = asyncio.run(_sse(urls[0], args.streams))

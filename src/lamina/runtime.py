@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -154,18 +154,9 @@ class AsyncLamina:
             search_mode=SearchMode(self.settings.context.search_mode),
         )
 
-    async def _memory_guard(
-        self,
-        tenant: str,
-        layer: str,
-        identifiers: Mapping[str, str],
-        content: str | None,
-        *,
-        extra: Mapping[str, Any] | None = None,
-    ) -> list[dict[str, Any]]:
-        found = await self.governance.check_memory_write(
-            tenant, layer, identifiers, content, extra=extra
-        )
+    async def _memory_guard(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        """governance.check_memory_write (the memory port's WriteGuard), as JSON."""
+        found = await self.governance.check_memory_write(*args, **kwargs)
         return [v.model_dump(mode="json") for v in found]
 
     async def start(self) -> None:

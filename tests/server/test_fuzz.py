@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.server.harness import Running, running_server, server_settings
+from tests.server.harness import Running, mcp_http_process, running_server, server_settings
 
 LIMITS = {"default": {"requests_per_minute": 1_000_000}}
 #: Examples per test: bounded for CI; LAMINA_FUZZ_EXAMPLES=2000 for a deeper local run.
@@ -314,28 +312,7 @@ def mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The MCP endpoint's URL and a session id of an initialized session."""
     config = tmp_path_factory.mktemp("mcp") / "lamina.toml"
     config.write_text("[server.tiers.default]\nrequests_per_minute = 1000000\n", encoding="utf-8")
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lamina",
-            "--data-dir",
-            str(config.parent / "d"),
-            "--config",
-            str(config),
-            "mcp",
-            "--transport",
-            "http",
-            "--port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip().split()[-1].rstrip("/") + "/mcp"
+    with mcp_http_process(config.parent / "d", config) as url:
         accept = {"Accept": "application/json, text/event-stream"}
         init = {
             "jsonrpc": "2.0",
@@ -353,10 +330,6 @@ def mcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
         done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         httpx.post(url, json=done, headers={**accept, "mcp-session-id": session}, timeout=30)
         yield url, session
-    finally:
-        process.terminate()
-        _, errors = process.communicate(timeout=30)
-        assert "Traceback" not in errors, errors[-3000:]
 
 
 @st.composite

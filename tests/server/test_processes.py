@@ -16,7 +16,15 @@ from pathlib import Path
 import httpx
 
 from tests.pg import require_postgres, reset_database
-from tests.server.harness import HEADERS, result_of, rpc, send, session_of, tool_message
+from tests.server.harness import (
+    HEADERS,
+    mcp_http_process,
+    result_of,
+    rpc,
+    send,
+    session_of,
+    tool_message,
+)
 
 
 @contextmanager
@@ -182,28 +190,7 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
         "[server.tiers.small.skills]\ngovernance = 2\n",
         encoding="utf-8",
     )
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lamina",
-            "--data-dir",
-            str(tmp_path / "d"),
-            "--config",
-            str(config),
-            "mcp",
-            "--transport",
-            "http",
-            "--port",
-            "0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        url = process.stdout.readline().strip().split()[-1].rstrip("/") + "/mcp"
+    with mcp_http_process(tmp_path / "d", config) as url:
         assert httpx.post(url, json={}).status_code == 401
 
         async def scenario() -> None:
@@ -236,6 +223,3 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
         assert refused.status_code == 429, refused.text
         assert "governance" in refused.text and refused.headers["retry-after"]
         assert call("memory_list").status_code != 429
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Iterator
+from typing import Any
 
 from a2a.server.context import ServerCallContext
 from a2a.server.tasks import TaskStore
@@ -55,40 +56,27 @@ def _stored(task: Task) -> StoredTask:
     )
 
 
-def _redact_value(value: Value) -> None:
+def _values(value: Value) -> Iterator[tuple[Any, str]]:
     kind = value.WhichOneof("kind")
     if kind == "string_value":
-        clean = redact_secrets(value.string_value)
-        if clean != value.string_value:
-            value.string_value = clean
+        yield value, "string_value"
     elif kind == "struct_value":
         for item in value.struct_value.fields.values():
-            _redact_value(item)
+            yield from _values(item)
     elif kind == "list_value":
         for item in value.list_value.values:
-            _redact_value(item)
+            yield from _values(item)
 
 
-def _strings(value: Value) -> Iterator[str]:
-    kind = value.WhichOneof("kind")
-    if kind == "string_value":
-        yield value.string_value
-    elif kind == "struct_value":
-        for item in value.struct_value.fields.values():
-            yield from _strings(item)
-    elif kind == "list_value":
-        for item in value.list_value.values:
-            yield from _strings(item)
-
-
-def _texts(messages: list[Message]) -> Iterator[str]:
+def _strings(messages: list[Message]) -> Iterator[tuple[Any, str]]:
+    """Where each string of the messages sits: (the protobuf holding it, its field)."""
     for message in messages:
         for part in message.parts:
             kind = part.WhichOneof("content")
             if kind == "text":
-                yield part.text
+                yield part, "text"
             elif kind == "data":
-                yield from _strings(part.data)
+                yield from _values(part.data)
 
 
 def redact_history(task: Task) -> None:
@@ -96,17 +84,14 @@ def redact_history(task: Task) -> None:
     messages = list(task.history)
     if task.status.HasField("message"):
         messages.append(task.status.message)
-    if not any_secret(_texts(messages)):
+    strings = list(_strings(messages))
+    if not any_secret(getattr(holder, name) for holder, name in strings):
         return
-    for message in messages:
-        for part in message.parts:
-            kind = part.WhichOneof("content")
-            if kind == "text":
-                clean = redact_secrets(part.text)
-                if clean != part.text:
-                    part.text = clean
-            elif kind == "data":
-                _redact_value(part.data)
+    for holder, name in strings:
+        text = getattr(holder, name)
+        clean = redact_secrets(text)
+        if clean != text:
+            setattr(holder, name, clean)
 
 
 def _task(row: StoredTask) -> Task:
