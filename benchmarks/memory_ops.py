@@ -62,15 +62,16 @@ def corpus_vectors(texts: list[str]) -> np.ndarray:
     return vectors
 
 
-def build_store(size: int, data_dir: str) -> dict[str, Any]:
-    """Fill a store with ``size`` memories of one user (vectors precomputed)."""
+def build_store(size: int, data_dir: str, database_url: str | None = None) -> dict[str, Any]:
+    """Fill a store with ``size`` memories of one user (vectors precomputed); the SQLite file
+    in ``data_dir``, or PostgreSQL at ``database_url``."""
     from lamina import Lamina
     from lamina.memory.layers import MemoryLayer
     from lamina.memory.ports import NewMemory, Scope
 
     texts = sentences(size, numbered=True)
     vectors = corpus_vectors(texts)
-    with Lamina(data_dir=data_dir) as ms:
+    with Lamina(data_dir=data_dir, database_url=database_url) as ms:
         store = ms.aio.store
         scope = Scope(MemoryLayer.USER, {"user_id": "bench"}, "bench")
         start = time.perf_counter()

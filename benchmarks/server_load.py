@@ -6,12 +6,17 @@ on it, and a load generator in this process (httpx, ``--concurrency`` connection
 - ``search``: memory_search through JSON-RPC SendMessage (a direct tool call, new thread
   each), ``--requests`` requests at most and ``--seconds`` at most: sustained requests/s,
   p50 and p99 latency;
+- ``add``: memory_add the same way (a new memory each, user layer);
 - ``sse``: SendStreamingMessage, time from sending to the first SSE event (median, p95);
 - ``threads``: ``--threads`` new threads, server RSS before and after (memory per open
   thread) and the bytes each thread's state takes in the database.
 
+With ``--database-url`` the store is PostgreSQL and ``--processes 1,2`` runs search and add
+against one server process, then two (the load spread over them), in one run.
+
     uv run python -m benchmarks.server_load [--memories 10000] [--requests 2000]
-        [--seconds 60] [--concurrency 8] [--threads 1000]
+        [--seconds 60] [--concurrency 8] [--threads 1000] [--only search,add]
+        [--database-url postgresql://...] [--processes 1,2]
 """
 
 from __future__ import annotations
@@ -50,6 +55,13 @@ def _envelope(method: str, message: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}}
 
 
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) the process has used: a figure that the other work on a
+    shared machine does not change, unlike requests/s."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -65,8 +77,21 @@ def _stats(values: list[float]) -> dict[str, float]:
     }
 
 
-async def _search_load(url: str, n: int, seconds: float, concurrency: int) -> dict[str, Any]:
+def _search_args(texts: list[str], i: int) -> dict[str, Any]:
+    return {"query": texts[i % len(texts)], "user_id": "bench", "limit": 10}
+
+
+def _add_args(texts: list[str], i: int) -> dict[str, Any]:
+    return {"content": f"{texts[i % len(texts)]} (note {i})", "layer": "user", "user_id": "b2"}
+
+
+async def _tool_load(
+    urls: list[str], tool: str, n: int, seconds: float, concurrency: int
+) -> dict[str, Any]:
+    """``n`` calls of ``tool`` (at most ``seconds``) over ``concurrency`` connections, spread
+    evenly over the servers at ``urls``."""
     texts = queries(max(50, min(n, 500)))
+    arguments = _search_args if tool == "memory_search" else _add_args
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -77,13 +102,7 @@ async def _search_load(url: str, n: int, seconds: float, concurrency: int) -> di
         for i in counter:
             if time.perf_counter() > deadline:
                 return
-            body = _envelope(
-                "SendMessage",
-                _message(
-                    "memory_search",
-                    {"query": texts[i % len(texts)], "user_id": "bench", "limit": 10},
-                ),
-            )
+            body = _envelope("SendMessage", _message(tool, arguments(texts, i)))
             started = time.perf_counter()
             response = await client.post("/", json=body, headers=HEADERS)
             latencies.append(time.perf_counter() - started)
@@ -95,15 +114,21 @@ async def _search_load(url: str, n: int, seconds: float, concurrency: int) -> di
                 errors += 1
 
     limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=60, limits=limits) as client:
-        await worker_warmup(client)
+    clients = [httpx.AsyncClient(base_url=url, timeout=60, limits=limits) for url in urls]
+    try:
+        for client in clients:
+            await worker_warmup(client)
         started = time.perf_counter()
-        await asyncio.gather(*(worker(client) for _ in range(concurrency)))
+        await asyncio.gather(*(worker(clients[k % len(clients)]) for k in range(concurrency)))
         elapsed = time.perf_counter() - started
+    finally:
+        for client in clients:
+            await client.aclose()
     return {
         "requests": len(latencies),
         "errors": errors,
         "concurrency": concurrency,
+        "servers": len(urls),
         "requests_per_s": round(len(latencies) / elapsed, 1),
         **_stats(latencies),
     }
@@ -168,6 +193,55 @@ async def _threads(url: str, pid: int, data_dir: str, n: int) -> dict[str, Any]:
     }
 
 
+def _serve(data_dir: str, database_url: str | None) -> subprocess.Popen[str]:
+    extra = ["--database-url", database_url] if database_url else []
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lamina",
+            "--data-dir",
+            data_dir,
+            *extra,
+            "serve",
+            "--port",
+            "0",
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        # A load test is not a tenant to protect the server from: lift the rate limit.
+        env={
+            **os.environ,
+            "LAMINA_SERVER__TIERS": '{"default": {"requests_per_minute": 100000000}}',
+        },
+    )
+
+
+def _stop(processes: list[subprocess.Popen[str]]) -> None:
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        process.communicate(timeout=60)
+
+
+def _loads(
+    urls: list[str], pids: list[int], args: argparse.Namespace, parts: set[str]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part, tool in (("search", "memory_search"), ("add", "memory_add")):
+        if part in parts:
+            before = sum(_cpu_s(pid) for pid in pids)
+            out[part] = result = asyncio.run(
+                _tool_load(urls, tool, args.requests, args.seconds, args.concurrency)
+            )
+            used = sum(_cpu_s(pid) for pid in pids) - before
+            # Warm-up requests included: a few in a thousand.
+            result["server_cpu_ms_per_request"] = round(used * 1000 / result["requests"], 2)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--memories", type=int, default=10_000)
@@ -176,43 +250,34 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1_000)
+    parser.add_argument("--only", default="search,add,sse,threads")
+    parser.add_argument("--database-url", default=None)
+    parser.add_argument("--processes", default="1")
     args = parser.parse_args()
+    parts = set(args.only.split(","))
     out: dict[str, Any] = {"benchmark": "server_load", "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory() as data_dir:
-        out["store"] = build_store(args.memories, data_dir)
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "lamina",
-                "--data-dir",
-                data_dir,
-                "serve",
-                "--port",
-                "0",
-                "--log-level",
-                "warning",
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            # A load test is not a tenant to protect the server from: lift the rate limit.
-            env={
-                **os.environ,
-                "LAMINA_SERVER__TIERS": '{"default": {"requests_per_minute": 100000000}}',
-            },
-        )
-        try:
-            assert process.stdout is not None
-            url = process.stdout.readline().strip().split()[-1].rstrip("/")
-            out["server_rss_mb_started"] = round(_rss_mb(process.pid), 1)
-            out["search"] = asyncio.run(
-                _search_load(url, args.requests, args.seconds, args.concurrency)
-            )
-            out["sse"] = asyncio.run(_sse(url, args.streams))
-            out["threads"] = asyncio.run(_threads(url, process.pid, data_dir, args.threads))
-        finally:
-            process.send_signal(signal.SIGTERM)
-            process.communicate(timeout=60)
+        out["store"] = build_store(args.memories, data_dir, args.database_url)
+        out["store"]["kind"] = "postgresql" if args.database_url else "sqlite"
+        for count in [int(n) for n in args.processes.split(",")]:
+            processes = [_serve(data_dir, args.database_url) for _ in range(count)]
+            try:
+                urls = []
+                for process in processes:
+                    assert process.stdout is not None
+                    urls.append(process.stdout.readline().strip().split()[-1].rstrip("/"))
+                run: dict[str, Any] = {
+                    "server_rss_mb_started": round(_rss_mb(processes[0].pid), 1),
+                    **_loads(urls, [p.pid for p in processes], args, parts),
+                }
+                if count == 1 and "sse" in parts:
+                    run["sse"] = asyncio.run(_sse(urls[0], args.streams))
+                if count == 1 and "threads" in parts and not args.database_url:
+                    pid = processes[0].pid
+                    run["threads"] = asyncio.run(_threads(urls[0], pid, data_dir, args.threads))
+            finally:
+                _stop(processes)
+            out[f"processes_{count}"] = run
     print(json.dumps(out, indent=2))
 
 

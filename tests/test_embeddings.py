@@ -1,12 +1,15 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from lamina import ErrorCode, Lamina, LaminaError
+from lamina.embeddings.coalesce import Coalescer
 from lamina.embeddings.local import DIMENSIONS, LocalEmbedder
 from lamina.embeddings.openai import OpenAIEmbedder
 from tests.conftest import fast_settings, openai_settings
@@ -157,3 +160,36 @@ def test_openai_settings_are_validated(tmp_path: Path) -> None:
     with pytest.raises(LaminaError) as err:
         Lamina(fast_settings(tmp_path, embedding={"model": "bge-large"}))
     assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+
+
+def test_overlapping_small_calls_share_one_model_run() -> None:
+    model = LocalEmbedder()
+    runs: list[int] = []
+
+    def run(texts: Sequence[str]) -> Any:
+        runs.append(len(texts))
+        if any(t == "boom" for t in texts):
+            raise ValueError("the model failed")
+        return model.embed_sync(texts)
+
+    texts = [f"note number {i} about deploys" for i in range(12)]
+    together = Coalescer(run, limit=64)
+
+    async def scenario() -> list[Any]:
+        return await asyncio.gather(*(together.embed([t]) for t in texts))
+
+    vectors = asyncio.run(scenario())
+    alone = model.embed_sync(texts)
+    for got, expected in zip(vectors, alone, strict=True):
+        assert got.shape == (1, 384)
+        assert float(np.dot(got[0], expected)) > 0.9999
+    assert sum(runs) == 12 and len(runs) < 12  # batched: fewer runs than calls
+
+    async def failing() -> list[Any]:
+        return await asyncio.gather(
+            together.embed(["fine"]), together.embed(["boom"]), return_exceptions=True
+        )
+
+    results = asyncio.run(failing())
+    assert any(isinstance(r, ValueError) for r in results)
+    assert asyncio.run(scenario())[0].shape == (1, 384)  # still serving

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -129,6 +129,7 @@ class AsyncLamina:
             max_content_length=self.settings.memory.max_content_length,
         )
         self.knowledge.guard = self.governance.check_knowledge_write
+        self.knowledge.secret_guard = self.governance.check_secrets
         self.memory.write_guard = self._memory_guard
         #: Chat models this runtime built (closed with it).
         self._chat_models: list[ChatModel] = []
@@ -158,10 +159,9 @@ class AsyncLamina:
             search_mode=SearchMode(self.settings.context.search_mode),
         )
 
-    async def _memory_guard(
-        self, tenant: str, layer: str, identifiers: Mapping[str, str], content: str
-    ) -> list[dict[str, Any]]:
-        found = await self.governance.check_memory_write(tenant, layer, identifiers, content)
+    async def _memory_guard(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+        """governance.check_memory_write (the memory port's WriteGuard), as JSON."""
+        found = await self.governance.check_memory_write(*args, **kwargs)
         return [v.model_dump(mode="json") for v in found]
 
     async def start(self) -> None:

@@ -91,6 +91,38 @@ def running_server(
         thread.join(30)
 
 
+@contextmanager
+def mcp_http_process(data_dir: Path, config: Path) -> Iterator[str]:
+    """A ``lamina mcp --transport http`` process on an ephemeral port; its /mcp URL. On exit
+    it is stopped, and must have logged no traceback."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "lamina",
+            "--data-dir",
+            str(data_dir),
+            "--config",
+            str(config),
+            "mcp",
+            "--transport",
+            "http",
+            "--port",
+            "0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        yield process.stdout.readline().strip().split()[-1].rstrip("/") + "/mcp"
+    finally:
+        process.terminate()
+        _, errors = process.communicate(timeout=30)
+    assert "Traceback" not in errors, errors[-3000:]
+
+
 def server_settings(data_dir: Path, **server: Any) -> Settings:
     overrides = server.pop("_settings", {})
     return fast_settings(data_dir, server=server, **overrides)

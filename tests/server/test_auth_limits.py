@@ -3,9 +3,12 @@ rate limits (in-process and Redis) with 429 + Retry-After, and their metric."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,10 +178,8 @@ def test_a_tenant_never_reaches_another_tenants_data(client: httpx.Client) -> No
 
 
 def test_rate_limit_per_skill_returns_429_with_retry_after(
-    client: httpx.Client, live: Running, monkeypatch: pytest.MonkeyPatch
+    client: httpx.Client, live: Running
 ) -> None:
-    # One window for the whole test (a minute boundary would reset the counts).
-    monkeypatch.setattr(live.server.limiter, "_clock", lambda: 1_000_000.0)
     C = {"X-API-Key": KEY_C}
     codes = []
     for _ in range(5):
@@ -194,7 +195,7 @@ def test_rate_limit_per_skill_returns_429_with_retry_after(
         )
         codes.append(response.status_code)
         if response.status_code == 429:
-            assert response.headers["retry-after"] == "20"
+            assert 50 <= int(response.headers["retry-after"]) <= 60  # the moving window
             assert response.json()["error"]["data"]["reason"] == "RATE_LIMITED"
     assert codes[:3] == [200, 200, 200] and codes[3:] == [429, 429]
     # Other skills of the same tenant, and other tenants, are not limited by it.
@@ -207,34 +208,77 @@ def test_rate_limit_per_skill_returns_429_with_retry_after(
 
 
 def test_tier_limit_counts_every_request() -> None:
-    import asyncio
-
-    limiter = RateLimiter(
-        ServerSettings(tiers={"t": {"requests_per_minute": 2}}), clock=lambda: 120.0
-    )
+    limiter = RateLimiter(ServerSettings(tiers={"t": {"requests_per_minute": 2}}))
     results = asyncio.run(_hits(limiter, "acme", "t", 3))
-    assert results[:2] == [None, None] and results[2] == Limited("total", 2, 60.0)
+    assert results[:2] == [None, None]
+    refused = results[2]
+    assert refused is not None and (refused.scope, refused.limit) == ("total", 2)
+    assert 59 <= refused.retry_after <= 60  # when the first of the two leaves the window
 
 
 async def _hits(limiter: RateLimiter, tenant: str, tier: str, n: int) -> list[Limited | None]:
-    return [await limiter.check(tenant, tier, "memory") for _ in range(n)]
+    try:
+        return [await limiter.check(tenant, tier, "memory") for _ in range(n)]
+    finally:
+        await limiter.aclose()
+
+
+async def _after_boundary(window: int, at: float) -> None:
+    """Sleep until ``at`` seconds into a fixed window of ``window`` seconds (epoch-aligned)."""
+    now = time.time()
+    await asyncio.sleep((at - now % window) % window)
+
+
+def test_the_window_moves_no_burst_of_twice_the_limit_at_a_boundary() -> None:
+    """A fixed window lets the limit through just before its end and again just after it;
+    the moving window counts the requests of the last ``window`` seconds wherever they fall."""
+    limiter = RateLimiter(ServerSettings(tiers={"t": {"requests_per_minute": 5}}), window=2)
+
+    async def scenario() -> tuple[list[Limited | None], list[Limited | None], list[Limited | None]]:
+        try:
+            await _after_boundary(2, 1.6)  # late in a fixed window
+            before = [await limiter.check("acme", "t", "memory") for _ in range(5)]
+            await _after_boundary(2, 0.1)  # a fixed window would start counting again here
+            after = [await limiter.check("acme", "t", "memory") for _ in range(5)]
+            await asyncio.sleep(2.0)  # the first burst has left the window
+            later = [await limiter.check("acme", "t", "memory") for _ in range(5)]
+            return before, after, later
+        finally:
+            await limiter.aclose()
+
+    before, after, later = asyncio.run(scenario())
+    assert before == [None] * 5
+    assert all(r is not None and r.scope == "total" for r in after), after
+    assert later == [None] * 5
+
+
+def _redis_or_skip(limiter: RateLimiter, url: str) -> None:
+    async def probe() -> bool:
+        try:
+            return bool(await limiter.storage.check())
+        finally:
+            await limiter.aclose()
+
+    try:
+        ok = asyncio.run(probe())
+    except Exception as exc:
+        ok, why = False, str(exc)
+    else:
+        why = "check() failed"
+    if not ok:
+        if os.environ.get("CI"):
+            raise AssertionError(f"no Redis at {url}: {why}")
+        pytest.skip(f"no Redis at {url}: {why}")
 
 
 def test_redis_limits_are_shared_between_replicas() -> None:
-    import asyncio
-
     url = os.environ.get("LAMINA_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    settings = ServerSettings(redis_url=url, tiers={"default": {"requests_per_minute": 4}})
+    _redis_or_skip(RateLimiter(settings), url)
 
     async def scenario() -> list[Limited | None]:
-        settings = ServerSettings(redis_url=url, tiers={"default": {"requests_per_minute": 4}})
         one, two = RateLimiter(settings), RateLimiter(settings)
         tenant = f"t-{uuid.uuid4().hex}"
-        try:
-            await one.counter.incr("probe", 0)
-        except Exception as exc:
-            if os.environ.get("CI"):
-                raise
-            pytest.skip(f"no Redis at {url}: {exc}")
         try:
             return [
                 await (one if i % 2 else two).check(tenant, "default", "memory") for i in range(6)
@@ -245,6 +289,51 @@ def test_redis_limits_are_shared_between_replicas() -> None:
 
     results = asyncio.run(scenario())
     assert results[:4] == [None] * 4 and all(r is not None for r in results[4:])
+
+
+def test_two_server_processes_share_one_redis_limit(tmp_path: Path) -> None:
+    from tests.server.test_processes import serve_process
+
+    url = os.environ.get("LAMINA_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+    _redis_or_skip(RateLimiter(ServerSettings(redis_url=url)), url)
+    env = {
+        "LAMINA_TENANT_ID": f"t-{uuid.uuid4().hex}",  # keys of its own in the shared Redis
+        "LAMINA_SERVER__REDIS_URL": url,
+        "LAMINA_SERVER__TIERS": json.dumps(
+            {"default": {"requests_per_minute": 100, "skills": {"memory": 3}}}
+        ),
+    }
+    with (
+        serve_process("--data-dir", str(tmp_path / "a"), env=env) as one,
+        serve_process("--data-dir", str(tmp_path / "b"), env=env) as two,
+        httpx.Client(timeout=30) as client,
+    ):
+        codes = []
+        for i in range(6):
+            response = client.post(
+                (one if i % 2 else two) + "/",
+                headers=HEADERS,
+                json={
+                    "jsonrpc": "2.0",
+                    "id": i,
+                    "method": "SendMessage",
+                    "params": {"message": tool_message("memory_list", {"user_id": "u"})},
+                },
+            )
+            codes.append(response.status_code)
+        # Three memory calls between the two processes, then both refuse.
+        assert codes == [200, 200, 200, 429, 429, 429], codes
+        other = client.post(
+            one + "/",
+            headers=HEADERS,
+            json={
+                "jsonrpc": "2.0",
+                "id": "k",
+                "method": "SendMessage",
+                "params": {"message": tool_message("knowledge_list", {})},
+            },
+        )
+        assert other.status_code == 200  # another skill of the same tenant is not limited
 
 
 def test_no_keys_means_loopback_only(tmp_path: Path) -> None:

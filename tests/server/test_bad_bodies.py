@@ -224,6 +224,25 @@ def test_valid_numbers_and_escapes_still_pass(client: httpx.Client) -> None:
     assert escaped.status_code == 200, escaped.text
 
 
+def test_whole_number_query_parameters_are_checked(client: httpx.Client, quiet: None) -> None:
+    """Found by tests/server/test_fuzz.py: the SDK's 0.3 REST GetTask called int() on
+    historyLength (a 500 for ``?historyLength=:``)."""
+    for path, version in (("/v1/tasks/t-1", "0.3"), ("/tasks/t-1", "1.0"), ("/tasks", "1.0")):
+        for value in (":", "1e3", " 2", "9" * 30):
+            response = client.get(
+                path, params={"historyLength": value}, headers={"A2A-Version": version}
+            )
+            assert response.status_code == 400, (path, value, response.text)
+            assert "historyLength must be a whole number" in rest_error(response)
+    for value in ("x", "-"):
+        response = client.get("/tasks", params={"pageSize": value}, headers=HEADERS)
+        assert "pageSize must be a whole number" in rest_error(response)
+    found = client.get(
+        "/v1/tasks/t-1", params={"historyLength": "2"}, headers={"A2A-Version": "0.3"}
+    )
+    assert found.status_code == 404, found.text
+
+
 # -- 4. NUL characters in task and context ids, on every backend ------------------------
 
 

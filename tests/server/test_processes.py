@@ -108,7 +108,12 @@ def test_two_servers_on_one_postgres_serve_the_same_threads(tmp_path: Path) -> N
             ),
         )
         first = send(
-            a, tool_message("memory_search", {"query": "ships"}, metadata={"user_id": "dana"})
+            a,
+            tool_message(
+                "memory_search",
+                {"query": "ships"},
+                metadata={"user_id": "dana", "session_context": True},
+            ),
         )
         thread = first["contextId"]
         assert session_of(first)["identifiers"] == {"user_id": "dana"}

@@ -48,6 +48,15 @@ def test_a_thread_keeps_identifiers_and_starts_with_session_context(tmp_path: Pa
         assert later["status"]["state"] == "TASK_STATE_COMPLETED", later["status"]
         assert [m["content"] for m in result_of(later)["items"]] == ["Bob deploys on Fridays"]
         assert session_of(later) is None
+        # A one-shot tool call does only its work: no session context unless it asks.
+        one_shot = send(client, tool_message("memory_list", {}, metadata={"user_id": "bob"}))
+        assert one_shot["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert session_of(one_shot) is None
+        asked = send(
+            client,
+            tool_message("memory_list", {}, metadata={"user_id": "bob", "session_context": True}),
+        )
+        assert session_of(asked)["identifiers"] == {"user_id": "bob"}
         state = live.run(live.server.threads.get("default", thread))
         assert state.identifiers == {"user_id": "bob", "project_id": "web"}
         turns = state.conversation_context["turns"]

@@ -6,7 +6,6 @@ with lamina (see data/NOTICE). The model loads lazily, once per process.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import os
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from lamina.embeddings.base import Vectors, normalize
+from lamina.embeddings.coalesce import Coalescer
 from lamina.errors import ErrorCode, LaminaError
 
 log = logging.getLogger(__name__)
@@ -124,6 +124,7 @@ class LocalEmbedder:
     def __init__(self, *, batch_size: int = 64, threads: int = 0) -> None:
         self._batch_size = batch_size
         self._threads = threads
+        self._together = Coalescer(self.embed_sync, limit=batch_size)
 
     @property
     def model_id(self) -> str:
@@ -146,7 +147,8 @@ class LocalEmbedder:
             ) from exc
 
     async def embed(self, texts: Sequence[str]) -> Vectors:
-        return await asyncio.to_thread(self.embed_sync, list(texts))
+        """In a worker thread; small calls that overlap share one model run."""
+        return await self._together.embed(list(texts))
 
     async def aclose(self) -> None:
         """The model stays loaded for the process; nothing to release per embedder."""

@@ -18,6 +18,7 @@ target report nothing.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import logging
 import re
@@ -62,15 +63,70 @@ def pattern(value: str, word: bool = False) -> re.Pattern[str]:
     return found
 
 
+def _class_end(source: str, start: int) -> int:
+    """The index after the character class opening at ``start``, or -1."""
+    j = start + 1
+    if source.startswith("^", j):
+        j += 1
+    if source.startswith("]", j):
+        j += 1
+    while j < len(source):
+        if source[j] == "\\":
+            j += 2
+            continue
+        if source[j] == "]":
+            return j + 1
+        j += 1
+    return -1
+
+
+def _without_lookarounds(source: str) -> str | None:
+    """``source`` with its look-around groups removed: a pattern matching wherever
+    ``source`` does (and more), or None when that cannot be told (unbalanced, a class)."""
+    out: list[str] = []
+    i = 0
+    while i < len(source):
+        if source.startswith(("(?=", "(?!", "(?<=", "(?<!"), i):
+            depth, j = 0, i
+            while j < len(source):
+                c = source[j]
+                if c == "\\":
+                    j += 2
+                    continue
+                if c == "[":  # a class: its brackets and parentheses are characters
+                    j = _class_end(source, j)
+                    if j < 0:
+                        return None
+                    continue
+                depth += c == "("
+                depth -= c == ")"
+                j += 1
+                if depth == 0:
+                    break
+            if depth:
+                return None
+            i = j
+            continue
+        if source[i] == "\\":
+            out.append(source[i : i + 2])
+            i += 2
+            continue
+        out.append(source[i])
+        i += 1
+    return "".join(out)
+
+
 class CodeScanner:
     """Every code rule of a policy set in one pass over the content: the rules' patterns go
     into one RE2 set (linear time, whatever the number of patterns); the few RE2 cannot run
-    (look-arounds, back-references) are searched one by one with ``re``."""
+    (look-arounds, back-references) are searched one by one with ``re`` — those with only
+    look-arounds only where the pattern without them matched (an RE2 pre-filter)."""
 
     def __init__(self, policies: Sequence[Policy]) -> None:
         self._set: Any = re2.Set.SearchSet(re2.Options())
         self._index: dict[tuple[str, str], int] = {}
         self._fallback: dict[tuple[str, str], re.Pattern[str]] = {}
+        self._prefilter: dict[tuple[str, str], int] = {}
         for policy in policies:
             for rule in policy.rules:
                 if rule.target is not RuleTarget.CODE:
@@ -86,15 +142,24 @@ class CodeScanner:
                     self._fallback[key] = re.compile(re.escape(rule.value))
                 else:
                     self._fallback[key] = pattern(rule.value, word=key[0] == "w")
+                    loose = _without_lookarounds(source) if key[0] == "r" else None
+                    if loose and not _NOT_RE2.search(loose):
+                        # RE2 may refuse it after all: then it is searched every time
+                        with contextlib.suppress(Exception):
+                            self._prefilter[key] = self._set.Add(loose)
         self._set.Compile()
 
     def scan(self, content: str) -> set[tuple[str, str]]:
         """The keys of the code patterns found in ``content``."""
         found: set[tuple[str, str]] = set()
-        if self._index:
+        hits: set[int] = set()
+        if self._index or self._prefilter:
             hits = set(self._set.Match(content) or ())
             found.update(k for k, i in self._index.items() if i in hits)
-        found.update(k for k, rx in self._fallback.items() if rx.search(content))
+        for key, rx in self._fallback.items():
+            first = self._prefilter.get(key)
+            if (first is None or first in hits) and rx.search(content):
+                found.add(key)
         return found
 
 

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from lamina.checks import invalid, too_long
 from lamina.config import GovernanceSettings
 from lamina.errors import ErrorCode, LaminaError
-from lamina.governance.builtin import secrets_policy
+from lamina.governance.builtin import secret_views, secrets_policy
 from lamina.governance.models import (
     SEVERITY_WEIGHT,
     DriftReport,
@@ -246,6 +246,7 @@ class GovernanceService:
         *,
         sync: bool,
         resolved: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> list[Violation]:
         if not self._settings.secret_scan and not self._settings.check_writes:
             return []
@@ -253,32 +254,80 @@ class GovernanceService:
             effective = await self._effective(tenant, layer, layer_id, sync=sync, resolved=resolved)
         else:
             effective = self._secrets
-        violations, _ = await asyncio.to_thread(
-            evaluate, effective.policies, ctx, effective.scanner()
-        )
-        blocking = [v for v in violations if v.severity is Severity.BLOCK]
-        if blocking:
-            raise LaminaError(
-                ErrorCode.POLICY_VIOLATION,
-                f"blocked by {len(blocking)} policy violation(s): "
-                + "; ".join(f"{v.policy_id}/{v.rule_id}: {v.message}" for v in blocking[:5]),
-                details={"violations": [v.model_dump(mode="json") for v in violations]},
-            )
+
+        def scan() -> list[Violation]:
+            found: list[Violation] = []
+            views = dict(_texts(extra or {}))
+            if ctx.content is not None:
+                found = evaluate(effective.policies, ctx, effective.scanner())[0]
+                views.update(("content", view) for view in secret_views(ctx.content)[1:])
+            return found + self._secret_scan(views, {f"content/{v.rule_id}" for v in found})
+
+        violations = await asyncio.to_thread(scan)
+        _raise_blocking(violations)
         return violations
 
+    def _secret_scan(self, fields: Mapping[str, str], known: set[str]) -> list[Violation]:
+        """The built-in secret rules over each named text (and its views): the violations
+        whose ``field/rule`` is not in ``known``, each naming its field."""
+        if not self._settings.secret_scan:
+            return []
+        out: list[Violation] = []
+        scanner = self._secrets.scanner()
+        for name, text in fields.items():
+            for view in secret_views(text):
+                ctx = ValidationContext(content=view)
+                for found in evaluate(self._secrets.policies, ctx, scanner)[0]:
+                    key = f"{name}/{found.rule_id}"
+                    if key in known:
+                        continue
+                    known.add(key)
+                    out.append(
+                        found.model_copy(update={"context": {**found.context, "field": name}})
+                    )
+        return out
+
+    async def check_secrets(self, fields: Mapping[str, Any]) -> None:
+        """Refuse (POLICY_VIOLATION) when any text in ``fields`` (strings, lists and objects
+        of them, by name) holds a secret: what enters shared layers besides content (a commit
+        message, for one)."""
+        views = dict(_texts(fields))
+        if views:
+            _raise_blocking(await asyncio.to_thread(self._secret_scan, views, set()))
+
     async def check_knowledge_write(
-        self, tenant: str, layer: KnowledgeLayer, layer_id: str | None, path: str, content: str
+        self,
+        tenant: str,
+        layer: KnowledgeLayer,
+        layer_id: str | None,
+        path: str,
+        content: str,
+        *,
+        extra: Mapping[str, Any] | None = None,
     ) -> list[Violation]:
-        """The guard of knowledge writes (the write lock is held: no index sync here)."""
+        """The guard of knowledge writes (the write lock is held: no index sync here).
+        ``extra``: other fields scanned for secrets (tags, related)."""
         return await self._guard(
-            tenant, layer, layer_id, ValidationContext(path=path, content=content), sync=False
+            tenant,
+            layer,
+            layer_id,
+            ValidationContext(path=path, content=content),
+            sync=False,
+            extra=extra,
         )
 
     async def check_memory_write(
-        self, tenant: str, layer: str, identifiers: Mapping[str, str], content: str
+        self,
+        tenant: str,
+        layer: str,
+        identifiers: Mapping[str, str],
+        content: str | None,
+        *,
+        extra: Mapping[str, Any] | None = None,
     ) -> list[Violation]:
         """The guard of memory writes: shared layers only (project, team, org, company).
-        ``identifiers``: the memory's identifiers after hierarchy resolution."""
+        ``identifiers``: the memory's identifiers after hierarchy resolution; ``content``
+        None when only ``extra`` (metadata) changes: that is scanned for secrets."""
         where = SHARED_MEMORY_LAYERS.get(layer)
         if where is None:
             return []
@@ -289,9 +338,42 @@ class GovernanceService:
             tenant,
             where,
             layer_id,
-            ValidationContext(content=content),
+            ValidationContext() if content is None else ValidationContext(content=content),
             sync=True,
             resolved=identifiers,
+            extra=extra,
+        )
+
+
+def _texts(value: Any, name: str = "") -> list[tuple[str, str]]:
+    """Every string in ``value`` (and every key of its objects) with where it sits."""
+    if isinstance(value, str):
+        return [(name, value)]
+    out: list[tuple[str, str]] = []
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            where = f"{name}.{key}" if name else str(key)
+            if name:
+                out.append((f"{where} (key)", str(key)))
+            out.extend(_texts(item, where))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            out.extend(_texts(item, f"{name}[{i}]"))
+    return out
+
+
+def _raise_blocking(violations: Sequence[Violation]) -> None:
+    blocking = [v for v in violations if v.severity is Severity.BLOCK]
+    if blocking:
+        raise LaminaError(
+            ErrorCode.POLICY_VIOLATION,
+            f"blocked by {len(blocking)} policy violation(s): "
+            + "; ".join(
+                f"{v.policy_id}/{v.rule_id}: {v.message}"
+                + (f" (in {v.context['field']})" if "field" in v.context else "")
+                for v in blocking[:5]
+            ),
+            details={"violations": [v.model_dump(mode="json") for v in violations]},
         )
 
 

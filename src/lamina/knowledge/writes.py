@@ -5,7 +5,7 @@ index follows the commit before the lock is released."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -21,8 +21,19 @@ class WriteGuard(Protocol):
     returns the violations that do not block."""
 
     async def __call__(
-        self, tenant: str, layer: KnowledgeLayer, layer_id: str | None, path: str, content: str
+        self,
+        tenant: str,
+        layer: KnowledgeLayer,
+        layer_id: str | None,
+        path: str,
+        content: str,
+        *,
+        extra: Mapping[str, Any] | None = None,
     ) -> list[Violation]: ...
+
+
+#: Refuses (POLICY_VIOLATION) a secret in any text of the named fields (a commit message).
+SecretGuard = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
 def now() -> datetime:
@@ -51,6 +62,8 @@ class Writer(Repository):
 
     #: Set by the runtime: governance of writes (secrets, policies).
     guard: WriteGuard | None = None
+    #: Set by the runtime: the secret scan of what is not an item's content (commit messages).
+    secret_guard: SecretGuard | None = None
 
     async def _write(self, tenant: str, author: str, mutate: Mutation) -> tuple[Plan, str]:
         """Run ``mutate`` on the current head under the tenant's write lock and commit its
@@ -63,6 +76,8 @@ class Writer(Repository):
                 if head is not None and self._synced.get(tenant) != head:
                     await self._sync_to(tenant, head)
                 plan = await mutate(head)
+                if self.secret_guard is not None:
+                    await self.secret_guard({"message": plan.message})
                 files = dict(plan.files)
                 if head is None:
                     files[MANIFEST] = self._manifest(tenant)
@@ -115,4 +130,11 @@ class Writer(Repository):
         if self.guard is None:
             return []
         text = "\n".join([item.title, item.summary, *item.constraints, item.body])
-        return await self.guard(tenant, item.layer, item.layer_id, item.path, text)
+        return await self.guard(
+            tenant,
+            item.layer,
+            item.layer_id,
+            item.path,
+            text,
+            extra={"tags": item.tags, "related": item.related},
+        )

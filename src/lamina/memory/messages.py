@@ -377,7 +377,11 @@ class MessageWrites(MemoryWrites):
                 mid = str(uuid.uuid4())
                 if self.write_guard is not None:
                     found = await self.write_guard(
-                        tenant, plan.layer.value, plan.resolved, message.content
+                        tenant,
+                        plan.layer.value,
+                        plan.resolved,
+                        message.content,
+                        extra={"metadata": _merge(plan.metadata, message.metadata)},
                     )
                     if found:
                         flagged[mid] = found

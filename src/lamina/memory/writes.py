@@ -70,7 +70,13 @@ class WriteGuard(Protocol):
     """Checks content entering ``layer``; ``identifiers`` are resolved through the hierarchy."""
 
     async def __call__(
-        self, tenant: str, layer: str, identifiers: Mapping[str, str], content: str
+        self,
+        tenant: str,
+        layer: str,
+        identifiers: Mapping[str, str],
+        content: str | None,
+        *,
+        extra: Mapping[str, Any] | None = None,
     ) -> list[dict[str, Any]]: ...
 
 
@@ -200,7 +206,9 @@ class MemoryWrites(Hierarchy, Backfill):
             scope = scope_for(mem_layer, resolved)
             mid = str(uuid.uuid4())
             if self.write_guard is not None:
-                found = await self.write_guard(tenant, mem_layer.value, resolved.given(), text)
+                found = await self.write_guard(
+                    tenant, mem_layer.value, resolved.given(), text, extra={"metadata": meta}
+                )
                 if found:
                     flagged[mid] = found
             checked.append((mid, text, Scope(mem_layer, scope, scope_key(mem_layer, scope)), meta))
@@ -302,7 +310,7 @@ class MemoryWrites(Hierarchy, Backfill):
             who = check_actor(actor)
             vector = None
             flagged: list[dict[str, Any]] = []
-            if text is not None:
+            if text is not None or (patch and self.write_guard is not None):
                 current = await self._store.get(tenant, mid)
                 if current is None:
                     raise LaminaError(
@@ -310,7 +318,14 @@ class MemoryWrites(Hierarchy, Backfill):
                     )
                 if self.write_guard is not None:
                     ids = await self._resolve(tenant, Identifiers(**current.identifiers))
-                    flagged = await self.write_guard(tenant, current.layer.value, ids.given(), text)
+                    flagged = await self.write_guard(
+                        tenant,
+                        current.layer.value,
+                        ids.given(),
+                        text,
+                        extra={"metadata": patch} if patch else None,
+                    )
+            if text is not None:
                 vector = (
                     await self._retry.run(
                         "embed", lambda: self._store.generate_embedding(tenant, [text])

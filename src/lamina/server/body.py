@@ -9,8 +9,9 @@ import json
 import math
 import re
 from typing import Any
+from urllib.parse import parse_qsl
 
-__all__ = ["BadBody", "read_json"]
+__all__ = ["BadBody", "bad_query", "read_json"]
 
 # An escaped UTF-16 surrogate (\uD800-\uDFFF): a lone one decodes to an invalid string.
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
@@ -82,3 +83,16 @@ def read_json(raw: bytes) -> Any:
     if _SURROGATE.search(text) and _lone_surrogate(value):
         raise BadBody("a string holds a lone UTF-16 surrogate (not valid Unicode)")
     return value
+
+
+#: Query parameters read as whole numbers; the SDK's 0.3 REST handler calls int() on them.
+_WHOLE_PARAMS = ("historyLength", "pageSize")
+_WHOLE = re.compile(r"-?[0-9]{1,9}")
+
+
+def bad_query(query: bytes) -> str | None:
+    """What is wrong with a query string's whole-number parameters, or None."""
+    for name, value in parse_qsl(query.decode("latin-1"), keep_blank_values=True):
+        if name in _WHOLE_PARAMS and value and not _WHOLE.fullmatch(value):
+            return f"query parameter {name} must be a whole number, not {value[:20]!r}"
+    return None

@@ -18,7 +18,7 @@ from typing import Any
 
 from lamina.metrics import ServerMetrics
 from lamina.server.auth import KeyRing, Principal, presented_key
-from lamina.server.body import BadBody, read_json
+from lamina.server.body import BadBody, bad_query, read_json
 from lamina.server.ratelimit import Limited, RateLimiter
 
 log = logging.getLogger("lamina.server")
@@ -272,6 +272,8 @@ class Gate:
                 self.metrics.rate_limited.labels(principal.tenant, skill).inc()
                 await _refuse(send, group, _rate_limited(limited, principal.tier, skill), rpc_id)
                 return
+        if bad is None and group in A2A_GROUPS and (query := bad_query(scope["query_string"])):
+            bad = BadBody(query)
         if bad is not None and group in A2A_GROUPS:
             log.info(
                 "%s %s: unreadable body from tenant %s: %s", method, path, principal.tenant, bad

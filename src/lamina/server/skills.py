@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from lamina.errors import ErrorCode, LaminaError
+from lamina.governance.builtin import redact_json, redact_secrets
 from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.router import LLMRouter
@@ -117,6 +118,8 @@ class Call:
     text: str = ""
     #: Identifiers the client gave with the message (metadata); the thread keeps them.
     identifiers: Mapping[str, str] = field(default_factory=dict)
+    #: The client asked for the session context (metadata ``session_context: true``).
+    session: bool = False
 
 
 @dataclass
@@ -133,6 +136,8 @@ class Outcome:
 
 def _summary(value: Any, limit: int = 400) -> str:
     text = json.dumps(value, ensure_ascii=False, default=str)
+    # Redacted with a margin past the cut: a secret straddling it is still found whole.
+    text = redact_secrets(text[: limit + 200])
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -202,7 +207,9 @@ class Dispatcher:
         given = {**_clean_identifiers(call.arguments or {}), **_clean_identifiers(call.identifiers)}
         identifiers = {**thread.identifiers, **given}
         session: dict[str, Any] | None = None
-        if thread.new or "session_context" not in thread.conversation_context:
+        # A conversation (free text) starts with its session context; a tool call only when
+        # it asks: one-shot calls do only the work they need.
+        if thread.new and (call.tool is None or call.session):
             query = call.text or str((call.arguments or {}).get("query") or "")
             session = await session_context(
                 self.ms,
@@ -319,10 +326,12 @@ class Dispatcher:
 
     @staticmethod
     def _turn(tool: str | None, arguments: Mapping[str, Any], result: str) -> dict[str, Any]:
+        """A record of one call for the thread: no secret in its arguments (redacted, as in
+        the result summary)."""
         return {
             "at": round(time.time(), 3),
             "tool": tool,
-            "arguments": dict(arguments),
+            "arguments": redact_json(dict(arguments)),
             "result": result,
         }
 
@@ -354,7 +363,7 @@ class Dispatcher:
                 )
 
         try:
-            await self.threads.update(call.tenant, call.thread_id, change)
+            await self.threads.update(call.tenant, call.thread_id, change, thread)
         except LaminaError as exc:
             if exc.code is not ErrorCode.THREAD_STATE_TOO_LARGE:
                 raise

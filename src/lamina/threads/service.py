@@ -149,15 +149,24 @@ class ThreadService:
         self._encode(context)
 
     async def update(
-        self, tenant_id: str, thread_id: str, change: Callable[[dict[str, Any]], None]
+        self,
+        tenant_id: str,
+        thread_id: str,
+        change: Callable[[dict[str, Any]], None],
+        opened: Thread | None = None,
     ) -> dict[str, Any]:
         """Apply ``change`` to the thread's context and write it (compare-and-swap, retried
-        when another request wrote in between). Returns the new context."""
-        for _ in range(20):
-            row = await self._store.get_thread(tenant_id, thread_id)
-            if row is None or row.expired:
-                raise self._expired_error(thread_id)
-            context = self._decode(tenant_id, row, False).conversation_context
+        when another request wrote in between). ``opened``: the thread as this request
+        opened it, tried first without reading it again. Returns the new context."""
+        for attempt in range(20):
+            if attempt == 0 and opened is not None and opened.thread_id == thread_id:
+                context, version = opened.conversation_context, opened.version
+            else:
+                row = await self._store.get_thread(tenant_id, thread_id)
+                if row is None or row.expired:
+                    raise self._expired_error(thread_id)
+                context = self._decode(tenant_id, row, False).conversation_context
+                version = row.version
             change(context)
             turns = context.get("turns")
             if isinstance(turns, list) and len(turns) > self._settings.max_turns:
@@ -168,7 +177,7 @@ class ThreadService:
                 context.get("identifiers") or {}, ensure_ascii=False, separators=(",", ":")
             )
             if await self._store.save_context(
-                tenant_id, thread_id, text, expires, row.version, identifiers
+                tenant_id, thread_id, text, expires, version, identifiers
             ):
                 return context
         raise LaminaError(

@@ -44,8 +44,10 @@ def call_from(context: RequestContext, tenant: str) -> Call:
     arguments: dict[str, Any] | None = None
     texts: list[str] = []
     identifiers: dict[str, str] = {}
+    session = False
     if message is not None:
         meta = whole(MessageToDict(message.metadata)) if message.HasField("metadata") else {}
+        session = meta.get("session_context") is True
         identifiers.update(
             {k: v for k, v in meta.items() if k in IDENTIFIERS and isinstance(v, str)}
         )
@@ -93,6 +95,7 @@ def call_from(context: RequestContext, tenant: str) -> Call:
         arguments=arguments,
         text="\n".join(t for t in texts if t.strip()),
         identifiers=identifiers,
+        session=session,
     )
 
 
