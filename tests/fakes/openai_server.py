@@ -4,6 +4,8 @@ It serves POST /v1/embeddings with deterministic vectors (a hash of the text), c
 texts it embedded, and can be told to fail the next requests with a given status. It also
 serves chat: POST /v1/chat/completions (OpenAI) and POST /v1/messages (Anthropic), records
 every chat request body, and answers with ``reply(body)`` (default: "echo: <last user text>").
+``reply`` may return a Reply instead of text, to answer with tool calls; a request with
+``"stream": true`` is answered as server-sent chunks (OpenAI's streaming format).
 A Failure can delay (to make the client time out) or send a body that is not what the API
 promises.
 """
@@ -36,9 +38,18 @@ class Failure:
     delay: float = 0.0
 
 
+@dataclass
+class Reply:
+    """An answer with tool calls: ``calls`` are (name, arguments as a dict)."""
+
+    content: str = ""
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
 def _echo(body: dict[str, Any]) -> str:
     messages = [m for m in body.get("messages", []) if m.get("role") == "user"]
-    return "echo: " + (messages[-1]["content"] if messages else "")
+    content = messages[-1]["content"] if messages else ""
+    return "echo: " + (content if isinstance(content, str) else json.dumps(content))
 
 
 class FakeOpenAI:
@@ -49,7 +60,7 @@ class FakeOpenAI:
         self.failures: list[Failure] = []
         self.auth_headers: list[str | None] = []
         self.chat_requests: list[dict[str, Any]] = []
-        self.reply: Callable[[dict[str, Any]], str] = _echo
+        self.reply: Callable[[dict[str, Any]], str | Reply] = _echo
         self._lock = threading.Lock()
         owner = self
 
@@ -72,6 +83,9 @@ class FakeOpenAI:
                         time.sleep(failure.delay)
                     self._reply(failure.status, failure.body, failure.headers)
                     return
+                if self.path == "/v1/chat/completions" and body.get("stream"):
+                    self._stream(owner._chunks(body))
+                    return
                 if self.path == "/v1/chat/completions":
                     self._reply(200, json.dumps(owner._completion(body)))
                     return
@@ -93,6 +107,14 @@ class FakeOpenAI:
                     200, json.dumps({"object": "list", "data": data, "model": body["model"]})
                 )
 
+            def _stream(self, chunks: list[dict[str, Any]]) -> None:
+                raw = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(raw.encode())))
+                self.end_headers()
+                self.wfile.write(raw.encode())
+
             def _reply(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
                 raw = body.encode()
                 self.send_response(status)
@@ -109,8 +131,63 @@ class FakeOpenAI:
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
+    def _answer(self, body: dict[str, Any]) -> Reply:
+        answer = self.reply(body)
+        return answer if isinstance(answer, Reply) else Reply(answer)
+
+    def _chunks(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The answer in OpenAI's streaming shape: text in pieces of 5 characters, each tool
+        call's arguments in two pieces."""
+        answer = self._answer(body)
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+        text = answer.content
+        deltas.extend({"content": text[i : i + 5]} for i in range(0, len(text), 5))
+        for n, (name, args) in enumerate(answer.calls):
+            raw = json.dumps(args)
+            half = len(raw) // 2
+            deltas.append(
+                {
+                    "tool_calls": [
+                        {
+                            "index": n,
+                            "id": f"call_{n}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": raw[:half]},
+                        }
+                    ]
+                }
+            )
+            deltas.append({"tool_calls": [{"index": n, "function": {"arguments": raw[half:]}}]})
+        finish = "tool_calls" if answer.calls else "stop"
+        out = []
+        for n, delta in enumerate(deltas):
+            last = n == len(deltas) - 1
+            out.append(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": body.get("model", "fake"),
+                    "choices": [
+                        {"index": 0, "delta": delta, "finish_reason": finish if last else None}
+                    ],
+                }
+            )
+        return out
+
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        text = self.reply(body)
+        answer = self._answer(body)
+        message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+        if answer.calls:
+            message["content"] = answer.content or None
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{n}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
+                for n, (name, args) in enumerate(answer.calls)
+            ]
         return {
             "id": "chatcmpl-fake",
             "object": "chat.completion",
@@ -119,21 +196,29 @@ class FakeOpenAI:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "message": message,
+                    "finish_reason": "tool_calls" if answer.calls else "stop",
                 }
             ],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
 
     def _message(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = self._answer(body)
+        blocks: list[dict[str, Any]] = (
+            [{"type": "text", "text": answer.content}] if answer.content or not answer.calls else []
+        )
+        blocks.extend(
+            {"type": "tool_use", "id": f"toolu_{n}", "name": name, "input": args}
+            for n, (name, args) in enumerate(answer.calls)
+        )
         return {
             "id": "msg_fake",
             "type": "message",
             "role": "assistant",
             "model": body.get("model", "fake"),
-            "content": [{"type": "text", "text": self.reply(body)}],
-            "stop_reason": "end_turn",
+            "content": blocks,
+            "stop_reason": "tool_use" if answer.calls else "end_turn",
             "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 5},
         }
