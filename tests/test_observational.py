@@ -395,6 +395,10 @@ def test_the_cli(
     assert run_json(capsys, data_dir, "session", "observations", S)[0]["id"] == observed["id"]
     reflection = run_json(capsys, data_dir, "session", "reflect", S)["reflection"]
     assert reflection["generation"] == 1
+    # One reflection: nothing to consolidate yet.
+    assert run_json(capsys, data_dir, "session", "meta-reflect", S) == {"reflection": None}
+    code, _, err = run(capsys, data_dir, "session", "meta-reflect", "")
+    assert code == 1 and "INVALID_ARGUMENT" in err
     view = run_json(capsys, data_dir, "session", "show", S)
     assert view["observations"] == [] and len(view["reflections"]) == 1
     assert run_json(capsys, data_dir, "session", "list") == [{"session_key": S, "messages": 2}]

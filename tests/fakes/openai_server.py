@@ -5,7 +5,8 @@ texts it embedded, and can be told to fail the next requests with a given status
 serves chat: POST /v1/chat/completions (OpenAI) and POST /v1/messages (Anthropic), records
 every chat request body, and answers with ``reply(body)`` (default: "echo: <last user text>").
 ``reply`` may return a Reply instead of text, to answer with tool calls; a request with
-``"stream": true`` is answered as server-sent chunks (OpenAI's streaming format).
+``"stream": true`` is answered as server-sent chunks (OpenAI's streaming format); a request
+``refuse(body)`` is true for gets a 400 "maximum context length exceeded".
 A Failure can delay (to make the client time out) or send a body that is not what the API
 promises.
 """
@@ -61,6 +62,8 @@ class FakeOpenAI:
         self.auth_headers: list[str | None] = []
         self.chat_requests: list[dict[str, Any]] = []
         self.reply: Callable[[dict[str, Any]], str | Reply] = _echo
+        #: Chat requests for which this is true are refused as too long (400).
+        self.refuse: Callable[[dict[str, Any]], bool] = lambda body: False
         self._lock = threading.Lock()
         owner = self
 
@@ -78,6 +81,10 @@ class FakeOpenAI:
                 if self.path in ("/v1/chat/completions", "/v1/messages"):
                     with owner._lock:
                         owner.chat_requests.append(body)
+                if failure is None and self.path != "/v1/embeddings" and owner.refuse(body):
+                    failure = Failure(
+                        400, body='{"error": {"message": "maximum context length exceeded"}}'
+                    )
                 if failure is not None:
                     if failure.delay:
                         time.sleep(failure.delay)

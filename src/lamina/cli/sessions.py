@@ -152,6 +152,17 @@ for _kind in _NOTES:
     _note_commands(_kind)
 
 
+@session.command("meta-reflect")
+@click.argument("session_key")
+@json_option
+@click.pass_obj
+def session_meta_reflect(state: State, /, session_key: str, as_json: bool) -> None:
+    """Consolidate the session's reflections into one of the next generation now."""
+    note = state.ms().sessions.meta_reflect(session_key)
+    found = [note] if note else []
+    emit(as_json, {"reflection": note}, lambda: _show_notes(found, "reflections to consolidate"))
+
+
 @session.command("compact")
 @click.argument("session_key")
 @click.argument("up_to_index", type=int)

@@ -40,17 +40,23 @@ def _refused(exc: LaminaError) -> bool:
     return exc.code is ErrorCode.PROVIDER_ERROR and status in (400, 413, 422)
 
 
+#: Tokens each message adds to the observer's input besides its content ("[time] [role]: ").
+LINE_OVERHEAD = 16
+
+
 def token_batches(messages: list[StoredMessage], limit: int) -> list[list[StoredMessage]]:
-    """Consecutive batches of at most ``limit`` tokens (a longer message is a batch alone)."""
+    """Consecutive batches of at most ``limit`` tokens as the observer sees them (content
+    and line overhead; a longer message is a batch alone, clipped when rendered)."""
     batches: list[list[StoredMessage]] = []
     current: list[StoredMessage] = []
     used = 0
     for m in messages:
-        if current and used + m.token_count > limit:
+        cost = m.token_count + LINE_OVERHEAD
+        if current and used + cost > limit:
             batches.append(current)
             current, used = [], 0
         current.append(m)
-        used += m.token_count
+        used += cost
     if current:
         batches.append(current)
     return batches
@@ -256,7 +262,8 @@ class ObserverRuns(SessionBase):
         so that it never blocks the messages after it."""
         limit = self.settings.observer_batch_tokens
         try:
-            text = await self._ask(OBSERVER_SYSTEM, render_messages(batch, max_tokens=limit))
+            shown = render_messages(batch, max_tokens=limit - LINE_OVERHEAD)
+            text = await self._ask(OBSERVER_SYSTEM, shown)
         except LaminaError as exc:
             if _refused(exc) and len(batch) > 1:
                 half = len(batch) // 2
