@@ -72,7 +72,7 @@ class LaminaStore(BaseStore):
         """``scope``: the layer and identifiers of namespaces that do not name one
         (``{"layer": "project", "project_id": "p1"}``)."""
         self._bridge = Bridge(lamina, tenant_id=tenant_id)
-        self._default: tuple[str, dict[str, str]] | None = None
+        self._default: tuple[str, dict[str, Any]] | None = None
         if scope is not None:
             rest = dict(scope)
             layer = parse_layer(rest.pop("layer", "project")).value
@@ -80,7 +80,7 @@ class LaminaStore(BaseStore):
 
     # -- namespaces ↔ scopes ----------------------------------------------------------------
 
-    def _scope(self, namespace: tuple[str, ...]) -> tuple[str, dict[str, str]]:
+    def _scope(self, namespace: tuple[str, ...]) -> tuple[str, dict[str, Any]]:
         if namespace and namespace[0] in _LAYERS:
             layer = MemoryLayer(namespace[0])
             names = layer.required_identifiers
@@ -153,7 +153,13 @@ class LaminaStore(BaseStore):
             await memory.update(found.id, content=content, metadata=metadata, tenant_id=tenant)
             return
         layer, ids = self._scope(op.namespace)
-        await memory.add(content, layer=layer, metadata=metadata, tenant_id=tenant, **ids)
+        await memory.add(
+            content,
+            layer=layer,
+            metadata=metadata,
+            tenant_id=tenant,
+            **ids,
+        )
 
     async def _search(self, op: SearchOp) -> list[SearchItem]:
         layer, ids = self._scope(op.namespace_prefix)
@@ -170,13 +176,13 @@ class LaminaStore(BaseStore):
                 tenant_id=self._bridge.tenant_id,
                 **ids,
             )
-            found = [(h.memory, h.score) for h in hits]
+            found: list[tuple[MemoryEntry, float | None]] = [(h.memory, h.score) for h in hits]
         else:
             found = [(m, None) for m in await self._list(layer, ids, filters, wanted)]
         return [_item(m, score) for m, score in found[op.offset : wanted]]
 
     async def _list(
-        self, layer: str, ids: dict[str, str], filters: dict[str, Any], wanted: int
+        self, layer: str, ids: dict[str, Any], filters: dict[str, Any], wanted: int
     ) -> list[MemoryEntry]:
         out: list[MemoryEntry] = []
         cursor: str | None = None

@@ -112,6 +112,28 @@ class SessionRecords(ObserverRuns):
             budget -= cost
         return [SessionMessage.of(m) for m in reversed(kept)]
 
+    async def delete_messages(
+        self, session_key: str, *, start: int = 0, tenant_id: str | None = None
+    ) -> int:
+        """Delete the session's messages from index ``start`` on (all by default); how many
+        were deleted. From 0, its observations and reflections go too: nothing of the
+        deleted conversation comes back in a prompt."""
+        tenant = self._tenant(tenant_id)
+        key = check_session_key(session_key)
+        check_int("start", start, minimum=0)
+        deleted: int = await self._call(
+            "delete messages", lambda: self._sessions.delete_messages(tenant, key, start)
+        )
+        if start == 0:
+            await self._call(
+                "delete notes", lambda: self._sessions.delete_notes(tenant, key, reflections=False)
+            )
+            await self._call(
+                "delete notes", lambda: self._sessions.delete_notes(tenant, key, reflections=True)
+            )
+        self._unobserved.pop((tenant, key), None)
+        return deleted
+
     async def compact(
         self, session_key: str, up_to_index: int, summary: str, *, tenant_id: str | None = None
     ) -> SessionMessage:

@@ -61,6 +61,10 @@ class SessionStore(Protocol):
         self, tenant_id: str, session_key: str, *, start: int = 0, limit: int | None = None
     ) -> list[StoredMessage]: ...
 
+    async def delete_messages(self, tenant_id: str, session_key: str, start: int) -> int:
+        """Delete the session's messages from index ``start`` on; how many were deleted."""
+        ...
+
     async def compact_messages(
         self, tenant_id: str, session_key: str, up_to_index: int, summary: str, tokens: int
     ) -> StoredMessage:
