@@ -410,6 +410,12 @@ def test_the_cli(
     assert code == 1 and "INVALID_ARGUMENT" in err
     code, out_text, _ = run(capsys, data_dir, "session", "show", S)
     assert code == 0 and "[Compacted Summary]" in out_text
+    gone = run_json(capsys, data_dir, "session", "delete-messages", S, "--start", "1")
+    assert gone == {"deleted": 1}
+    code, _, err = run(capsys, data_dir, "session", "delete-messages", S, "--start", "-1")
+    assert code == 1 and "INVALID_ARGUMENT" in err
+    assert run_json(capsys, data_dir, "session", "delete-messages", S) == {"deleted": 1}
+    assert run_json(capsys, data_dir, "session", "show", S)["messages"] == []
     assert json.loads(json.dumps(view))
 
 
