@@ -42,7 +42,9 @@ def test_messages_are_deleted_from_an_index_on_per_session_and_tenant(harness: H
     h.run(s.append_messages("t1", "a", msgs("m0", "m1", "m2", "m3")))
     h.run(s.append_messages("t1", "b", msgs("b0")))
     h.run(s.append_messages("t2", "a", msgs("x0", "x1")))
+    assert h.run(s.last_index("t1", "a")) == 3 and h.run(s.last_index("t1", "none")) == -1
     assert h.run(s.delete_messages("t1", "a", 2)) == 2
+    assert h.run(s.last_index("t1", "a")) == 1
     assert [m.content for m in h.run(s.list_messages("t1", "a"))] == ["m0", "m1"]
     # The next message takes the freed index.
     assert h.run(s.append_messages("t1", "a", msgs("m2b")))[0].index == 2

@@ -126,19 +126,27 @@ def well_formed(messages: Sequence[ChatMessage]) -> list[ChatMessage]:
     return out
 
 
-def message_tokens(message: ChatMessage, counter: TokenCounter) -> int:
-    text = message.content + "".join(f"\n{c.name} {c.arguments}" for c in message.tool_calls)
-    return counter.count(text) + counter.per_message
+def _text_of(message: ChatMessage) -> str:
+    return message.content + "".join(f"\n{c.name} {c.arguments}" for c in message.tool_calls)
+
+
+def message_tokens(messages: Sequence[ChatMessage], counter: TokenCounter) -> list[int]:
+    """Each message's tokens with the per-message overhead, counted in one batch when the
+    counter can (the exact counter counts many texts at once, in parallel)."""
+    texts = [_text_of(m) for m in messages]
+    many = getattr(counter, "count_many", None)
+    counts: list[int] = many(texts) if many is not None else [counter.count(t) for t in texts]
+    return [n + counter.per_message for n in counts]
 
 
 def within_budget(
     messages: Sequence[ChatMessage], budget: int, counter: TokenCounter
 ) -> list[ChatMessage]:
     """The newest messages whose tokens fit ``budget``; the last message always stays."""
+    costs = message_tokens(messages, counter)
     kept: list[ChatMessage] = []
     left = budget
-    for n, m in enumerate(reversed(messages)):
-        cost = message_tokens(m, counter)
+    for n, (m, cost) in enumerate(zip(reversed(messages), reversed(costs), strict=True)):
         if n > 0 and cost > left:
             break
         kept.append(m)
