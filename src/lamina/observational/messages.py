@@ -13,7 +13,6 @@ from lamina.observational.models import Note, SessionMessage, SessionView
 from lamina.observational.ports import NewMessage, StoredMessage, StoredNote
 from lamina.observational.runs import ObserverRuns
 
-
 #: Messages read at a time by recent_messages, from the end.
 RECENT_PAGE = 128
 
