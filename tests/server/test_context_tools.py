@@ -52,12 +52,6 @@ def live(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAI) -> Iterator[
         yield running
 
 
-@pytest.fixture
-def client(live: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live.url, timeout=30) as c:
-        yield c
-
-
 def call(client: httpx.Client, headers: dict[str, str], tool: str, args: dict[str, Any]) -> Any:
     task = send(client, tool_message(tool, args), headers=headers)
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task

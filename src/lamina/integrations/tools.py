@@ -37,6 +37,21 @@ def _error(exc: LaminaError) -> str:
     return json.dumps({"error": {"code": exc.code.value, "message": exc.message}})
 
 
+Run = Callable[[Mapping[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def _answering(run: Run) -> Run:
+    """``run``, with a LaminaError as its answer instead of an exception."""
+
+    async def guarded(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        try:
+            return await run(arguments)
+        except LaminaError as exc:
+            return {"error": {"code": exc.code.value, "message": exc.message}}
+
+    return guarded
+
+
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {
         "type": "object",
@@ -67,34 +82,22 @@ def memory_tools(
         return value
 
     async def remember(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            entry = await bridge.call(
-                bridge.ms.memory.add(
-                    text(arguments, "content"),
-                    layer=scope,
-                    tenant_id=bridge.tenant_id,
-                    **ids,
-                )
+        entry = await bridge.call(
+            bridge.ms.memory.add(
+                text(arguments, "content"), layer=scope, tenant_id=bridge.tenant_id, **ids
             )
-        except LaminaError as exc:
-            return json.loads(_error(exc))  # type: ignore[no-any-return]
+        )
         return {"id": entry.id, "layer": entry.layer.value, "content": entry.content}
 
     async def recall(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        try:
-            limit = arguments.get("limit", 5)
-            if isinstance(limit, bool) or not isinstance(limit, int):
-                raise LaminaError(ErrorCode.INVALID_ARGUMENT, "limit must be an integer")
-            hits = await bridge.call(
-                bridge.ms.memory.search(
-                    text(arguments, "query"),
-                    limit=limit,
-                    tenant_id=bridge.tenant_id,
-                    **ids,
-                )
+        limit = arguments.get("limit", 5)
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise LaminaError(ErrorCode.INVALID_ARGUMENT, "limit must be an integer")
+        hits = await bridge.call(
+            bridge.ms.memory.search(
+                text(arguments, "query"), limit=limit, tenant_id=bridge.tenant_id, **ids
             )
-        except LaminaError as exc:
-            return json.loads(_error(exc))  # type: ignore[no-any-return]
+        )
         return {
             "memories": [
                 {"content": h.memory.content, "layer": h.memory.layer.value, "score": h.score}
@@ -110,7 +113,7 @@ def memory_tools(
                 {"content": {"type": "string", "description": "The fact, one sentence."}},
                 ["content"],
             ),
-            remember,
+            _answering(remember),
         ),
         MemoryTool(
             "recall",
@@ -122,6 +125,6 @@ def memory_tools(
                 },
                 ["query", "limit"],
             ),
-            recall,
+            _answering(recall),
         ),
     ]
