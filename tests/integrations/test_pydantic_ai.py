@@ -3,6 +3,7 @@ calls remember, then recall, through pydantic-ai's own OpenAI model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,7 +44,7 @@ def test_an_agent_remembers_and_recalls(data_dir: Path, llm: FakeOpenAI) -> None
             "fake-model", provider=OpenAIProvider(base_url=llm.base_url, api_key="sk-test")
         )
         agent = Agent(model, toolsets=[memory_toolset(ms, user_id="alice")])
-        result = agent.run_sync("I live in Porto")
+        result = asyncio.run(agent.run("I live in Porto"))
         assert "I live in Porto" in result.output
         [entry] = ms.memory.list(user_id="alice").items
         assert entry.content == "I live in Porto" and entry.layer.value == "user"
@@ -58,7 +59,7 @@ def test_an_agent_remembers_and_recalls(data_dir: Path, llm: FakeOpenAI) -> None
             if not [m for m in body["messages"] if m["role"] == "tool"]
             else "error: " + [m for m in body["messages"] if m["role"] == "tool"][-1]["content"]
         )
-        out = agent.run_sync("remember nothing").output
+        out = asyncio.run(agent.run("remember nothing")).output
         assert json.loads(out.removeprefix("error: "))["error"]["code"] == "INVALID_ARGUMENT"
         assert len(ms.memory.list(user_id="alice").items) == 1
         with pytest.raises(LaminaError) as err:
