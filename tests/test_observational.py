@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +41,12 @@ def reply(body: dict[str, Any]) -> str:
     text = body["messages"][-1]["content"]
     kind = "REFLECTION" if system.startswith("You condense") else "OBSERVATION"
     return f"{kind} of {len(text.splitlines())} lines: the user fights replication lag."
+
+
+def untimed(line: str) -> str:
+    """An observer input line without its leading "[YYYY-MM-DD HH:MM] "."""
+    assert re.match(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d\] ", line), line
+    return line.split("] ", 1)[1]
 
 
 def om_settings(data_dir: Path, server: FakeOpenAI, **om: Any) -> Settings:
@@ -98,7 +106,11 @@ def test_the_observer_fires_when_unobserved_tokens_reach_the_threshold(
         assert body["model"] == "fake-observer"
         system, user = body["messages"][0]["content"], body["messages"][1]["content"]
         assert "decisions" in system and "Never copy tool output verbatim" in system
-        assert user.splitlines()[0] == f"[user]: {LINE.format(i=0)}"
+        # Each message with the time it was sent (UTC), so notes keep "when".
+        first = ms.sessions.messages(S)[0]
+        when = first.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
+        assert user.splitlines()[0] == f"[{when}] [user]: {LINE.format(i=0)}"
+        assert "time it was sent (UTC)" in system
         assert "  [tool:pg_stat] lag" in user and "  [result] 30s behind" in user
         view = ms.sessions.show(S)
         assert len(view.messages) == i + 2  # without a compactor every message stays
@@ -196,7 +208,7 @@ def test_compaction_replaces_observed_messages_and_survives_a_restart(
         again.sessions.flush()
         # Only what came after the first observation was observed (not the summary).
         observed = llm.chat_requests[-1]["messages"][-1]["content"].splitlines()
-        assert observed[0] == f"[assistant]: {LINE.format(i=5)}" and len(observed) == 5
+        assert untimed(observed[0]) == f"[assistant]: {LINE.format(i=5)}" and len(observed) == 5
         assert len(again.sessions.messages(S)) == 1  # compacted again
 
 
@@ -215,7 +227,7 @@ def test_without_a_compactor_a_restart_resumes_after_the_observed_range(
         last = again.sessions.observations(S)[-1]
         assert (last.source_start, last.source_end) == (5, 9)
         first_line = llm.chat_requests[-1]["messages"][-1]["content"].splitlines()[0]
-        assert first_line == f"[assistant]: {LINE.format(i=5)}"
+        assert untimed(first_line) == f"[assistant]: {LINE.format(i=5)}"
 
 
 def test_one_observer_per_session_even_with_concurrent_triggers(
@@ -383,6 +395,10 @@ def test_the_cli(
     assert run_json(capsys, data_dir, "session", "observations", S)[0]["id"] == observed["id"]
     reflection = run_json(capsys, data_dir, "session", "reflect", S)["reflection"]
     assert reflection["generation"] == 1
+    # One reflection: nothing to consolidate yet.
+    assert run_json(capsys, data_dir, "session", "meta-reflect", S) == {"reflection": None}
+    code, _, err = run(capsys, data_dir, "session", "meta-reflect", "")
+    assert code == 1 and "INVALID_ARGUMENT" in err
     view = run_json(capsys, data_dir, "session", "show", S)
     assert view["observations"] == [] and len(view["reflections"]) == 1
     assert run_json(capsys, data_dir, "session", "list") == [{"session_key": S, "messages": 2}]
@@ -394,6 +410,12 @@ def test_the_cli(
     assert code == 1 and "INVALID_ARGUMENT" in err
     code, out_text, _ = run(capsys, data_dir, "session", "show", S)
     assert code == 0 and "[Compacted Summary]" in out_text
+    gone = run_json(capsys, data_dir, "session", "delete-messages", S, "--start", "1")
+    assert gone == {"deleted": 1}
+    code, _, err = run(capsys, data_dir, "session", "delete-messages", S, "--start", "-1")
+    assert code == 1 and "INVALID_ARGUMENT" in err
+    assert run_json(capsys, data_dir, "session", "delete-messages", S) == {"deleted": 1}
+    assert run_json(capsys, data_dir, "session", "show", S)["messages"] == []
     assert json.loads(json.dumps(view))
 
 

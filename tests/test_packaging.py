@@ -32,7 +32,11 @@ MYPY = ROOT / ".venv" / "bin" / "mypy"
 #: The top-level modules of every extra; none of them may be in a core install.
 EXTRA_MODULES = (
     "a2a",
+    "agents",
     "anthropic",
+    "langchain_core",
+    "langgraph",
+    "pydantic_ai",
     "httpx",
     "mcp",
     "openai",
@@ -290,6 +294,15 @@ missing_extra(
         EmbeddingSettings(provider="openai", base_url="http://x", model="m", dimensions=8)
     ),
 )
+import importlib
+
+for extra, module in (
+    ("langgraph", "lamina.integrations.langgraph"),
+    ("openai-agents", "lamina.integrations.openai_agents"),
+    ("langchain", "lamina.integrations.langchain"),
+    ("pydantic-ai", "lamina.integrations.pydantic_ai"),
+):
+    missing_extra(extra, lambda: importlib.import_module(module))
 print("smoke ok")
 """
 

@@ -160,6 +160,9 @@ class ObservationalMemorySettings(Section):
     api_key_env: str | None = None
     #: Un-observed message tokens in a session that trigger an observation.
     message_token_threshold: int = Field(default=1000, gt=0)
+    #: Most message tokens the observer is sent in one call: a longer backlog is observed in
+    #: several batches, one observation each.
+    observer_batch_tokens: int = Field(default=8000, ge=100)
     #: Observation tokens in a session that trigger a reflection.
     observation_token_threshold: int = Field(default=2000, gt=0)
     #: Most tokens of recent (un-observed) messages handed to the model.

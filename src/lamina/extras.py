@@ -33,6 +33,10 @@ EXTRAS: dict[str, Extra] = {
     "redis": Extra("Redis rate limits", ("redis",)),
     "openai": Extra("The OpenAI-compatible chat model", ("openai", "httpx")),
     "anthropic": Extra("The Anthropic chat model", ("anthropic",)),
+    "langgraph": Extra("The LangGraph store", ("langgraph",)),
+    "openai-agents": Extra("The OpenAI Agents SDK session and tools", ("agents",)),
+    "langchain": Extra("The LangChain chat history and retriever", ("langchain_core",)),
+    "pydantic-ai": Extra("The pydantic-ai toolset", ("pydantic_ai",)),
 }
 
 

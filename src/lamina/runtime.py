@@ -10,6 +10,8 @@ from typing import Any
 
 from lamina.backend import Backend
 from lamina.config import Settings, load_settings
+from lamina.context.model import ContextAwareModel
+from lamina.context.providers import RuntimeContextAdapter
 from lamina.context.service import ContextService
 from lamina.embeddings import Embedder, build_embedder
 from lamina.embeddings.query_cache import QueryVectors
@@ -234,6 +236,25 @@ class AsyncLamina:
 
         om, llm = self.settings.observational_memory, self.settings.llm
         return build_chat_model(observer_llm_settings(om, llm))
+
+    def context_model(
+        self,
+        model: ChatModel | None = None,
+        *,
+        runtime: RuntimeContextAdapter | None = None,
+        **options: Any,
+    ) -> ContextAwareModel:
+        """``model`` (default: the one ``llm`` names) as a ContextAwareModel over this
+        root's context and sessions: every call is augmented, and inside
+        ``session_scope(key)`` the turn is kept in the session. ``options`` are
+        ContextAwareModel's (append_turn, include_history, message_token_budget, timeout,
+        context_timeout, tenant_id)."""
+        from lamina.llm import build_chat_model
+
+        chat = model if model is not None else build_chat_model(self.settings.llm)
+        return ContextAwareModel(
+            chat, self.context, runtime=runtime, sessions=self.sessions, **options
+        )
 
     async def health(self) -> dict[str, Any]:
         await self.start()

@@ -37,6 +37,24 @@ def test_messages_append_in_order_per_session_and_tenant(harness: Harness) -> No
     assert h.run(s.list_sessions("t2")) == [("a", 1)]
 
 
+def test_messages_are_deleted_from_an_index_on_per_session_and_tenant(harness: Harness) -> None:
+    h, s = harness, harness.store.sessions
+    h.run(s.append_messages("t1", "a", msgs("m0", "m1", "m2", "m3")))
+    h.run(s.append_messages("t1", "b", msgs("b0")))
+    h.run(s.append_messages("t2", "a", msgs("x0", "x1")))
+    assert h.run(s.last_index("t1", "a")) == 3 and h.run(s.last_index("t1", "none")) == -1
+    assert h.run(s.delete_messages("t1", "a", 2)) == 2
+    assert h.run(s.last_index("t1", "a")) == 1
+    assert [m.content for m in h.run(s.list_messages("t1", "a"))] == ["m0", "m1"]
+    # The next message takes the freed index.
+    assert h.run(s.append_messages("t1", "a", msgs("m2b")))[0].index == 2
+    assert h.run(s.delete_messages("t1", "a", 9)) == 0
+    assert h.run(s.delete_messages("t1", "a", 0)) == 3
+    assert h.run(s.list_messages("t1", "a")) == []
+    assert [m.content for m in h.run(s.list_messages("t1", "b"))] == ["b0"]
+    assert [m.content for m in h.run(s.list_messages("t2", "a"))] == ["x0", "x1"]
+
+
 def test_compaction_is_atomic_and_moves_indexes_and_ranges(harness: Harness) -> None:
     h, s = harness, harness.store.sessions
     h.run(s.append_messages("t1", "a", msgs(*[f"m{i}" for i in range(8)])))

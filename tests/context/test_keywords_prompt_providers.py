@@ -92,20 +92,26 @@ def test_sections_come_in_the_specified_order_and_format() -> None:
     )
 
 
-def test_the_memory_budget_keeps_reflections_first() -> None:
+def test_the_memory_budget_keeps_reflections_first_and_the_newest() -> None:
     counter = HeuristicTokenCounter()
-    reflections = ["r" * 400, "s" * 400]  # 100 tokens each
-    observations = ["o" * 200, "p" * 200, "q" * 40]
+    reflections = ["r" * 400, "s" * 400]  # 100 tokens each, oldest first
+    observations = ["o" * 200, "p" * 200, "q" * 200]  # oldest first
     whole = memory_section(reflections, observations, 10_000, counter)
     assert "### Summary" in whole and whole.count("\n- ") == 3
-    # Room for both reflections and one observation; the next does not fit, so it stops
-    # there (the short third one is not squeezed in).
-    budget = counter.count(memory_section(reflections, observations[:1], 10_000, counter))
+    # Shown oldest first, as stored.
+    assert whole.index("r" * 400) < whole.index("s" * 400)
+    assert whole.index("o" * 200) < whole.index("p" * 200) < whole.index("q" * 200)
+    # Room for both reflections and one observation: the newest one stays, the older ones
+    # are dropped.
+    budget = counter.count(memory_section(reflections, observations[-1:], 10_000, counter))
     cut = memory_section(reflections, observations, budget, counter)
-    assert "o" * 200 in cut and "p" * 200 not in cut and "q" * 40 not in cut
-    # Reflections alone over the budget: as many as fit and no observations at all.
+    assert "q" * 200 in cut and "p" * 200 not in cut and "o" * 200 not in cut
+    two = counter.count(memory_section(reflections, observations[-2:], 10_000, counter))
+    cut = memory_section(reflections, observations, two, counter)
+    assert cut.index("p" * 200) < cut.index("q" * 200) and "o" * 200 not in cut
+    # Reflections alone over the budget: the newest that fit and no observations at all.
     tight = memory_section(reflections, observations, 120, counter)
-    assert "r" * 400 in tight and "s" * 400 not in tight and "Observations" not in tight
+    assert "s" * 400 in tight and "r" * 400 not in tight and "Observations" not in tight
     assert memory_section(reflections, observations, 5, counter) == ""
 
 

@@ -235,9 +235,27 @@ def test_the_context_aware_model_augments_every_call(
             assert "Conversation Memory" not in system and "Relevant Memories" not in system
             assert conversation.asked == ["telegram:42:7"]
 
-            # No keywords in the latest message: the system prompt is forwarded unchanged.
+            # No keywords anywhere and no session: only what does not depend on the query
+            # (the runtime context); no tools, no knowledge.
             await model.generate(request(("user", "?!"), system="Plain."))
-            assert last_system(server) == "Plain."
+            system = last_system(server)
+            assert system.startswith("Plain.\n\n## Runtime Context\n- Session: none")
+            assert "## User Knowledge" not in system and "## Available Tools" not in system
+
+            # A follow-up without keywords in a session: the session memory and runtime
+            # context always; the searchable layers from the last message with keywords.
+            with session_scope("telegram:42:7", user_id="u1"):
+                await model.generate(
+                    request(
+                        ("user", "is the replication lag alert firing?"),
+                        ("assistant", "yes"),
+                        ("user", "why?"),
+                        system="S.",
+                    )
+                )
+            system = last_system(server)
+            assert "## Conversation Memory" in system and "Session: telegram:42:7" in system
+            assert "When 'replication lag alert' occurs" in system
         finally:
             await model.aclose()
             await ms.close()

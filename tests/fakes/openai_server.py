@@ -5,8 +5,11 @@ texts it embedded, and can be told to fail the next requests with a given status
 serves chat: POST /v1/chat/completions (OpenAI) and POST /v1/messages (Anthropic), records
 every chat request body, and answers with ``reply(body)`` (default: "echo: <last user text>")
 or, first, with the answers ``script(...)`` queued (texts, or Failures for chat requests
-only). A Failure can delay (to make the client time out) or send a body that is not what
-the API promises.
+only). ``reply`` may return a Reply instead of text, to answer with tool calls; a request
+with ``"stream": true`` is answered as server-sent chunks (OpenAI's streaming format); a
+request ``refuse(body)`` is true for gets a 400 "maximum context length exceeded".
+A Failure can delay (to make the client time out) or send a body that is not what the API
+promises.
 """
 
 from __future__ import annotations
@@ -37,9 +40,18 @@ class Failure:
     delay: float = 0.0
 
 
+@dataclass
+class Reply:
+    """An answer with tool calls: ``calls`` are (name, arguments as a dict)."""
+
+    content: str = ""
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
 def _echo(body: dict[str, Any]) -> str:
     messages = [m for m in body.get("messages", []) if m.get("role") == "user"]
-    return "echo: " + (messages[-1]["content"] if messages else "")
+    content = messages[-1]["content"] if messages else ""
+    return "echo: " + (content if isinstance(content, str) else json.dumps(content))
 
 
 class FakeOpenAI:
@@ -50,8 +62,10 @@ class FakeOpenAI:
         self.failures: list[Failure] = []
         self.auth_headers: list[str | None] = []
         self.chat_requests: list[dict[str, Any]] = []
-        self.reply: Callable[[dict[str, Any]], str] = _echo
+        self.reply: Callable[[dict[str, Any]], str | Reply] = _echo
         self.scripted: list[str | Failure] = []
+        #: Chat requests for which this is true are refused as too long (400).
+        self.refuse: Callable[[dict[str, Any]], bool] = lambda body: False
         self._lock = threading.Lock()
         owner = self
 
@@ -75,10 +89,17 @@ class FakeOpenAI:
                                 failure = answer
                             else:
                                 body = {**body, "_scripted": answer}
+                if failure is None and self.path != "/v1/embeddings" and owner.refuse(body):
+                    failure = Failure(
+                        400, body='{"error": {"message": "maximum context length exceeded"}}'
+                    )
                 if failure is not None:
                     if failure.delay:
                         time.sleep(failure.delay)
                     self._reply(failure.status, failure.body, failure.headers)
+                    return
+                if self.path == "/v1/chat/completions" and body.get("stream"):
+                    self._stream(owner._chunks(body))
                     return
                 if self.path == "/v1/chat/completions":
                     self._reply(200, json.dumps(owner._completion(body)))
@@ -101,6 +122,14 @@ class FakeOpenAI:
                     200, json.dumps({"object": "list", "data": data, "model": body["model"]})
                 )
 
+            def _stream(self, chunks: list[dict[str, Any]]) -> None:
+                raw = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("content-length", str(len(raw.encode())))
+                self.end_headers()
+                self.wfile.write(raw.encode())
+
             def _reply(self, status: int, body: str, headers: dict[str, str] | None = None) -> None:
                 raw = body.encode()
                 self.send_response(status)
@@ -117,17 +146,69 @@ class FakeOpenAI:
             target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
 
-    def _answer(self, body: dict[str, Any]) -> str:
+    def _answer(self, body: dict[str, Any]) -> Reply:
         scripted = body.get("_scripted")
-        return scripted if isinstance(scripted, str) else self.reply(body)
+        answer = scripted if isinstance(scripted, str) else self.reply(body)
+        return answer if isinstance(answer, Reply) else Reply(answer)
 
     def script(self, *answers: str | Failure) -> None:
         """Answer the next chat requests with these, in order, before ``reply``."""
         with self._lock:
             self.scripted.extend(answers)
 
+    def _chunks(self, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The answer in OpenAI's streaming shape: text in pieces of 5 characters, each tool
+        call's arguments in two pieces."""
+        answer = self._answer(body)
+        deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+        text = answer.content
+        deltas.extend({"content": text[i : i + 5]} for i in range(0, len(text), 5))
+        for n, (name, args) in enumerate(answer.calls):
+            raw = json.dumps(args)
+            half = len(raw) // 2
+            deltas.append(
+                {
+                    "tool_calls": [
+                        {
+                            "index": n,
+                            "id": f"call_{n}",
+                            "type": "function",
+                            "function": {"name": name, "arguments": raw[:half]},
+                        }
+                    ]
+                }
+            )
+            deltas.append({"tool_calls": [{"index": n, "function": {"arguments": raw[half:]}}]})
+        finish = "tool_calls" if answer.calls else "stop"
+        out = []
+        for n, delta in enumerate(deltas):
+            last = n == len(deltas) - 1
+            out.append(
+                {
+                    "id": "chatcmpl-fake",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": body.get("model", "fake"),
+                    "choices": [
+                        {"index": 0, "delta": delta, "finish_reason": finish if last else None}
+                    ],
+                }
+            )
+        return out
+
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
-        text = self._answer(body)
+        answer = self._answer(body)
+        message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+        if answer.calls:
+            message["content"] = answer.content or None
+            message["tool_calls"] = [
+                {
+                    "id": f"call_{n}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
+                for n, (name, args) in enumerate(answer.calls)
+            ]
         return {
             "id": "chatcmpl-fake",
             "object": "chat.completion",
@@ -136,21 +217,29 @@ class FakeOpenAI:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
+                    "message": message,
+                    "finish_reason": "tool_calls" if answer.calls else "stop",
                 }
             ],
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
         }
 
     def _message(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = self._answer(body)
+        blocks: list[dict[str, Any]] = (
+            [{"type": "text", "text": answer.content}] if answer.content or not answer.calls else []
+        )
+        blocks.extend(
+            {"type": "tool_use", "id": f"toolu_{n}", "name": name, "input": args}
+            for n, (name, args) in enumerate(answer.calls)
+        )
         return {
             "id": "msg_fake",
             "type": "message",
             "role": "assistant",
             "model": body.get("model", "fake"),
-            "content": [{"type": "text", "text": self._answer(body)}],
-            "stop_reason": "end_turn",
+            "content": blocks,
+            "stop_reason": "tool_use" if answer.calls else "end_turn",
             "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 5},
         }

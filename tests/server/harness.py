@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
 import subprocess
 import sys
 import threading
@@ -92,9 +91,9 @@ def running_server(
 
 
 @contextmanager
-def mcp_http_process(data_dir: Path, config: Path) -> Iterator[str]:
-    """A ``lamina mcp --transport http`` process on an ephemeral port; its /mcp URL. On exit
-    it is stopped, and must have logged no traceback."""
+def mcp_http_process(data_dir: Path, config: Path, *args: str) -> Iterator[str]:
+    """A ``lamina mcp --transport http`` process on an ephemeral port (``args``: more mcp
+    options); its /mcp URL. On exit it is stopped, and must have logged no traceback."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -109,6 +108,7 @@ def mcp_http_process(data_dir: Path, config: Path) -> Iterator[str]:
             "http",
             "--port",
             "0",
+            *args,
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -204,35 +204,3 @@ def sse_events(
             if line.startswith("data:"):
                 events.append(json.loads(line[5:].strip()))
     return events
-
-
-@contextmanager
-def mcp_http_process(data_dir: Path, config: Path, *args: str) -> Iterator[str]:
-    """`lamina mcp --transport http` as a real process on a free port (``args``: more mcp
-    options); yields its /mcp URL and stops it afterwards."""
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "lamina",
-            "--data-dir",
-            str(data_dir),
-            "--config",
-            str(config),
-            "mcp",
-            "--transport",
-            "http",
-            "--port",
-            "0",
-            *args,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert process.stdout is not None
-        yield process.stdout.readline().strip().split()[-1].rstrip("/") + "/mcp"
-    finally:
-        process.send_signal(signal.SIGTERM)
-        process.communicate(timeout=30)  # waits, and closes the pipes

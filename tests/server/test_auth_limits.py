@@ -62,12 +62,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         yield running
 
 
-@pytest.fixture
-def client(live: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live.url, timeout=30) as c:
-        yield c
-
-
 def _send(
     client: httpx.Client, headers: dict[str, str], tool: str, args: dict[str, Any], **extra: Any
 ) -> dict[str, Any]:

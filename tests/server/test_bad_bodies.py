@@ -44,12 +44,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
 
 
 @pytest.fixture
-def client(live: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live.url, timeout=30) as c:
-        yield c
-
-
-@pytest.fixture
 def quiet(caplog: pytest.LogCaptureFixture) -> Iterator[None]:
     """No record logged during the test may be an ERROR or carry a traceback."""
     with caplog.at_level(logging.INFO):

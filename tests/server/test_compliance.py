@@ -56,12 +56,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         yield running
 
 
-@pytest.fixture
-def client(live: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live.url, timeout=30) as c:
-        yield c
-
-
 def _add(client: httpx.Client, content: str, user: str = "alice", **extra: Any) -> dict[str, Any]:
     return send(
         client,

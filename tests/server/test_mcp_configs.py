@@ -142,7 +142,7 @@ def test_each_documented_config_serves_with_its_defaults(client: str, tmp_path: 
             assert f"user_id={defaults['user_id']!r}" in (init.instructions or "")
 
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            assert len(tools) == 22
+            assert len(tools) == 27
             for name in ("memory_add", "memory_search", "memory_list"):
                 schema = tools[name].input_schema
                 for ident, value in defaults.items():

@@ -157,7 +157,7 @@ def test_mcp_over_stdio(tmp_path: Path) -> None:
             await session.initialize()
             tools = (await session.list_tools()).tools
             names = {t.name for t in tools}
-            assert len(names) == 22 and {"memory_add", "knowledge_query"} <= names
+            assert len(names) == 27 and {"memory_add", "knowledge_query"} <= names
             add = next(t for t in tools if t.name == "memory_add")
             assert "content" in add.input_schema["required"]
             added = await session.call_tool(
@@ -202,11 +202,23 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
-                assert len((await session.list_tools()).tools) == 22
+                assert len((await session.list_tools()).tools) == 27
                 added = await session.call_tool(
                     "memory_add", {"content": "over http", "layer": "user", "user_id": "h"}
                 )
                 assert json.loads(added.content[0].text)["tenant_id"] == "acme"
+                # The context skill: a session kept over MCP, and the prompt for a follow-up.
+                turn = {"role": "user", "content": "the staging cluster lags"}
+                kept = await session.call_tool(
+                    "session_append", {"session_key": "mcp:1", "messages": [turn]}
+                )
+                assert json.loads(kept.content[0].text)["messages"][0]["index"] == 0
+                built = await session.call_tool(
+                    "context_prompt", {"query": "why?", "base": "Ops.", "session_key": "mcp:1"}
+                )
+                prompt = json.loads(built.content[0].text)
+                assert prompt["prompt"].startswith("Ops.")
+                assert prompt["messages"][0]["content"] == "the staging cluster lags"
 
         asyncio.run(scenario())
 

@@ -43,12 +43,6 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
         yield running
 
 
-@pytest.fixture
-def client(live: Running) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=live.url, timeout=30) as c:
-        yield c
-
-
 def _error(task: dict[str, Any]) -> dict[str, Any]:
     data: dict[str, Any] = task["status"]["message"]["parts"][1]["data"]["error"]
     return data

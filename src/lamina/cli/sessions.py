@@ -152,6 +152,28 @@ for _kind in _NOTES:
     _note_commands(_kind)
 
 
+@session.command("delete-messages")
+@click.argument("session_key")
+@click.option("--start", type=int, default=0, show_default=True, help="The first index deleted.")
+@json_option
+@click.pass_obj
+def session_delete_messages(state: State, /, session_key: str, start: int, as_json: bool) -> None:
+    """Delete messages from index START on (from 0: observations and reflections too)."""
+    count = state.ms().sessions.delete_messages(session_key, start=start)
+    emit(as_json, {"deleted": count}, lambda: click.echo(f"deleted {count} message(s)"))
+
+
+@session.command("meta-reflect")
+@click.argument("session_key")
+@json_option
+@click.pass_obj
+def session_meta_reflect(state: State, /, session_key: str, as_json: bool) -> None:
+    """Consolidate the session's reflections into one of the next generation now."""
+    note = state.ms().sessions.meta_reflect(session_key)
+    found = [note] if note else []
+    emit(as_json, {"reflection": note}, lambda: _show_notes(found, "reflections to consolidate"))
+
+
 @session.command("compact")
 @click.argument("session_key")
 @click.argument("up_to_index", type=int)

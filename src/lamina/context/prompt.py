@@ -72,28 +72,30 @@ def memory_section(
     counter: TokenCounter,
 ) -> str:
     """ "## Conversation Memory" within ``budget`` tokens (the whole section, headings
-    included). Reflections first, as many as fit; observations fill what is left and stop at
-    the first that does not fit; none at all if a reflection had to be left out."""
+    included). Both lists are oldest first. Reflections first, the newest that fit;
+    observations fill what is left, newest first, and stop at the first that does not fit
+    (the oldest are the ones dropped); none at all if a reflection had to be left out. What
+    is kept is shown oldest first."""
 
     def render(refl: list[str], obs: list[str]) -> str:
         parts = ["## Conversation Memory"]
         if refl:
-            parts.append("### Summary\n" + "\n\n".join(refl))
+            parts.append("### Summary\n" + "\n\n".join(reversed(refl)))
         if obs:
-            parts.append("### Recent Observations\n" + "\n".join(f"- {o}" for o in obs))
+            parts.append("### Recent Observations\n" + "\n".join(f"- {o}" for o in reversed(obs)))
         return "\n\n".join(parts)
 
-    # Add items by their own token counts (plus one for the separator), then check the
-    # rendered section once and trim from the end if the counter is not additive.
+    # Items are taken newest first (the kept lists are newest first until rendered), by
+    # their own token counts (plus the separator); near the edge the rendered section is
+    # counted exactly, and at the end trimmed (oldest first) if the counter is not additive.
     used = counter.count(render(["x"], ["x"]))
     kept_refl: list[str] = []
     all_fit = True
-    for text in (r.strip() for r in reflections):
+    for text in (r.strip() for r in reversed(reflections)):
         if not text:
             continue
         cost = counter.count(text) + 1
         if used + cost > budget:
-            # The estimate is an upper bound; near the edge, count exactly.
             exact = counter.count(render([*kept_refl, text], []))
             if exact > budget:
                 all_fit = False
@@ -103,7 +105,7 @@ def memory_section(
         used += cost
     kept_obs: list[str] = []
     if all_fit:
-        for text in (_one_line(o) for o in observations):
+        for text in (_one_line(o) for o in reversed(observations)):
             if not text:
                 continue
             cost = counter.count(text) + 2

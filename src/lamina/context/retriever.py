@@ -1,7 +1,9 @@
 """``retrieve``: the query's keywords, then every layer asked for, concurrently.
 
-A query without keywords returns nothing and touches no layer. A layer that fails is logged
-and left empty; the others still return. The searchable layers share one query vector.
+A query without keywords touches only the layers that do not depend on it (runtime
+context, observations, reflections): a follow-up like "why?" still knows the session. A
+layer that fails is logged and left empty; the others still return. The searchable layers
+share one query vector.
 """
 
 from __future__ import annotations
@@ -34,6 +36,11 @@ from lamina.memory.models import SearchMode
 from lamina.memory.ports import ContextRecord
 
 log = logging.getLogger(__name__)
+
+#: The layers whose items do not depend on the query.
+QUERY_FREE_LAYERS = frozenset(
+    {ContextLayer.RUNTIME_CONTEXT, ContextLayer.OBSERVATIONS, ContextLayer.REFLECTIONS}
+)
 
 #: How long knowledge use counts are gathered before one write.
 USE_FLUSH_SECONDS = 1.0
@@ -165,7 +172,9 @@ class ContextRetriever:
         keywords = extract_keywords(query) if query.strip() else []
         if keywords:
             check_query(query, self._max_query_length)
-        if not keywords or not wanted:
+        if not keywords:
+            wanted = tuple(layer for layer in wanted if layer in QUERY_FREE_LAYERS)
+        if not wanted:
             return RetrievalResult(query=query, keywords=keywords)
         searchable = [layer for layer in wanted if layer in self._stores]
         vector: Vector | None = None

@@ -174,7 +174,7 @@ class ContextService(ServiceCore):
         """The RAG section: a search of the memory store (default mode, hybrid) for the
         caller's scope.
         With a session key the session's own memories take part and no other session's do."""
-        if self.settings.rag_limit == 0 or not identifiers:
+        if self.settings.rag_limit == 0 or not identifiers or not query.strip():
             return []
         ids = {k: identifiers.get(k) for k in IDENTIFIER_NAMES}
         if session_key:

@@ -2,14 +2,38 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from types import ModuleType
 from typing import Any, ClassVar
 
 import anthropic
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.llm.base import ChatRequest, ChatResponse
+from lamina.llm.base import ChatMessage, ChatRequest, ChatResponse, ToolCall
 from lamina.llm.sdk import SDKChatModel, malformed
+
+
+def _arguments(text: str) -> Any:
+    try:
+        return json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {"input": text}
+
+
+def _message(m: ChatMessage) -> dict[str, Any]:
+    """Tool calls become tool_use blocks; a tool message a user turn with a tool_result."""
+    if m.role == "tool":
+        block = {"type": "tool_result", "tool_use_id": m.tool_call_id or "", "content": m.content}
+        return {"role": "user", "content": [block]}
+    if m.tool_calls:
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+        blocks.extend(
+            {"type": "tool_use", "id": c.id, "name": c.name, "input": _arguments(c.arguments)}
+            for c in m.tool_calls
+        )
+        return {"role": m.role, "content": blocks}
+    return {"role": m.role, "content": m.content}
 
 
 class AnthropicChatModel(SDKChatModel):
@@ -36,12 +60,20 @@ class AnthropicChatModel(SDKChatModel):
         options: dict[str, Any] = {
             "model": self.model_id,
             "max_tokens": request.max_tokens or self._max_tokens,
-            "messages": [
-                {"role": m.role, "content": m.content}
-                for m in request.messages
-                if m.role != "system"
-            ],
+            "messages": [_message(m) for m in request.messages if m.role != "system"],
         }
+        if request.tools:
+            options["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": dict(t.parameters)}
+                for t in request.tools
+            ]
+        if request.tool_choice:
+            choice = request.tool_choice
+            options["tool_choice"] = (
+                {"type": {"required": "any"}.get(choice, choice)}
+                if choice in ("auto", "required", "none")
+                else {"type": "tool", "name": choice}
+            )
         # Anthropic takes system text apart from the messages.
         extra_system = "\n\n".join(m.content for m in request.messages if m.role == "system")
         if extra_system:
@@ -58,9 +90,15 @@ class AnthropicChatModel(SDKChatModel):
         if not isinstance(blocks, list):
             raise malformed("anthropic", "no content blocks")
         texts = [b.text for b in blocks if getattr(b, "type", None) == "text"]
-        if not texts:
+        calls = tuple(
+            ToolCall(str(b.id), str(b.name), json.dumps(getattr(b, "input", {}) or {}))
+            for b in blocks
+            if getattr(b, "type", None) == "tool_use"
+        )
+        if not texts and not calls:
             raise malformed("anthropic", "no text block in the reply")
         finish_reason = getattr(reply, "stop_reason", None)
-        return self._response(
+        response = self._response(
             reply, "".join(texts), finish_reason, ("input_tokens", "output_tokens")
         )
+        return replace(response, tool_calls=calls) if calls else response

@@ -28,15 +28,20 @@ def check_tool_calls(calls: object) -> list[dict[str, Any]]:
     if calls is None:
         return []
     if not isinstance(calls, list | tuple):
-        raise invalid("tool_calls must be a list of {name, input, output}", "tool_calls")
+        raise invalid("tool_calls must be a list of {name, input, output, id?}", "tool_calls")
     out = []
     for call in calls:
         if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
             raise invalid("each tool call needs a string name", "tool_calls")
-        unknown = set(call) - {"name", "input", "output"}
+        unknown = set(call) - {"id", "name", "input", "output"}
         if unknown:
             raise invalid(f"unknown tool call field(s): {sorted(unknown)}", "tool_calls")
-        out.append({"name": call["name"], "input": call.get("input"), "output": call.get("output")})
+        item = {"name": call["name"], "input": call.get("input"), "output": call.get("output")}
+        if call.get("id") is not None:
+            if not isinstance(call["id"], str) or not call["id"] or len(call["id"]) > 256:
+                raise invalid("a tool call id must be a non-empty string", "tool_calls")
+            item = {"id": call["id"], **item}
+        out.append(item)
     return out
 
 
@@ -65,6 +70,8 @@ class SessionBase(ServiceCore):
         self._model: ChatModel | None = None
         self._owner = f"lamina-{uuid.uuid4()}"
         self._unobserved: dict[Key, int] = {}
+        #: Refusals of one message by the observer: (tenant, session, index) → count.
+        self._failures: dict[tuple[str, str, int], int] = {}
 
     async def _call(self, operation: str, fn: Callable[[], Awaitable[Any]]) -> Any:
         await self._ready()

@@ -3,14 +3,18 @@ reflections, and what of them fits the next model call (``recent_*``, within the
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lamina.checks import check_content, check_int, invalid
 from lamina.observational.base import ROLES, check_session_key, check_tool_calls
 from lamina.observational.models import Note, SessionMessage, SessionView
-from lamina.observational.ports import NewMessage, StoredNote
+from lamina.observational.ports import NewMessage, StoredMessage, StoredNote
 from lamina.observational.runs import ObserverRuns
+
+#: Messages read at a time by recent_messages, from the end.
+RECENT_PAGE = 128
 
 
 def _limit(limit: int | None) -> int | None:
@@ -94,23 +98,57 @@ class SessionRecords(ObserverRuns):
         self, session_key: str, *, tenant_id: str | None = None
     ) -> list[SessionMessage]:
         """The un-observed messages, newest kept, within max_message_token_budget: what goes
-        to the model after the system prompt."""
+        to the model after the system prompt. Read from the end, a page at a time, until the
+        budget is spent: the cost follows what fits, not the session's length."""
         tenant = self._tenant(tenant_id)
         key = check_session_key(session_key)
-        through = await self._call(
-            "observed through", lambda: self._sessions.observed_through(tenant, key)
+        budget = self.settings.max_message_token_budget
+        through, last = await asyncio.gather(
+            self._call("observed through", lambda: self._sessions.observed_through(tenant, key)),
+            self._call("last index", lambda: self._sessions.last_index(tenant, key)),
         )
-        rows = await self._call(
-            "list messages", lambda: self._sessions.list_messages(tenant, key, start=through + 1)
-        )
-        budget, kept = self.settings.max_message_token_budget, []
-        for m in reversed(rows):
-            cost = m.token_count + self._counter.per_message
-            if cost > budget:
-                break
-            kept.append(m)
-            budget -= cost
+        kept: list[StoredMessage] = []
+        end = last
+        while end > through:
+            start = max(through + 1, end - RECENT_PAGE + 1)
+            rows = await self._page(tenant, key, start, end - start + 1)
+            for m in reversed(rows):
+                cost = m.token_count + self._counter.per_message
+                if cost > budget:
+                    return [SessionMessage.of(m) for m in reversed(kept)]
+                kept.append(m)
+                budget -= cost
+            end = start - 1
         return [SessionMessage.of(m) for m in reversed(kept)]
+
+    async def _page(self, tenant: str, key: str, start: int, count: int) -> list[StoredMessage]:
+        rows: list[StoredMessage] = await self._call(
+            "list messages",
+            lambda: self._sessions.list_messages(tenant, key, start=start, limit=count),
+        )
+        return rows
+
+    async def delete_messages(
+        self, session_key: str, *, start: int = 0, tenant_id: str | None = None
+    ) -> int:
+        """Delete the session's messages from index ``start`` on (all by default); how many
+        were deleted. From 0, its observations and reflections go too: nothing of the
+        deleted conversation comes back in a prompt."""
+        tenant = self._tenant(tenant_id)
+        key = check_session_key(session_key)
+        check_int("start", start, minimum=0)
+        deleted: int = await self._call(
+            "delete messages", lambda: self._sessions.delete_messages(tenant, key, start)
+        )
+        if start == 0:
+            await self._call(
+                "delete notes", lambda: self._sessions.delete_notes(tenant, key, reflections=False)
+            )
+            await self._call(
+                "delete notes", lambda: self._sessions.delete_notes(tenant, key, reflections=True)
+            )
+        self._unobserved.pop((tenant, key), None)
+        return deleted
 
     async def compact(
         self, session_key: str, up_to_index: int, summary: str, *, tenant_id: str | None = None

@@ -61,6 +61,14 @@ class SessionStore(Protocol):
         self, tenant_id: str, session_key: str, *, start: int = 0, limit: int | None = None
     ) -> list[StoredMessage]: ...
 
+    async def last_index(self, tenant_id: str, session_key: str) -> int:
+        """The index of the session's last message; -1 when it has none."""
+        ...
+
+    async def delete_messages(self, tenant_id: str, session_key: str, start: int) -> int:
+        """Delete the session's messages from index ``start`` on; how many were deleted."""
+        ...
+
     async def compact_messages(
         self, tenant_id: str, session_key: str, up_to_index: int, summary: str, tokens: int
     ) -> StoredMessage:

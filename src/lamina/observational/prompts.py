@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from lamina.observational.ports import StoredMessage, StoredNote
 
@@ -15,6 +16,8 @@ Capture, in 2 to 5 sentences of plain prose:
 - important facts and context (names, numbers, dates, preferences, constraints);
 - task progress and outcomes (what was done, what worked, what failed, what is pending).
 
+Each message starts with the time it was sent (UTC). Keep the "when" of what matters: say \
+when things happened or were decided ("On 2026-03-14 the user ...") rather than "today". \
 Never copy tool output verbatim and leave out redundant detail, greetings and filler. Write \
 in the third person ("The user ...", "The assistant ..."). Reply with the note only."""
 
@@ -30,14 +33,25 @@ def _clip(text: str, limit: int = 2000) -> str:
     return text if len(text) <= limit else text[:limit] + " …"
 
 
-def render_messages(messages: Sequence[StoredMessage]) -> str:
-    """One line per message ``[role]: content``; tool calls as ``  [tool:name] input`` and
-    ``  [result] output`` (clipped: the observer is told not to copy them)."""
+def _when(at: datetime) -> str:
+    if at.tzinfo is not None:
+        at = at.astimezone(UTC)
+    return at.strftime("%Y-%m-%d %H:%M")
+
+
+def render_messages(messages: Sequence[StoredMessage], *, max_tokens: int | None = None) -> str:
+    """One line per message ``[time] [role]: content`` (time in UTC); tool calls as
+    ``  [tool:name] input`` and ``  [result] output`` (clipped: the observer is told not to
+    copy them). A message of more than ``max_tokens`` tokens is clipped to about that many."""
     lines = []
     for m in messages:
-        lines.append(f"[{m.role}]: {m.content}")
+        content = m.content
+        if max_tokens is not None and m.token_count > max_tokens:
+            content = _clip(content, max(1, len(content) * max_tokens // m.token_count))
+        lines.append(f"[{_when(m.created_at)}] [{m.role}]: {content}")
         for call in m.tool_calls:
-            lines.append(f"  [tool:{call.get('name', '?')}] {_clip(str(call.get('input', '')))}")
+            if call.get("input") is not None:
+                lines.append(f"  [tool:{call.get('name', '?')}] {_clip(str(call['input']))}")
             if call.get("output") is not None:
                 lines.append(f"  [result] {_clip(str(call.get('output')), 500)}")
     return "\n".join(lines)

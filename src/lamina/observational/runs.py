@@ -28,17 +28,66 @@ from lamina.observational.prompts import (
 
 log = logging.getLogger("lamina.observational.service")
 
+#: Refusals of one message before the observer records it as it is.
+MAX_MESSAGE_FAILURES = 3
+
+
+def _refused(exc: LaminaError) -> bool:
+    """The model's API refused this request as it is (400, 413, 422: too long, too many
+    tokens): a smaller one may pass. Not a failure of the connection, the key, the rate or
+    the answer."""
+    status = (exc.details or {}).get("status")
+    return exc.code is ErrorCode.PROVIDER_ERROR and status in (400, 413, 422)
+
+
+#: Tokens each message adds to the observer's input besides its content ("[time] [role]: ").
+LINE_OVERHEAD = 16
+
+
+def token_batches(messages: list[StoredMessage], limit: int) -> list[list[StoredMessage]]:
+    """Consecutive batches of at most ``limit`` tokens as the observer sees them (content
+    and line overhead; a longer message is a batch alone, clipped when rendered)."""
+    batches: list[list[StoredMessage]] = []
+    current: list[StoredMessage] = []
+    used = 0
+    for m in messages:
+        cost = m.token_count + LINE_OVERHEAD
+        if current and used + cost > limit:
+            batches.append(current)
+            current, used = [], 0
+        current.append(m)
+        used += cost
+    if current:
+        batches.append(current)
+    return batches
+
 
 def observer_llm_settings(om: ObservationalMemorySettings, primary: LLMSettings) -> LLMSettings:
-    """The observer's model: observational_memory.provider/model, else the primary one."""
-    if not om.model:
+    """The observer's model: observational_memory.provider/model, else the primary one.
+
+    A provider other than the primary one takes nothing of the primary's connection (its
+    base_url and api_key_env belong to another API): only what observational_memory sets,
+    else that provider's defaults. The same provider inherits what is not set."""
+    if not om.model and not om.provider:
         return primary
+    provider = om.provider or primary.provider
+    if not om.model:
+        if provider != primary.provider:
+            raise LaminaError(
+                ErrorCode.CONFIGURATION_ERROR,
+                f"observational_memory.provider = {provider!r} needs observational_memory.model "
+                f"(the primary model is a {primary.provider} model)",
+            )
+        return primary
+    same = provider == primary.provider
     return primary.model_copy(
         update={
-            "provider": om.provider or primary.provider,
+            "provider": provider,
             "model": om.model,
-            "base_url": om.base_url if om.base_url is not None else primary.base_url,
-            "api_key_env": om.api_key_env if om.api_key_env is not None else primary.api_key_env,
+            "base_url": om.base_url if om.base_url is not None or not same else primary.base_url,
+            "api_key_env": (
+                om.api_key_env if om.api_key_env is not None or not same else primary.api_key_env
+            ),
         }
     )
 
@@ -126,6 +175,13 @@ class ObserverRuns(SessionBase):
         await self._ready()
         return await self._leased(key, lambda: self._reflect(key, force=True, quiet=False))
 
+    async def meta_reflect(self, session_key: str, *, tenant_id: str | None = None) -> Note | None:
+        """Consolidate the session's reflections into one of the next generation now,
+        whatever reflection_consolidation_threshold says (None with fewer than two)."""
+        key = (self._tenant(tenant_id), check_session_key(session_key))
+        await self._ready()
+        return await self._leased(key, lambda: self._meta_reflect(key, quiet=False, minimum=2))
+
     async def _leased(self, key: Key, work: Callable[[], Awaitable[Note | None]]) -> Note | None:
         owned = await self._retry.run(
             "lease",
@@ -173,24 +229,89 @@ class ObserverRuns(SessionBase):
         return content
 
     async def _observe(self, key: Key, *, force: bool, quiet: bool) -> Note | None:
+        """The un-observed messages, in batches of at most observer_batch_tokens, each
+        batch one observer call and one observation, oldest first; the last observation
+        made (None if none). A failing batch stops the run: what was observed before it
+        stays, and the next trigger starts from it."""
         through = await self._sessions.observed_through(*key)
         pending: list[StoredMessage] = await self._sessions.list_messages(*key, start=through + 1)
         tokens = sum(m.token_count for m in pending)
         if not pending or (not force and tokens < self.settings.message_token_threshold):
             return None
-        text = await self._generate(OBSERVER_SYSTEM, render_messages(pending), "observer", quiet)
-        if text is None:
+        notes: list[StoredNote] = []
+        for batch in token_batches(pending, self.settings.observer_batch_tokens):
+            made = await self._observe_batch(key, batch, quiet)
+            if made is None:
+                break
+            notes.extend(made)
+        if not notes:
             return None
+        if self.settings.compact:
+            summary = "\n\n".join(n.content for n in notes)
+            await self._sessions.compact_messages(
+                *key, notes[-1].source_end, summary, self._counter.count(summary)
+            )
+        return Note.of(notes[-1])
+
+    async def _observe_batch(
+        self, key: Key, batch: list[StoredMessage], quiet: bool
+    ) -> list[StoredNote] | None:
+        """One observation of ``batch``; on a refusal (an error not worth retrying as is,
+        such as a request too long) the batch is split in two and each half observed. A
+        single message refused MAX_MESSAGE_FAILURES times is recorded as it is (clipped),
+        so that it never blocks the messages after it."""
+        limit = self.settings.observer_batch_tokens
+        try:
+            shown = render_messages(batch, max_tokens=limit - LINE_OVERHEAD)
+            text = await self._ask(OBSERVER_SYSTEM, shown)
+        except LaminaError as exc:
+            if _refused(exc) and len(batch) > 1:
+                half = len(batch) // 2
+                first = await self._observe_batch(key, batch[:half], quiet)
+                second = (
+                    None if first is None else await self._observe_batch(key, batch[half:], quiet)
+                )
+                return None if first is None or second is None else first + second
+            kept = self._give_up(key, batch[0], exc) if len(batch) == 1 else None
+            if kept is None:
+                if not quiet:
+                    raise
+                log.warning(
+                    "observer failed (kept the raw history; the next trigger retries): %s", exc
+                )
+                return None
+            text = kept
         note = await self._sessions.add_note(
-            *key, text, self._counter.count(text), 0, (pending[0].index, pending[-1].index)
+            *key, text, self._counter.count(text), 0, (batch[0].index, batch[-1].index)
         )
+        self._failures.pop((*key, batch[0].index), None)
         if self.settings.graph and self.graph_buffer.running:
             self.graph_buffer.trigger((*key, note.id, text))
-        if self.settings.compact:
-            await self._sessions.compact_messages(
-                *key, pending[-1].index, text, self._counter.count(text)
+        return [note]
+
+    def _give_up(self, key: Key, message: StoredMessage, exc: LaminaError) -> str | None:
+        """The message itself as its observation, once it has failed often enough."""
+        slot = (*key, message.index)
+        self._failures[slot] = self._failures.get(slot, 0) + 1
+        if not _refused(exc) or self._failures[slot] < MAX_MESSAGE_FAILURES:
+            return None
+        log.warning(
+            "the observer refused message %d of session %r %d times; recorded as it is",
+            message.index,
+            key[1],
+            self._failures[slot],
+        )
+        return render_messages([message], max_tokens=min(500, self.settings.observer_batch_tokens))
+
+    async def _ask(self, system: str, text: str) -> str:
+        """One model call; PROVIDER_ERROR when the answer is empty."""
+        reply = await self._chat_model().generate(request(("user", text), system=system))
+        content = reply.content.strip()
+        if not content:
+            raise LaminaError(
+                ErrorCode.PROVIDER_ERROR, "the observer returned nothing", retryable=True
             )
-        return Note.of(note)
+        return content
 
     async def _reflect(self, key: Key, *, force: bool, quiet: bool) -> Note | None:
         """Observations → one reflection of generation 1, when their tokens reach the
@@ -201,10 +322,14 @@ class ObserverRuns(SessionBase):
             return None
         return await self._condense(key, observations, 1, "reflector", quiet)
 
-    async def _meta_reflect(self, key: Key, *, quiet: bool) -> Note | None:
-        """Reflections → one of generation max + 1, when there are enough of them."""
+    async def _meta_reflect(
+        self, key: Key, *, quiet: bool, minimum: int | None = None
+    ) -> Note | None:
+        """Reflections → one of generation max + 1, when there are enough of them
+        (``minimum``, default reflection_consolidation_threshold)."""
         reflections = await self._sessions.list_notes(*key, reflections=True)
-        if len(reflections) < self.settings.reflection_consolidation_threshold:
+        needed = self.settings.reflection_consolidation_threshold if minimum is None else minimum
+        if len(reflections) < needed:
             return None
         generation = max(n.generation for n in reflections) + 1
         return await self._condense(key, reflections, generation, "meta-reflection", quiet)

@@ -21,12 +21,13 @@ from lamina.runtime import AsyncLamina
 from lamina.server.a2a import A2AAdapter
 from lamina.server.a2a.numbers import WholeNumbers
 from lamina.server.auth import KeyRing
+from lamina.server.context_tools import all_tools
 from lamina.server.gate import A2A_GROUPS, Gate, route_group
 from lamina.server.health import health, summary
 from lamina.server.ratelimit import RateLimiter
 from lamina.server.router import LLMRouter
 from lamina.server.skills import Dispatcher, ToolRegistry
-from lamina.server.tools import ServerTool, build_tools
+from lamina.server.tools import ServerTool
 from lamina.threads.service import ThreadService
 
 log = logging.getLogger("lamina.server")
@@ -59,7 +60,7 @@ class LaminaServer:
         settings = ms.settings.server
         self.settings = settings
         self.keys = KeyRing(settings.api_keys)
-        self.registry = ToolRegistry(build_tools(ms))
+        self.registry = ToolRegistry(all_tools(ms))
         self.metrics = ms.metrics.server()
         self.threads = ThreadService(
             ms.store.threads, settings, on_cleanup=self.metrics.record_cleanup

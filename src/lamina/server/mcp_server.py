@@ -20,9 +20,10 @@ from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.adapter import ToolSurface
 from lamina.server.auth import KeyRing
+from lamina.server.context_tools import all_tools
 from lamina.server.defaults import IdentifierDefaults
 from lamina.server.skills import ToolRegistry
-from lamina.server.tools import ServerTool, build_tools
+from lamina.server.tools import ServerTool
 
 log = logging.getLogger("lamina.server")
 
@@ -47,7 +48,7 @@ class MCPAdapter(ToolSurface):
         metrics: ServerMetrics | None = None,
         defaults: IdentifierDefaults | None = None,
     ) -> None:
-        super().__init__(ms, ToolRegistry(build_tools(ms)))
+        super().__init__(ms, ToolRegistry(all_tools(ms)))
         self.metrics = metrics or ms.metrics.server()
         if defaults is None:
             defaults = IdentifierDefaults(ms.settings.mcp.identifiers())

@@ -37,6 +37,11 @@ _SKILLS = {
         "Governance",
         "Policies merged from the company down: validate content, score drift, list policies.",
     ),
+    "context": (
+        "Context and sessions",
+        "A session's conversation (append, read), its observations and reflections, and the "
+        "system prompt for the next model call with the context it needs.",
+    ),
 }
 
 

@@ -120,6 +120,31 @@ class SqlSessions:
 
         return await self._exec.read(tenant_id, "list messages", read())
 
+    async def last_index(self, tenant_id: str, session_key: str) -> int:
+        def read() -> Program[int]:
+            found = yield row(
+                "SELECT max(idx) FROM session_messages WHERE tenant_id = %s AND session_key = %s",
+                tenant_id,
+                session_key,
+            )
+            return -1 if found is None or found[0] is None else int(found[0])
+
+        return await self._exec.read(tenant_id, "last index", read())
+
+    async def delete_messages(self, tenant_id: str, session_key: str, start: int) -> int:
+        def delete() -> Program[int]:
+            yield self._session_lock(tenant_id, session_key)
+            deleted = yield count(
+                "DELETE FROM session_messages WHERE tenant_id = %s AND session_key = %s "
+                "AND idx >= %s",
+                tenant_id,
+                session_key,
+                start,
+            )
+            return int(deleted)
+
+        return await self._exec.write(tenant_id, "delete messages", delete())
+
     async def compact_messages(
         self, tenant_id: str, session_key: str, up_to_index: int, summary: str, tokens: int
     ) -> StoredMessage:
