@@ -61,6 +61,11 @@ class Database:
         self._all: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
         self._closed = False
+        #: Calls running in worker threads; ``close`` waits for them (a task cancelled while
+        #: its statement runs leaves the thread running: closing its connection under it
+        #: would crash the process).
+        self._running = 0
+        self._idle = threading.Condition(self._guard)
 
     def connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -135,10 +140,16 @@ class Database:
         return await asyncio.to_thread(self._call, operation, fn, *args)
 
     def _call(self, operation: str, fn: Callable[..., T], *args: Any) -> T:
+        with self._guard:
+            self._running += 1
         try:
             return fn(*args)
         except sqlite3.Error as exc:
             raise translate(exc, operation) from exc
+        finally:
+            with self._guard:
+                self._running -= 1
+                self._idle.notify_all()
 
     async def read(
         self, tenant_id: str | None, operation: str, program: Program[T], *, snapshot: bool = False
@@ -163,6 +174,8 @@ class Database:
     def close(self) -> None:
         with self._guard:
             self._closed = True
+            if not self._idle.wait_for(lambda: self._running == 0, self.busy_timeout + 5):
+                log.warning("closing %s while a call still runs", self.path)
             for conn in self._all:
                 try:
                     conn.close()
