@@ -118,7 +118,7 @@ async def searches(store: Any, n: int) -> dict[str, Any]:
     return out
 
 
-def analyze(url: str) -> None:
+def analyze_table(url: str) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
@@ -168,7 +168,7 @@ async def measure(kind: str, target: str, size: int, stale: float, n: int) -> di
     try:
         seconds = await load(store, size, stale)
         if kind == "postgresql":
-            analyze(target)  # as autovacuum would soon: the planner needs the row counts
+            analyze_table(target)  # as autovacuum would soon: the planner needs the row counts
         result: dict[str, Any] = {"load_s": round(seconds, 1), **(await searches(store, n))}
     finally:
         await store.shutdown()
