@@ -47,6 +47,13 @@ TOOLS = {
         "knowledge_history",
     ],
     "governance": ["governance_validate", "governance_drift", "governance_policies"],
+    "context": [
+        "session_append",
+        "session_messages",
+        "session_observations",
+        "session_reflections",
+        "context_prompt",
+    ],
 }
 
 

@@ -157,7 +157,7 @@ def test_mcp_over_stdio(tmp_path: Path) -> None:
             await session.initialize()
             tools = (await session.list_tools()).tools
             names = {t.name for t in tools}
-            assert len(names) == 27 and {"memory_add", "knowledge_query"} <= names
+            assert len(names) == 27 and {"memory_add", "knowledge_query", "context_prompt"} <= names
             add = next(t for t in tools if t.name == "memory_add")
             assert "content" in add.input_schema["required"]
             added = await session.call_tool(

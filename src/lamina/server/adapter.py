@@ -19,7 +19,8 @@ class EcosystemAdapter(Protocol):
         ...
 
     def get_knowledge_tools(self) -> list[Any]:
-        """The knowledge (and governance) tools in the ecosystem's own form."""
+        """Every tool but the memory ones (knowledge, governance, context), in the
+        ecosystem's own form."""
         ...
 
     async def get_session_context(
