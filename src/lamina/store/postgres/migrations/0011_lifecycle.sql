@@ -11,11 +11,15 @@ ALTER TABLE memories ADD COLUMN valid_from timestamptz;
 ALTER TABLE memories ADD COLUMN valid_until timestamptz;
 ALTER TABLE memories ADD COLUMN expires_at timestamptz;
 ALTER TABLE memories ADD COLUMN content_key text;
+-- The backfill changes no indexed words: the postings trigger (migration 0008), whose
+-- transition-table join is quadratic in the rows one statement updates, stays out of it.
+ALTER TABLE memories DISABLE TRIGGER memories_terms_update;
 UPDATE memories SET event_at = created_at;
 UPDATE memories SET event_at = (metadata #>> '{conversation,timestamp}')::timestamptz
     WHERE jsonb_typeof(metadata #> '{conversation,timestamp}') = 'string'
         AND metadata #>> '{conversation,timestamp}'
             ~ '^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?\+00:00$';
+ALTER TABLE memories ENABLE TRIGGER memories_terms_update;
 ALTER TABLE memories ALTER COLUMN event_at SET NOT NULL;
 CREATE INDEX memories_event ON memories (tenant_id, layer, scope_key, event_at);
 CREATE INDEX memories_expiry ON memories (expires_at) WHERE expires_at IS NOT NULL;
