@@ -298,6 +298,7 @@ class PostgresDialect(Dialect):
     strpos = "strpos"
     for_update = " FOR UPDATE"
     no_limit = None
+    rows_per_insert = 200
 
     def is_true(self, column: str) -> str:
         return column

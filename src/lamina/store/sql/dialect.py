@@ -38,6 +38,9 @@ class Dialect(ABC):
     for_update: ClassVar[str]
     #: The LIMIT that means "all rows".
     no_limit: ClassVar[int | None]
+    #: Rows one INSERT of new memories carries: PostgreSQL's statement triggers (keyword
+    #: postings) then run once per batch instead of once per row; SQLite has none to run.
+    rows_per_insert: ClassVar[int] = 1
 
     @abstractmethod
     def is_true(self, column: str) -> str:

@@ -497,13 +497,21 @@ class SqlMemories(SqlTiming):
         names = list(dict.fromkeys(k for values in stored for k in values))
         if any(len(values) != len(names) for values in stored):  # messages among memories
             stored = [{k: values.get(k) for k in names} for values in stored]
-        if stored:
-            # COPY is refused under row-level security; executemany pipelines the inserts.
-            yield many(
-                f"INSERT INTO memories ({', '.join(stored[0])}) "  # noqa: S608
-                f"VALUES ({', '.join(['%s'] * len(stored[0]))})",
-                [tuple(values.values()) for values in stored],
-            )
+        # COPY is refused under row-level security: pipelined INSERTs of d.rows_per_insert
+        # rows each (the last one shorter).
+        per = d.rows_per_insert
+        full = len(stored) - len(stored) % per
+        for part, size in ((stored[:full], per), (stored[full:], len(stored) - full)):
+            if part:
+                shape = f"({', '.join(['%s'] * len(part[0]))})"
+                yield many(
+                    f"INSERT INTO memories ({', '.join(part[0])}) VALUES "  # noqa: S608
+                    + ", ".join([shape] * size),
+                    [
+                        tuple(v for values in part[i : i + size] for v in values.values())
+                        for i in range(0, len(part), size)
+                    ],
+                )
         given_all = histories or [None] * len(memories)
         events: list[tuple[Any, ...]] = []
         for (i, _, _), v in zip(fresh, stored, strict=True):
