@@ -28,7 +28,9 @@ CREATE POLICY tenant_isolation ON memory_postings
 -- block is rebuilt from a view that misses a concurrent writer's rows. Every statement reaches
 -- memory_terms and memory_postings through their primary keys, one block at a time (scalar
 -- subqueries and ON CONFLICT), whatever the planner guesses of the transition table's size:
--- the cost follows the blocks touched, never the table.
+-- the cost follows the blocks touched, never the table. The block bounds are computed
+-- before they meet memory_terms: under row-level security only leakproof operators (not
+-- the shift) may become index conditions.
 CREATE FUNCTION lamina_postings_renew() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
     k record;
@@ -41,23 +43,27 @@ BEGIN
             WHERE tenant_id = k.tenant_id AND layer = k.layer AND scope_key = k.scope_key
             FOR UPDATE;
     END LOOP;
-    INSERT INTO memory_postings AS p (tenant_id, layer, scope_key, term, block, postings)
-        SELECT f.tenant_id, f.layer, f.scope_key, f.term, f.block, f.postings
-        FROM (SELECT b.*, (
+    WITH blocks AS MATERIALIZED (
+        SELECT b.tenant_id, b.layer, b.scope_key, b.term, b.block, (
                 SELECT string_agg(int8send(t.memory_seq) || float4send(t.tf)
                                   || float4send(t.doc_length), ''::bytea ORDER BY t.memory_seq)
                 FROM memory_terms t
                 WHERE t.tenant_id = b.tenant_id AND t.layer = b.layer
                     AND t.scope_key = b.scope_key AND t.term = b.term
-                    AND t.memory_seq >= b.block << 9 AND t.memory_seq < (b.block + 1) << 9
-              ) AS postings
-              FROM (SELECT DISTINCT tenant_id, layer, scope_key, term, memory_seq >> 9 AS block
-                    FROM touched) b) f
-        WHERE f.postings IS NOT NULL
+                    AND t.memory_seq >= b.low AND t.memory_seq < b.high
+            ) AS postings
+        FROM (SELECT DISTINCT tenant_id, layer, scope_key, term, memory_seq >> 9 AS block,
+                     (memory_seq >> 9) << 9 AS low, ((memory_seq >> 9) + 1) << 9 AS high
+              FROM touched) b
+    )
+    INSERT INTO memory_postings AS p (tenant_id, layer, scope_key, term, block, postings)
+        SELECT tenant_id, layer, scope_key, term, block, postings FROM blocks
+        WHERE postings IS NOT NULL
         ON CONFLICT (tenant_id, layer, scope_key, term, block)
         DO UPDATE SET postings = excluded.postings;
     IF TG_OP = 'DELETE' THEN  -- blocks left without postings
-        FOR k IN SELECT DISTINCT tenant_id, layer, scope_key, term, memory_seq >> 9 AS block
+        FOR k IN SELECT DISTINCT tenant_id, layer, scope_key, term, memory_seq >> 9 AS block,
+                        (memory_seq >> 9) << 9 AS low, ((memory_seq >> 9) + 1) << 9 AS high
                  FROM touched LOOP
             DELETE FROM memory_postings p
                 WHERE p.tenant_id = k.tenant_id AND p.layer = k.layer
@@ -65,8 +71,7 @@ BEGIN
                     AND NOT EXISTS (SELECT 1 FROM memory_terms t
                         WHERE t.tenant_id = k.tenant_id AND t.layer = k.layer
                             AND t.scope_key = k.scope_key AND t.term = k.term
-                            AND t.memory_seq >= k.block << 9
-                            AND t.memory_seq < (k.block + 1) << 9);
+                            AND t.memory_seq >= k.low AND t.memory_seq < k.high);
         END LOOP;
     END IF;
     RETURN NULL;
