@@ -7,6 +7,8 @@ on it, and a load generator in this process (httpx, ``--concurrency`` connection
   each), ``--requests`` requests at most and ``--seconds`` at most: sustained requests/s,
   p50 and p99 latency;
 - ``add``: memory_add the same way (a new memory each, user layer);
+- ``get``: memory_get of an id that does not exist (answers null): what the server itself
+  costs per request (HTTP, gate, A2A, thread, task), with next to no tool work;
 - ``sse``: SendStreamingMessage, time from sending to the first SSE event (median, p95);
 - ``threads``: ``--threads`` new threads, server RSS before and after (memory per open
   thread) and the bytes each thread's state takes in the database.
@@ -15,7 +17,7 @@ With ``--database-url`` the store is PostgreSQL and ``--processes 1,2`` runs sea
 against one server process, then two (the load spread over them), in one run.
 
     uv run python -m benchmarks.server_load [--memories 10000] [--requests 2000]
-        [--seconds 60] [--concurrency 8] [--threads 1000] [--only search,add]
+        [--seconds 60] [--concurrency 8] [--threads 1000] [--only search,add,get]
         [--database-url postgresql://...] [--processes 1,2]
 """
 
@@ -85,13 +87,20 @@ def _add_args(texts: list[str], i: int) -> dict[str, Any]:
     return {"content": f"{texts[i % len(texts)]} (note {i})", "layer": "user", "user_id": "b2"}
 
 
+def _get_args(texts: list[str], i: int) -> dict[str, Any]:
+    return {"memory_id": f"missing-{i}"}
+
+
+ARGUMENTS = {"memory_search": _search_args, "memory_add": _add_args, "memory_get": _get_args}
+
+
 async def _tool_load(
     urls: list[str], tool: str, n: int, seconds: float, concurrency: int
 ) -> dict[str, Any]:
     """``n`` calls of ``tool`` (at most ``seconds``) over ``concurrency`` connections, spread
     evenly over the servers at ``urls``."""
     texts = queries(max(50, min(n, 500)))
-    arguments = _search_args if tool == "memory_search" else _add_args
+    arguments = ARGUMENTS[tool]
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -230,7 +239,7 @@ def _loads(
     urls: list[str], pids: list[int], args: argparse.Namespace, parts: set[str]
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for part, tool in (("search", "memory_search"), ("add", "memory_add")):
+    for part, tool in (("search", "memory_search"), ("add", "memory_add"), ("get", "memory_get")):
         if part in parts:
             before = sum(_cpu_s(pid) for pid in pids)
             out[part] = result = asyncio.run(
@@ -250,7 +259,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1_000)
-    parser.add_argument("--only", default="search,add,sse,threads")
+    parser.add_argument("--only", default="search,add,get,sse,threads")
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--processes", default="1")
     args = parser.parse_args()
