@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -235,19 +236,52 @@ def _stop(processes: list[subprocess.Popen[str]]) -> None:
         process.communicate(timeout=60)
 
 
+def _backend_cpu(database_url: str | None) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend serving the benchmark's database (none for
+    SQLite): the database's share of a request, which server CPU leaves out."""
+    if database_url is None:
+        return {}
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        ).fetchall()
+    out: dict[int, float] = {}
+    for (pid,) in rows:
+        with contextlib.suppress(OSError):  # ended meanwhile
+            out[pid] = _cpu_s(pid)
+    return out
+
+
 def _loads(
     urls: list[str], pids: list[int], args: argparse.Namespace, parts: set[str]
 ) -> dict[str, Any]:
+    """Each part's load; CPU per request of the servers, the load generator (this process,
+    on the same cores) and the database backends, and the cores they kept busy together."""
     out: dict[str, Any] = {}
     for part, tool in (("search", "memory_search"), ("add", "memory_add"), ("get", "memory_get")):
         if part in parts:
             before = sum(_cpu_s(pid) for pid in pids)
+            client_before = time.process_time()
+            db_before = _backend_cpu(args.database_url)
+            started = time.perf_counter()
             out[part] = result = asyncio.run(
                 _tool_load(urls, tool, args.requests, args.seconds, args.concurrency)
             )
+            elapsed = time.perf_counter() - started
             used = sum(_cpu_s(pid) for pid in pids) - before
+            client = time.process_time() - client_before
+            db_after = _backend_cpu(args.database_url)
+            database = sum(cpu - db_before.get(pid, 0.0) for pid, cpu in db_after.items())
             # Warm-up requests included: a few in a thousand.
-            result["server_cpu_ms_per_request"] = round(used * 1000 / result["requests"], 2)
+            per = 1000 / result["requests"]
+            result["server_cpu_ms_per_request"] = round(used * per, 2)
+            result["client_cpu_ms_per_request"] = round(client * per, 2)
+            if args.database_url:
+                result["database_cpu_ms_per_request"] = round(database * per, 2)
+            result["busy_cores"] = round((used + client + database) / elapsed, 2)
     return out
 
 

@@ -156,16 +156,33 @@ def test_a_reply_through_the_sdk_completes_a_waiting_direct_task(client: httpx.C
     assert _get(client, waiting["id"])["status"]["state"] == "TASK_STATE_COMPLETED"
 
 
-def test_a_later_call_in_the_thread_keeps_its_identifiers(client: httpx.Client) -> None:
+def _sdk_rpc(client: httpx.Client, message: dict[str, Any]) -> dict[str, Any]:
+    """SendMessage over JSON-RPC by the SDK's path: an (empty) configuration takes it there."""
+    return rpc(client, "SendMessage", {"message": message, "configuration": {}})
+
+
+def test_calls_in_a_named_thread_answer_as_the_sdk_does(client: httpx.Client) -> None:
     first = send(
         client,
         tool_message("memory_add", {"content": "x y", "layer": "user"}, metadata={"user_id": "bo"}),
     )
     assert first["status"]["state"] == "TASK_STATE_COMPLETED"
     later = tool_message("memory_list", {}, contextId=first["contextId"])
-    listed = send(client, later)  # the SDK's path: a known thread
-    assert listed["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert "'content': 'x y'" in str(listed["artifacts"][0]["parts"][0]["data"])
+    direct = send(client, later)
+    sdk = _sdk_rpc(client, {**later, "messageId": str(uuid.uuid4())})["result"]["task"]
+    # The thread's identifiers (user_id) reach the later call on both paths.
+    assert "'content': 'x y'" in str(direct["artifacts"][0]["parts"][0]["data"])
+    assert direct["contextId"] == sdk["contextId"] == first["contextId"]
+    assert _fresh(direct) == _fresh(sdk)
+
+
+def test_a_thread_no_store_can_name_is_refused_as_the_sdk_does(client: httpx.Client) -> None:
+    message = tool_message("memory_list", {}, contextId="bad\u0000id")
+    direct = rpc(client, "SendMessage", {"message": message})
+    sdk = _sdk_rpc(client, message)
+    assert direct["error"]["code"] == -32602, direct
+    assert "contextId" in direct["error"]["message"]
+    assert direct == {**sdk, "id": direct["id"]}
 
 
 def test_requests_the_direct_path_leaves_to_the_sdk() -> None:
@@ -173,12 +190,15 @@ def test_requests_the_direct_path_leaves_to_the_sdk() -> None:
     message = tool_message("memory_list", {})
     headers = {"a2a-version": "1.0"}
     assert one_shot({**base, "params": {"message": message}}, headers) is not None
+    named = {**message, "contextId": "c"}
+    assert one_shot({**base, "params": {"message": named}}, headers) is not None
     declined = [
         ({**base, "params": {"message": message}}, {}),  # no version: 0.3
         ({**base, "params": {"message": message}}, {**headers, "a2a-extensions": "x"}),
         ({**base, "params": {"message": message, "configuration": {}}}, headers),
         ({**base, "id": True, "params": {"message": message}}, headers),
-        ({**base, "params": {"message": {**message, "contextId": "c"}}}, headers),
+        ({**base, "params": {"message": {**message, "contextId": ""}}}, headers),
+        ({**base, "params": {"message": {**message, "contextId": 5}}}, headers),
         ({**base, "params": {"message": {**message, "taskId": "t"}}}, headers),
         ({**base, "params": {"message": {**message, "role": "ROLE_AGENT"}}}, headers),
         ({**base, "params": {"message": {**message, "parts": [{"text": "hi"}]}}}, headers),

@@ -138,7 +138,8 @@ class A2AAdapter(ToolSurface):
                 return response
             tenant = request.scope["lamina.principal"].tenant
             answer = await self.direct.answer(body["id"], message, tenant)
-            request.scope[WRITTEN_WHOLE] = True
+            # A result has its whole numbers written already; an error has the SDK's form.
+            request.scope[WRITTEN_WHOLE] = answer.startswith(b'{"result"')
             return Response(answer, media_type="application/json")
 
         routes.append(Route("/", jsonrpc, methods=["POST"]))

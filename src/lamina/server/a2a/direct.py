@@ -19,7 +19,9 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from a2a.server.request_handlers.response_helpers import build_error_response
 from a2a.types import TaskState
+from a2a.utils.errors import A2AError, InternalError, InvalidParamsError
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from lamina.errors import ErrorCode, LaminaError
@@ -38,7 +40,7 @@ STATES = {
     "rejected": TaskState.TASK_STATE_REJECTED,
     "failed": TaskState.TASK_STATE_FAILED,
 }
-_MESSAGE_KEYS = frozenset({"messageId", "role", "parts", "metadata"})
+_MESSAGE_KEYS = frozenset({"messageId", "contextId", "role", "parts", "metadata"})
 _PART_KEYS = frozenset({"text", "data", "mediaType", "metadata"})
 _JSON = "application/json"
 #: How deep a request's data and metadata may nest to take this path; deeper goes to the SDK,
@@ -107,7 +109,8 @@ def _part(part: Any) -> dict[str, Any] | None:
 
 def one_shot(body: Any, headers: Any) -> dict[str, Any] | None:
     """The message of a JSON-RPC request this module answers (a 1.0 ``SendMessage`` naming a
-    tool in a new thread), as protobuf would print it; None for every other request."""
+    tool, in a new thread or a named one, for no task yet), as protobuf would print it; None
+    for every other request."""
     if headers.get("a2a-version", "").strip() != "1.0" or "a2a-extensions" in headers:
         return None
     if not isinstance(body, dict) or body.keys() != {"jsonrpc", "id", "method", "params"}:
@@ -131,6 +134,9 @@ def one_shot(body: Any, headers: Any) -> dict[str, Any] | None:
         or not isinstance(message.get("metadata", {}), dict)
     ):
         return None
+    context_id = message.get("contextId")
+    if context_id is not None and (not isinstance(context_id, str) or not context_id):
+        return None
     try:
         printed = [_part(p) for p in parts]
         metadata = wire(message["metadata"], _REQUEST_DEPTH) if "metadata" in message else None
@@ -141,6 +147,8 @@ def one_shot(body: Any, headers: Any) -> dict[str, Any] | None:
     if not any(isinstance(p.get("data"), dict) and "tool" in p["data"] for p in printed if p):
         return None  # free text: the SDK's path
     out: dict[str, Any] = {"messageId": message_id, "role": "ROLE_USER", "parts": printed}
+    if context_id is not None:
+        out["contextId"] = context_id
     if metadata is not None:
         out["metadata"] = metadata
     return out
@@ -225,7 +233,7 @@ def task_of(
         }
     status["timestamp"] = ts.ToJsonString()
     asked = {"messageId": message["messageId"], "contextId": context_id, "taskId": task_id}
-    asked.update((k, v) for k, v in message.items() if k != "messageId")
+    asked.update((k, v) for k, v in message.items() if k not in ("messageId", "contextId"))
     messages = [asked, status["message"]] if parts else [asked]
     _redact(messages)
     task: dict[str, Any] = {"id": task_id, "contextId": context_id, "status": status}
@@ -248,25 +256,27 @@ class DirectCalls:
         self._tasks = tasks
 
     async def answer(self, rpc_id: str | int, message: dict[str, Any], tenant: str) -> bytes:
-        """The JSON-RPC response (UTF-8 JSON) to ``message`` from ``one_shot``."""
+        """The JSON-RPC response (UTF-8 JSON) to ``message`` from ``one_shot``: a result with
+        whole numbers written as integers, or an error in the SDK's form."""
         try:
             result: dict[str, Any] = {"task": await self._run(message, tenant)}
-        except LaminaError as exc:
-            error = {
-                "code": -32602,
-                "message": f"{exc.code.value}: {exc.message}",
-                "data": exc.to_dict(),
-            }
-            return _dumps({"error": error, "id": rpc_id, "jsonrpc": "2.0"}).encode()
+        except A2AError as exc:
+            return _dumps(build_error_response(rpc_id, exc)).encode()
         except Exception:
             log.exception("one-shot call failed (tenant %s)", tenant)
-            error = {"code": -32603, "message": "internal error (see the server log)"}
-            return _dumps({"error": error, "id": rpc_id, "jsonrpc": "2.0"}).encode()
+            internal = InternalError(message="internal error (see the server log)")
+            return _dumps(build_error_response(rpc_id, internal)).encode()
         return _dumps({"result": result, "id": rpc_id, "jsonrpc": "2.0"}).encode()
 
     async def _run(self, message: dict[str, Any], tenant: str) -> dict[str, Any]:
-        task_id, context_id = str(uuid.uuid4()), str(uuid.uuid4())
-        thread = await self._dispatcher.open_thread(tenant, context_id)
+        task_id = str(uuid.uuid4())
+        context_id = message.get("contextId") or str(uuid.uuid4())
+        try:
+            thread = await self._dispatcher.open_thread(tenant, context_id)
+        except LaminaError as exc:  # as lamina.server.a2a.executor.ThreadContextBuilder says it
+            raise InvalidParamsError(
+                message=f"{exc.code.value}: {exc.message}", data=exc.to_dict()
+            ) from None
         parts = [
             ("text", p["text"]) if "text" in p else ("data", p["data"]) for p in message["parts"]
         ]
