@@ -7,6 +7,8 @@ on it, and a load generator in this process (httpx, ``--concurrency`` connection
   each), ``--requests`` requests at most and ``--seconds`` at most: sustained requests/s,
   p50 and p99 latency;
 - ``add``: memory_add the same way (a new memory each, user layer);
+- ``get``: memory_get of an id that does not exist (answers null): what the server itself
+  costs per request (HTTP, gate, A2A, thread, task), with next to no tool work;
 - ``sse``: SendStreamingMessage, time from sending to the first SSE event (median, p95);
 - ``threads``: ``--threads`` new threads, server RSS before and after (memory per open
   thread) and the bytes each thread's state takes in the database.
@@ -15,7 +17,7 @@ With ``--database-url`` the store is PostgreSQL and ``--processes 1,2`` runs sea
 against one server process, then two (the load spread over them), in one run.
 
     uv run python -m benchmarks.server_load [--memories 10000] [--requests 2000]
-        [--seconds 60] [--concurrency 8] [--threads 1000] [--only search,add]
+        [--seconds 60] [--concurrency 8] [--threads 1000] [--only search,add,get]
         [--database-url postgresql://...] [--processes 1,2]
 """
 
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -85,13 +88,20 @@ def _add_args(texts: list[str], i: int) -> dict[str, Any]:
     return {"content": f"{texts[i % len(texts)]} (note {i})", "layer": "user", "user_id": "b2"}
 
 
+def _get_args(texts: list[str], i: int) -> dict[str, Any]:
+    return {"memory_id": f"missing-{i}"}
+
+
+ARGUMENTS = {"memory_search": _search_args, "memory_add": _add_args, "memory_get": _get_args}
+
+
 async def _tool_load(
     urls: list[str], tool: str, n: int, seconds: float, concurrency: int
 ) -> dict[str, Any]:
     """``n`` calls of ``tool`` (at most ``seconds``) over ``concurrency`` connections, spread
     evenly over the servers at ``urls``."""
     texts = queries(max(50, min(n, 500)))
-    arguments = _search_args if tool == "memory_search" else _add_args
+    arguments = ARGUMENTS[tool]
     latencies: list[float] = []
     errors = 0
     deadline = time.perf_counter() + seconds
@@ -226,19 +236,52 @@ def _stop(processes: list[subprocess.Popen[str]]) -> None:
         process.communicate(timeout=60)
 
 
+def _backend_cpu(database_url: str | None) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend serving the benchmark's database (none for
+    SQLite): the database's share of a request, which server CPU leaves out."""
+    if database_url is None:
+        return {}
+    import psycopg
+
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        ).fetchall()
+    out: dict[int, float] = {}
+    for (pid,) in rows:
+        with contextlib.suppress(OSError):  # ended meanwhile
+            out[pid] = _cpu_s(pid)
+    return out
+
+
 def _loads(
     urls: list[str], pids: list[int], args: argparse.Namespace, parts: set[str]
 ) -> dict[str, Any]:
+    """Each part's load; CPU per request of the servers, the load generator (this process,
+    on the same cores) and the database backends, and the cores they kept busy together."""
     out: dict[str, Any] = {}
-    for part, tool in (("search", "memory_search"), ("add", "memory_add")):
+    for part, tool in (("search", "memory_search"), ("add", "memory_add"), ("get", "memory_get")):
         if part in parts:
             before = sum(_cpu_s(pid) for pid in pids)
+            client_before = time.process_time()
+            db_before = _backend_cpu(args.database_url)
+            started = time.perf_counter()
             out[part] = result = asyncio.run(
                 _tool_load(urls, tool, args.requests, args.seconds, args.concurrency)
             )
+            elapsed = time.perf_counter() - started
             used = sum(_cpu_s(pid) for pid in pids) - before
+            client = time.process_time() - client_before
+            db_after = _backend_cpu(args.database_url)
+            database = sum(cpu - db_before.get(pid, 0.0) for pid, cpu in db_after.items())
             # Warm-up requests included: a few in a thousand.
-            result["server_cpu_ms_per_request"] = round(used * 1000 / result["requests"], 2)
+            per = 1000 / result["requests"]
+            result["server_cpu_ms_per_request"] = round(used * per, 2)
+            result["client_cpu_ms_per_request"] = round(client * per, 2)
+            if args.database_url:
+                result["database_cpu_ms_per_request"] = round(database * per, 2)
+            result["busy_cores"] = round((used + client + database) / elapsed, 2)
     return out
 
 
@@ -250,7 +293,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1_000)
-    parser.add_argument("--only", default="search,add,sse,threads")
+    parser.add_argument("--only", default="search,add,get,sse,threads")
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--processes", default="1")
     args = parser.parse_args()

@@ -281,6 +281,7 @@ class Gate:
             await _bad_body(send, group, str(bad))
             return
         scope["lamina.principal"] = principal
+        scope["lamina.json"] = parsed  # read once: the A2A adapter's direct path uses it
         replayed = False
 
         async def replay() -> Message:

@@ -24,9 +24,11 @@ from starlette.routing import BaseRoute, Route
 
 from lamina.runtime import AsyncLamina
 from lamina.server.a2a.card import SPEC_VERSION, CardBuilder
+from lamina.server.a2a.direct import DirectCalls, one_shot
 from lamina.server.a2a.executor import LaminaExecutor, ThreadContextBuilder
 from lamina.server.a2a.faults import quiet_client_faults
 from lamina.server.a2a.legacy import legacy_routes
+from lamina.server.a2a.numbers import WRITTEN_WHOLE
 from lamina.server.a2a.store import StoreTaskStore
 from lamina.server.adapter import ToolSurface
 from lamina.server.skills import Dispatcher, describe
@@ -94,6 +96,7 @@ class A2AAdapter(ToolSurface):
             request_context_builder=ThreadContextBuilder(dispatcher, tasks),
         )
         self._contexts = _ContextBuilder()
+        self.direct = DirectCalls(dispatcher, tasks)
         quiet_client_faults()
 
     def native(self, tool: ServerTool) -> Any:
@@ -121,11 +124,25 @@ class A2AAdapter(ToolSurface):
             Route("/.well-known/agent-card.json", agent_card, methods=["GET"])
         ]
         routes.extend(legacy_routes(self.handler, self._contexts.build))
-        routes.extend(
-            create_jsonrpc_routes(
-                self.handler, "/", context_builder=self._contexts, enable_v0_3_compat=True
-            )
+        (sdk_jsonrpc,) = create_jsonrpc_routes(
+            self.handler, "/", context_builder=self._contexts, enable_v0_3_compat=True
         )
+        sdk_endpoint = sdk_jsonrpc.endpoint
+
+        async def jsonrpc(request: Request) -> Response:
+            """One-shot tool calls by the direct path, everything else by the SDK."""
+            body: Any = request.scope.get("lamina.json")
+            message = one_shot(body, request.headers)
+            if message is None:
+                response: Response = await sdk_endpoint(request)
+                return response
+            tenant = request.scope["lamina.principal"].tenant
+            answer = await self.direct.answer(body["id"], message, tenant)
+            # A result has its whole numbers written already; an error has the SDK's form.
+            request.scope[WRITTEN_WHOLE] = answer.startswith(b'{"result"')
+            return Response(answer, media_type="application/json")
+
+        routes.append(Route("/", jsonrpc, methods=["POST"]))
         routes.extend(
             create_rest_routes(
                 self.handler, context_builder=self._contexts, enable_v0_3_compat=True

@@ -40,57 +40,69 @@ def data_part(value: Any) -> Part:
 def call_from(context: RequestContext, tenant: str) -> Call:
     """The tool call or text, and the identifiers, of the request's message."""
     message = context.message
+    meta: Any = None
+    parts: list[tuple[str, Any]] = []
+    if message is not None:
+        meta = whole(MessageToDict(message.metadata)) if message.HasField("metadata") else None
+        for part in message.parts:
+            kind = part.WhichOneof("content")
+            if kind == "text":
+                parts.append(("text", part.text))
+            elif kind == "data":
+                parts.append(("data", whole(MessageToDict(part.data))))
+    return call_of(tenant, context.context_id or "", context.task_id or "", meta, parts)
+
+
+def call_of(
+    tenant: str, context_id: str, task_id: str, meta: Any, parts: list[tuple[str, Any]]
+) -> Call:
+    """The ``Call`` of a message given as plain JSON values: its metadata (or None) and its
+    parts as ("text", str) or ("data", value) (other parts carry nothing for a call)."""
     tool: str | None = None
     arguments: dict[str, Any] | None = None
     texts: list[str] = []
     identifiers: dict[str, str] = {}
-    session = False
-    if message is not None:
-        meta = whole(MessageToDict(message.metadata)) if message.HasField("metadata") else {}
-        session = meta.get("session_context") is True
-        identifiers.update(
-            {k: v for k, v in meta.items() if k in IDENTIFIERS and isinstance(v, str)}
-        )
-        for part in message.parts:
-            kind = part.WhichOneof("content")
-            if kind == "text":
-                texts.append(part.text)
-            elif kind == "data":
-                data = whole(MessageToDict(part.data))
-                if not isinstance(data, dict):
-                    raise LaminaError(
-                        ErrorCode.INVALID_ARGUMENT,
-                        'a data part must be a JSON object: {"tool": "<name>", "arguments": {...}}',
-                    )
-                if "tool" in data:
-                    if tool is not None:
-                        raise LaminaError(ErrorCode.INVALID_ARGUMENT, "one tool call per message")
-                    if not isinstance(data["tool"], str) or not data["tool"]:
-                        raise LaminaError(
-                            ErrorCode.INVALID_ARGUMENT,
-                            'the data part\'s "tool" must be a tool name (a string)',
-                            details={"field": "tool"},
-                        )
-                    given = data.get("arguments", {})
-                    if not isinstance(given, dict):
-                        raise LaminaError(
-                            ErrorCode.INVALID_ARGUMENT,
-                            f'{data["tool"]}: "arguments" must be a JSON object',
-                            details={"tool": data["tool"], "field": "arguments"},
-                        )
-                    tool = data["tool"]
-                    arguments = {**(arguments or {}), **given}
+    meta = meta if isinstance(meta, dict) else {}
+    session = meta.get("session_context") is True
+    identifiers.update({k: v for k, v in meta.items() if k in IDENTIFIERS and isinstance(v, str)})
+    for kind, data in parts:
+        if kind == "text":
+            texts.append(data)
+            continue
+        if not isinstance(data, dict):
+            raise LaminaError(
+                ErrorCode.INVALID_ARGUMENT,
+                'a data part must be a JSON object: {"tool": "<name>", "arguments": {...}}',
+            )
+        if "tool" in data:
+            if tool is not None:
+                raise LaminaError(ErrorCode.INVALID_ARGUMENT, "one tool call per message")
+            if not isinstance(data["tool"], str) or not data["tool"]:
+                raise LaminaError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    'the data part\'s "tool" must be a tool name (a string)',
+                    details={"field": "tool"},
+                )
+            given = data.get("arguments", {})
+            if not isinstance(given, dict):
+                raise LaminaError(
+                    ErrorCode.INVALID_ARGUMENT,
+                    f'{data["tool"]}: "arguments" must be a JSON object',
+                    details={"tool": data["tool"], "field": "arguments"},
+                )
+            tool = data["tool"]
+            arguments = {**(arguments or {}), **given}
+        else:
+            # Identifiers, and arguments answering an input-required task.
+            for key, value in data.items():
+                if key in IDENTIFIERS and isinstance(value, str):
+                    identifiers[key] = value
                 else:
-                    # Identifiers, and arguments answering an input-required task.
-                    for key, value in data.items():
-                        if key in IDENTIFIERS and isinstance(value, str):
-                            identifiers[key] = value
-                        else:
-                            arguments = {**(arguments or {}), key: value}
+                    arguments = {**(arguments or {}), key: value}
     return Call(
         tenant=tenant,
-        thread_id=context.context_id or "",
-        task_id=context.task_id or "",
+        thread_id=context_id,
+        task_id=task_id,
         tool=tool,
         arguments=arguments,
         text="\n".join(t for t in texts if t.strip()),

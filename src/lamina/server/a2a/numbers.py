@@ -17,6 +17,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 #: Past this, a double no longer stands for one integer.
 EXACT = 2**53
 
+#: Scope key an app sets (before its response starts) when its JSON already has whole
+#: numbers as integers: the response leaves unchanged.
+WRITTEN_WHOLE = "lamina.written_whole"
+
 #: The JSON media types the A2A routes answer with (REST uses A2A's own).
 JSON_MEDIA = ("application/json", "application/a2a+json")
 
@@ -75,6 +79,9 @@ class WholeNumbers:
         async def rewriting(message: Message) -> None:
             nonlocal start, kind
             if message["type"] == "http.response.start":
+                if scope.get(WRITTEN_WHOLE):  # the app wrote whole numbers itself
+                    await send(message)
+                    return
                 types = dict(message.get("headers", []))
                 kind = types.get(b"content-type", b"").split(b";")[0].strip().decode("latin-1")
                 if kind in JSON_MEDIA:

@@ -122,6 +122,12 @@ class StoreTaskStore(TaskStore):
         self._held.pop(key, None)
         await self._threads.save_task(tenant, _stored(task))
 
+    async def save_stored(self, tenant: str, task: StoredTask) -> None:
+        """Write a final task built without the SDK (``lamina.server.a2a.direct``): its
+        messages already redacted, its JSON the SDK's."""
+        self._held.pop((tenant, task.task_id), None)
+        await self._threads.save_task(tenant, task)
+
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         if not storable(task_id):
             return None
