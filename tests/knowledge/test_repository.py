@@ -481,3 +481,19 @@ def test_content_fields_are_declared_once_and_checked(ms: Lamina) -> None:
         "override",
         "s",
     )
+
+
+def test_list_and_search_share_their_filters(ms: Lamina) -> None:
+    """list and search take the same filters (lamina.knowledge.fields.ItemFilters): status
+    accepted unless given, None or "any" for all; an unknown filter is a TypeError."""
+    ms.knowledge.create("adr", "Use PostgreSQL", layer="company", tags=["db"])
+    assert ms.knowledge.list().total_count == 0  # a draft: not accepted
+    assert ms.knowledge.list(status=None).total_count == 1
+    assert ms.knowledge.list(status="any", tags=["db"], type="adr").total_count == 1
+    assert [h.item.title for h in ms.knowledge.search("postgres", status="draft")] == [
+        "Use PostgreSQL"
+    ]
+    assert ms.knowledge.search("postgres") == []
+    for call in (ms.knowledge.list, lambda **kw: ms.knowledge.search("postgres", **kw)):
+        with pytest.raises(TypeError, match="'kind'"):
+            call(kind="adr")

@@ -147,6 +147,32 @@ def check_policy_fields(
     }
 
 
+class ItemFilters(TypedDict, total=False):
+    """The filters of knowledge ``list`` and ``search``: type, layer (and layer_id), status
+    (accepted when not given; ``"any"`` or None for all) and tags (any of them)."""
+
+    type: str | KnowledgeType | None
+    layer: str | KnowledgeLayer | None
+    layer_id: str | None
+    status: str | KnowledgeStatus | None
+    tags: Sequence[str] | None
+
+
+def item_filters(call: str, given: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+    """The index tag and the tags wanted of a call's filters (ItemFilters); an unknown name
+    is the TypeError any unexpected keyword argument is."""
+    for name in given:
+        if name not in ItemFilters.__annotations__:
+            raise TypeError(f"{call}() got an unexpected keyword argument {name!r}")
+    return check_filters(
+        given.get("type"),
+        given.get("layer"),
+        given.get("layer_id"),
+        given.get("status", KnowledgeStatus.ACCEPTED),
+        given.get("tags"),
+    )
+
+
 def check_filters(
     type: object, layer: object, layer_id: object, status: object, tags: object
 ) -> tuple[str | None, list[str]]:

@@ -28,7 +28,7 @@ from lamina.knowledge.models import (
     KnowledgeType,
 )
 from lamina.knowledge.policy import Severity
-from lamina.knowledge.writes import Plan, Writer, now
+from lamina.knowledge.writes import Mutation, Plan, Writer, now
 
 
 class ItemWrites(Writer):
@@ -110,17 +110,10 @@ class ItemWrites(Writer):
                 path=item_path(kind, where, where_id, item_id),
                 **content,
             )
-            violations = await self._check(tenant, item)
-            return Plan(
-                {item.path: render(item)},
-                note or f"Create {kind.value} {item_id}: {item.title}",
-                items=[item],
-                violations=violations,
-                counters=counters,
-            )
+            message = note or f"Create {kind.value} {item_id}: {item.title}"
+            return await self._item_plan(tenant, item, message, counters)
 
-        plan, commit = await self._write(tenant, who, mutate)
-        return KnowledgeChange(item=plan.items[0], commit=commit, violations=plan.violations)
+        return await self._commit_item(tenant, who, mutate)
 
     async def _next_number(self, tenant: str, kind: KnowledgeType) -> int:
         """The next free number for a generated ``<type>-<n>`` id (counted once, then kept
@@ -180,13 +173,25 @@ class ItemWrites(Writer):
                 changes["authors"] = [*current.authors, who]
             item = current.model_copy(update={**changes, "updated": now()})
             item = KnowledgeItem.model_validate(item.model_dump())
-            violations = await self._check(tenant, item)
-            return Plan(
-                {item.path: render(item)},
-                note or f"Update {item.type.value} {item.id}",
-                items=[item],
-                violations=violations,
-            )
+            message = note or f"Update {item.type.value} {item.id}"
+            return await self._item_plan(tenant, item, message)
 
+        return await self._commit_item(tenant, who, mutate)
+
+    async def _item_plan(
+        self, tenant: str, item: KnowledgeItem, message: str, counters: dict[str, int] | None = None
+    ) -> Plan:
+        """Writing ``item``'s file, governed (the write guard's violations go with it)."""
+        violations = await self._check(tenant, item)
+        return Plan(
+            {item.path: render(item)},
+            message,
+            items=[item],
+            violations=violations,
+            counters=counters or {},
+        )
+
+    async def _commit_item(self, tenant: str, who: str, mutate: Mutation) -> KnowledgeChange:
+        """Commit the plan of ``mutate`` (one item); the item, the commit and the violations."""
         plan, commit = await self._write(tenant, who, mutate)
         return KnowledgeChange(item=plan.items[0], commit=commit, violations=plan.violations)
