@@ -27,14 +27,15 @@ from lamina.memory.ports import (
 from lamina.memory.scoring import Candidate, rank
 from lamina.memory.timing import TimeWindow
 from lamina.store.cursors import decode_cursor, encode_cursor
-from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row, SqlMemoryRows
+from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row
 from lamina.store.sql.program import Program, count, first, row, rows
+from lamina.store.sql.timing import SqlTiming
 
 #: Where a search row's neighbourhood vector is (after ``{seq}, ENTRY``).
 _AROUND = 15
 
 
-class SqlMemoryReads(SqlMemoryRows):
+class SqlMemoryReads(SqlTiming):
     """get, history, list, the hierarchy, and search's shared ranking."""
 
     def _scored(self, values: Sequence[Any], parts: ScoreParts) -> ScoredMemory:

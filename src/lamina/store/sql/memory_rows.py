@@ -1,10 +1,11 @@
 """The rows of memories in SQL, for both backends: their columns, the entry and history
-event a row makes, and the base class every memory module (memory_writes.py,
-memory_reads.py, conversations.py, embedding_cache.py, forgetting.py) builds on."""
+event a row makes, and the base class every memory module (timing.py, memory_writes.py,
+memory_reads.py, conversations.py, embedding_cache.py, forgetting.py, invalidation.py)
+builds on."""
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -25,7 +26,6 @@ from lamina.memory.ports import (
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor
-from lamina.store.sql.timing import SqlTiming
 
 #: The columns of an entry, after the row sequence (``{seq}``): the embedding is the tenth,
 #: the time fields (lamina.memory.timing) come last.
@@ -43,7 +43,7 @@ Row = tuple[Any, ...]
 CHUNK = 500
 
 
-class SqlMemoryRows(SqlTiming):
+class SqlMemoryRows(ABC):
     """What every memory module stands on: the executor, the dialect, the embedder and its
     state, and the entry a row makes."""
 

@@ -3,7 +3,7 @@ messages (numbered and given their neighbourhood) and update, each with its hist
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -31,10 +31,10 @@ from lamina.store.sql.conversations import (
 )
 from lamina.store.sql.embedding_cache import SqlEmbeddingCache
 from lamina.store.sql.program import Program, count, many, row
-from lamina.store.sql.timing import HISTORY, conflict, missing
+from lamina.store.sql.timing import HISTORY, SqlTiming, conflict, missing
 
 
-class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache):
+class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
     """add, bulk_add, add_messages and update."""
 
     async def add(self, memory: NewMemory, *, actor: str | None = None) -> MemoryEntry:
@@ -43,20 +43,25 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache):
     async def bulk_add(
         self, memories: Sequence[NewMemory], *, actor: str | None = None
     ) -> list[MemoryEntry]:
-        if not memories:
-            return []
-        return await self._exec.write(
-            memories[0].tenant_id, "bulk_add", self._insert(list(memories), actor)
-        )
+        return await self._write_all("bulk_add", memories, lambda m: self._insert(m, actor))
 
     async def add_messages(
         self, memories: Sequence[NewMemory], *, actor: str | None = None
     ) -> list[MemoryEntry]:
+        return await self._write_all(
+            "add_messages", memories, lambda m: self._add_messages(m, actor)
+        )
+
+    async def _write_all(
+        self,
+        operation: str,
+        memories: Sequence[NewMemory],
+        program: Callable[[list[NewMemory]], Program[list[MemoryEntry]]],
+    ) -> list[MemoryEntry]:
+        """Run ``program`` over ``memories`` (one tenant's) in one transaction; none: none."""
         if not memories:
             return []
-        return await self._exec.write(
-            memories[0].tenant_id, "add_messages", self._add_messages(list(memories), actor)
-        )
+        return await self._exec.write(memories[0].tenant_id, operation, program(list(memories)))
 
     def _add_messages(
         self, memories: list[NewMemory], actor: str | None
