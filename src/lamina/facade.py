@@ -13,16 +13,13 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Coroutine, Iterator
-from pathlib import Path
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, Unpack
 
 from lamina.config import Settings
-from lamina.embeddings import Embedder
 from lamina.errors import ErrorCode, LaminaError
-from lamina.llm.base import ChatModel
 from lamina.memory.service import MemoryService
-from lamina.runtime import AsyncLamina
+from lamina.runtime import AsyncLamina, RuntimeOptions
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -132,26 +129,9 @@ class Lamina:
     ``with Lamina(data_dir="./memdata") as ms: ms.memory.add(...)``
     """
 
-    def __init__(
-        self,
-        settings: Settings | None = None,
-        *,
-        data_dir: str | Path | None = None,
-        database_url: str | None = None,
-        tenant_id: str | None = None,
-        config_file: str | Path | None = None,
-        embedder: Embedder | None = None,
-        chat_model: ChatModel | None = None,
-    ) -> None:
-        self._async = AsyncLamina(
-            settings,
-            data_dir=data_dir,
-            database_url=database_url,
-            tenant_id=tenant_id,
-            config_file=config_file,
-            embedder=embedder,
-            chat_model=chat_model,
-        )
+    def __init__(self, settings: Settings | None = None, **options: Unpack[RuntimeOptions]) -> None:
+        """The options of AsyncLamina (lamina.runtime.RuntimeOptions)."""
+        self._async = AsyncLamina(settings, **options)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="lamina-loop", daemon=True

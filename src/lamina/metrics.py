@@ -31,48 +31,59 @@ class CleanupTally(Protocol):
     def tasks_purged(self) -> int: ...
 
 
+class _Families:
+    """Makes the metric families of one registry (latency buckets unless others given)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def counter(self, name: str, documentation: str, *labels: str) -> Counter:
+        return Counter(name, documentation, labels, registry=self._registry)
+
+    def gauge(self, name: str, documentation: str, *labels: str) -> Gauge:
+        return Gauge(name, documentation, labels, registry=self._registry)
+
+    def histogram(
+        self,
+        name: str,
+        documentation: str,
+        *labels: str,
+        buckets: tuple[float, ...] = LATENCY_BUCKETS,
+    ) -> Histogram:
+        return Histogram(name, documentation, labels, buckets=buckets, registry=self._registry)
+
+
 class MemoryMetrics:
     """memory_operations_total{operation}, memory_operations_latency_seconds{operation},
     memory_search_results{layer}, memory_storage_size{layer},
     memory_operations_errors_total{code}, memory_expired_total."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.operations = Counter(
-            "memory_operations",
-            "Memory operations performed, by operation.",
-            ["operation"],
-            registry=registry,
+        family = _Families(registry)
+        self.operations = family.counter(
+            "memory_operations", "Memory operations performed, by operation.", "operation"
         )
-        self.latency = Histogram(
+        self.latency = family.histogram(
             "memory_operations_latency_seconds",
             "Latency of memory operations, by operation.",
-            ["operation"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+            "operation",
         )
-        self.search_results = Histogram(
+        self.search_results = family.histogram(
             "memory_search_results",
             "Results returned by one layer for one search, by layer.",
-            ["layer"],
+            "layer",
             buckets=(0, 1, 2, 5, 10, 20, 50, 100),
-            registry=registry,
         )
-        self.storage_size = Gauge(
+        self.storage_size = family.gauge(
             "memory_storage_size",
             "Memories stored, by layer (refreshed by searches, at most every 10 s).",
-            ["layer"],
-            registry=registry,
+            "layer",
         )
-        self.expired = Counter(
-            "memory_expired",
-            "Memories whose time to live ended, removed by the expiry job.",
-            registry=registry,
+        self.expired = family.counter(
+            "memory_expired", "Memories whose time to live ended, removed by the expiry job."
         )
-        self.errors = Counter(
-            "memory_operations_errors",
-            "Failed memory operations, by error code.",
-            ["code"],
-            registry=registry,
+        self.errors = family.counter(
+            "memory_operations_errors", "Failed memory operations, by error code.", "code"
         )
 
 
@@ -82,48 +93,41 @@ class ServerMetrics:
     a2a_thread_cleanup_total{kind}, a2a_threads_active, a2a_http_requests_total{route,status}."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.requests = Counter(
+        family = _Families(registry)
+        self.requests = family.counter(
             "a2a_requests",
             "Skill requests handled, by skill, tool and outcome (task state).",
-            ["skill", "tool", "outcome"],
-            registry=registry,
+            "skill",
+            "tool",
+            "outcome",
         )
-        self.latency = Histogram(
-            "a2a_request_latency_seconds",
-            "Time to handle one skill request, by skill.",
-            ["skill"],
-            buckets=LATENCY_BUCKETS,
-            registry=registry,
+        self.latency = family.histogram(
+            "a2a_request_latency_seconds", "Time to handle one skill request, by skill.", "skill"
         )
-        self.errors = Counter(
+        self.errors = family.counter(
             "a2a_errors",
             "Skill requests that ended in an error, by skill and error code.",
-            ["skill", "code"],
-            registry=registry,
+            "skill",
+            "code",
         )
-        self.rate_limited = Counter(
+        self.rate_limited = family.counter(
             "a2a_rate_limit_hits",
             "Requests refused with 429, by tenant and skill.",
-            ["tenant_id", "skill_name"],
-            registry=registry,
+            "tenant_id",
+            "skill_name",
         )
-        self.cleanup = Counter(
+        self.cleanup = family.counter(
             "a2a_thread_cleanup",
             "What the thread cleanup job removed: threads_expired, states_removed, "
             "threads_purged, tasks_purged.",
-            ["kind"],
-            registry=registry,
+            "kind",
         )
-        self.threads_active = Gauge(
+        self.threads_active = family.gauge(
             "a2a_threads_active",
             "Threads not expired (refreshed on start and by every cleanup run).",
-            registry=registry,
         )
-        self.http = Counter(
-            "a2a_http_requests",
-            "HTTP requests, by route group and status code.",
-            ["route", "status"],
-            registry=registry,
+        self.http = family.counter(
+            "a2a_http_requests", "HTTP requests, by route group and status code.", "route", "status"
         )
         for kind in CLEANUP_KINDS:
             self.cleanup.labels(kind)

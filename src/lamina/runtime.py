@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypedDict
 
 from lamina.backend import Backend
 from lamina.config import Settings, load_settings
@@ -56,6 +56,17 @@ def _item_text(record: ContextRecord) -> str:
     if record.kind is ItemKind.DOCUMENT:
         return embed_text(item_of(record))
     return record.content
+
+
+class RuntimeOptions(TypedDict, total=False):
+    """The keyword arguments of AsyncLamina and Lamina after ``settings``."""
+
+    data_dir: str | Path | None
+    database_url: str | None
+    tenant_id: str | None
+    config_file: str | Path | None
+    embedder: Embedder | None
+    chat_model: ChatModel | None
 
 
 class AsyncLamina:

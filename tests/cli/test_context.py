@@ -120,3 +120,43 @@ def test_the_cli_mirrors_the_library(capsys: pytest.CaptureFixture[str], data_di
     # Human output works too.
     code, out, _ = run(capsys, data_dir, "context", "learning", "list")
     assert code == 0 and "disk full on runner" in out and "1 of 1" in out
+
+
+def test_every_save_option_reaches_the_store(
+    capsys: pytest.CaptureFixture[str], data_dir: Path
+) -> None:
+    """Each layer's save passes its arguments by position and its options by keyword
+    (tags as a list, --parameters / --metadata as JSON objects, --type under its name)."""
+    knowledge = run_json(
+        capsys, data_dir, "context", "knowledge", "save", "k", "c", "--category", "rule",
+        "--source", "wiki", "--relevance", "0.25", "--tag", "a", "--tag", "b",
+    )  # fmt: skip
+    assert (knowledge["key"], knowledge["content"], knowledge["category"]) == ("k", "c", "rule")
+    assert (knowledge["source"], knowledge["relevance_score"]) == ("wiki", 0.25)
+    assert knowledge["tags"] == ["a", "b"]
+    learning = run_json(
+        capsys, data_dir, "context", "learning", "save", "oom", "--fix", "more memory",
+        "--error-pattern", "Killed", "--diagnosis", "too small", "--category", "timeout",
+    )  # fmt: skip
+    assert (learning["trigger"], learning["fix"], learning["error_pattern"]) == (
+        "oom",
+        "more memory",
+        "Killed",
+    )
+    assert (learning["diagnosis"], learning["category"]) == ("too small", "timeout")
+    skill = run_json(
+        capsys, data_dir, "context", "skill", "save", "s", "d", "--definition", "step 1",
+        "--parameters", '{"n": {"type": "integer"}}',
+    )  # fmt: skip
+    assert (skill["type"], skill["definition"]) == ("composite", "step 1")
+    assert skill["parameters"] == {"n": {"type": "integer"}}
+    ref = run_json(
+        capsys, data_dir, "context", "ref", "save", "r", "https://example.org", "--type",
+        "document", "--metadata", '{"pages": 3}', "--summary", "a doc",
+    )  # fmt: skip
+    assert (ref["location"], ref["ref_type"], ref["summary"]) == (
+        "https://example.org",
+        "document",
+        "a doc",
+    )
+    assert ref["metadata"] == {"pages": 3}

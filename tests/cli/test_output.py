@@ -103,3 +103,21 @@ def test_the_cli_imports_no_server_module() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_commands_without_a_count_show_a_spinner(
+    capsys: pytest.CaptureFixture[str], data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Migrations, expiry and delete-all can run for minutes on a large store: their bar
+    has no total (a spinner and the time taken); standard output and --json are as before."""
+    run_json(capsys, data_dir, "memory", "add", "a", "--layer", "user", "--user-id", "u")
+    monkeypatch.setenv("LAMINA_PROGRESS", "always")
+    code, out, err = run(capsys, data_dir, "db", "upgrade")
+    assert code == 0 and "applying migrations" in err and "\x1b" not in out
+    assert out.startswith("sqlite store at schema version ")
+    code, out, err = run(capsys, data_dir, "memory", "purge-expired")
+    assert (code, out) == (0, "removed 0 expired memories\n") and "removing expired" in err
+    code, out, err = run(capsys, data_dir, "memory", "delete-all", "--user-id", "u", "--yes")
+    assert (code, out) == (0, "deleted 1 memories\n") and "deleting memories" in err
+    code, out, err = run(capsys, data_dir, "db", "upgrade", "--json")
+    assert code == 0 and err == "" and json.loads(out)["store"] == "sqlite"

@@ -14,7 +14,7 @@ import psycopg
 
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.ports import NewMemory, Scope, Selection
-from lamina.store.sql.memories import content_hash
+from lamina.store.sql.embedding_cache import content_hash
 from lamina.store.sqlite import SQLiteStore
 from tests.conformance.conftest import Harness
 from tests.conformance.test_store import scope

@@ -298,3 +298,26 @@ def test_a_prompt_embeds_its_query_once(data_dir: Path, fake_openai: FakeOpenAI)
         assert fake_openai.embedded[before:] == [query]
         ms.context.build_prompt("Base.", query, session_key="s1", identifiers={"user_id": "u1"})
         assert len(fake_openai.embedded) == before + 1
+
+
+def test_every_layer_shares_its_search_and_list_options(filled: Lamina) -> None:
+    """Each layer's search and list take their own filter by name (category, type, ref_type)
+    and the options every layer shares (lamina.context.stores.SearchOptions / ListOptions);
+    an unknown keyword is a TypeError, as for any call."""
+    ctx = filled.context
+    for store, name, value, query in (
+        (ctx.knowledge, "category", "rule", "deployments"),
+        (ctx.learnings, "category", "tool_error", "connection reset"),
+        (ctx.skills, "type", "script", "release"),
+        (ctx.references, "ref_type", "url", "incident runbook"),
+    ):
+        page = store.list(**{name: value}, limit=1, tags=None, cursor=None)
+        assert (page.total_count, len(page.items)) == (1, 1)
+        hits = store.search(query, **{name: value}, limit=1, mode="keyword", min_score=0.0)
+        assert len(hits) == 1 and hits[0].item.id == page.items[0].id
+        assert store.list(**{name: value}, tenant_id="elsewhere").total_count == 0
+        with pytest.raises(TypeError, match="list\\(\\) got an unexpected keyword argument"):
+            store.list(kind=value)
+        with pytest.raises(TypeError, match="'page_size'"):
+            store.search(query, page_size=3)
+    assert code_of(ctx.skills.list, type="galaxy") is ErrorCode.INVALID_ARGUMENT

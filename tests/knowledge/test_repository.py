@@ -459,3 +459,41 @@ def test_health_shows_a_missing_or_corrupt_repository(data_dir: Path) -> None:
     with Lamina(fast_settings(data_dir)) as ms:
         health = ms.health()
         assert not health["healthy"] and health["knowledge"]["status"] == "missing"
+
+
+def test_content_fields_are_declared_once_and_checked(ms: Lamina) -> None:
+    """create and update share their content keywords (lamina.knowledge.fields.ItemFields):
+    each one given reaches the item, an unknown one is a TypeError and commits nothing."""
+    with pytest.raises(TypeError, match="create\\(\\) got an unexpected keyword argument 'sumary'"):
+        ms.knowledge.create("adr", "Typo", layer="company", sumary="x")
+    assert ms.knowledge.list(status="any").total_count == 0
+    made = ms.knowledge.create(
+        "policy", "Pinned", layer="company", summary="s", body="b", tags=["t"],
+        constraints=["c"], related=[], mode="mandatory", rules=[],
+    ).item  # fmt: skip
+    assert (made.summary, made.body, made.tags, made.constraints) == ("s", "b", ["t"], ["c"])
+    assert (made.severity.value, made.mode.value, made.authors) == ("info", "mandatory", ["lamina"])
+    with pytest.raises(TypeError, match="'titel'"):
+        ms.knowledge.update(made.id, titel="x")
+    changed = ms.knowledge.update(made.id, severity="warn", merge_strategy="override").item
+    assert (changed.severity.value, changed.merge_strategy.value, changed.summary) == (
+        "warn",
+        "override",
+        "s",
+    )
+
+
+def test_list_and_search_share_their_filters(ms: Lamina) -> None:
+    """list and search take the same filters (lamina.knowledge.fields.ItemFilters): status
+    accepted unless given, None or "any" for all; an unknown filter is a TypeError."""
+    ms.knowledge.create("adr", "Use PostgreSQL", layer="company", tags=["db"])
+    assert ms.knowledge.list().total_count == 0  # a draft: not accepted
+    assert ms.knowledge.list(status=None).total_count == 1
+    assert ms.knowledge.list(status="any", tags=["db"], type="adr").total_count == 1
+    assert [h.item.title for h in ms.knowledge.search("postgres", status="draft")] == [
+        "Use PostgreSQL"
+    ]
+    assert ms.knowledge.search("postgres") == []
+    for call in (ms.knowledge.list, lambda **kw: ms.knowledge.search("postgres", **kw)):
+        with pytest.raises(TypeError, match="'kind'"):
+            call(kind="adr")

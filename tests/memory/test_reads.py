@@ -89,3 +89,19 @@ def test_list_pagination_and_filters(ms: Lamina) -> None:
     assert both.total_count == 13
     filtered = ms.memory.list(user_id="u", filters={"i": {"in": [1, 2, 99]}})
     assert sorted(m.content for m in filtered.items) == ["note 1", "note 2"]
+
+
+def test_identifier_keywords_are_checked_before_anything_runs(ms: Lamina) -> None:
+    """The identifier keywords every call shares (lamina.memory.layers.IdentifierArgs):
+    the ones given reach the scope, an unknown one is a TypeError and stores nothing."""
+    ms.memory.add("likes tea", layer="user", user_id="u1")
+    with pytest.raises(TypeError, match="'usr_id'"):
+        ms.memory.add("likes coffee", layer="user", usr_id="u1")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"search\(\) got an unexpected keyword argument"):
+        ms.memory.search("tea", user_id="u1", project="p")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="'group_id'"):
+        ms.memory.list(group_id="g")  # type: ignore[call-arg]
+    page = ms.memory.list(user_id="u1")
+    assert [m.content for m in page.items] == ["likes tea"]
+    assert ms.memory.resolve_identifiers(user_id="u1")["identifiers"] == {"user_id": "u1"}
+    assert [h.memory.content for h in ms.memory.search("tea", user_id="u1")] == ["likes tea"]

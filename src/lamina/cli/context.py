@@ -51,12 +51,37 @@ class Layer:
     save_help: str
     save_arguments: tuple[str, ...]
     save_options: tuple[Decorator, ...]
-    save: Callable[[Any, dict[str, Any]], Any]
+    #: The store's save call: the options passed by position, then those passed by keyword
+    #: (``keyword=option`` where the names differ). Tags go as a list, ``_JSON`` options as
+    #: the JSON objects they hold.
+    save_call: tuple[tuple[str, ...], tuple[str, ...]]
     latest: bool = False  # versioned: search and list see the latest versions
 
 
-def _json_object(kw: dict[str, Any], name: str) -> Any:
-    return parse_json(kw[name], name, ErrorCode.INVALID_ARGUMENT)
+#: The save options holding a JSON object.
+_JSON = ("parameters", "metadata")
+
+
+def _value(kw: dict[str, Any], name: str) -> Any:
+    """A save option's value as the store takes it."""
+    if name in _JSON:
+        return parse_json(kw[name], name, ErrorCode.INVALID_ARGUMENT)
+    return list(kw[name]) if name == "tags" else kw[name]
+
+
+def _save(layer: Layer, store: Any, kw: dict[str, Any]) -> Any:
+    """The layer's store call of ``save`` with the command's options ``kw``."""
+    positional, keywords = layer.save_call
+    named = dict(k.partition("=")[::2] for k in keywords)
+    return store.save(
+        *(_value(kw, name) for name in positional),
+        **{key: _value(kw, name or key) for key, name in named.items()},
+    )
+
+
+def _type_option(dest: str, default: str, help: str) -> Decorator:
+    """``--type`` of a layer whose items have one (its store keyword ``dest``)."""
+    return click.option("--type", dest, default=default, show_default=True, help=help)
 
 
 LAYERS = (
@@ -83,14 +108,7 @@ LAYERS = (
                 "--relevance", type=float, default=None, help="Weight in retrieval, 0..1."
             ),
         ),
-        save=lambda store, kw: store.save(
-            kw["key"],
-            kw["content"],
-            category=kw["category"],
-            tags=list(kw["tags"]),
-            source=kw["source"],
-            relevance_score=kw["relevance"],
-        ),
+        save_call=(("key", "content"), ("category", "tags", "source", "relevance_score=relevance")),
         latest=True,
     ),
     Layer(
@@ -114,14 +132,7 @@ LAYERS = (
             ),
             tag_option,
         ),
-        save=lambda store, kw: store.save(
-            kw["trigger"],
-            kw["fix"],
-            error_pattern=kw["error_pattern"],
-            diagnosis=kw["diagnosis"],
-            category=kw["category"],
-            tags=list(kw["tags"]),
-        ),
+        save_call=(("trigger", "fix"), ("error_pattern", "diagnosis", "category", "tags")),
     ),
     Layer(
         command="skill",
@@ -134,26 +145,16 @@ LAYERS = (
         save_help="Save a skill (replaces one of the same NAME).",
         save_arguments=("name", "description"),
         save_options=(
-            click.option(
-                "--type",
-                "skill_type",
-                default="composite",
-                show_default=True,
-                help="composite, script or template.",
-            ),
+            _type_option("skill_type", "composite", "composite, script or template."),
             click.option("--definition", default="", help="Steps, a script or a template."),
             click.option(
                 "--parameters", default=None, help="JSON object describing the parameters."
             ),
             tag_option,
         ),
-        save=lambda store, kw: store.save(
-            kw["name"],
-            kw["description"],
-            type=kw["skill_type"],
-            definition=kw["definition"],
-            parameters=_json_object(kw, "parameters"),
-            tags=list(kw["tags"]),
+        save_call=(
+            ("name", "description"),
+            ("type=skill_type", "definition", "parameters", "tags"),
         ),
     ),
     Layer(
@@ -167,25 +168,12 @@ LAYERS = (
         save_help="Save a reference (replaces one of the same NAME).",
         save_arguments=("name", "location"),
         save_options=(
-            click.option(
-                "--type",
-                "ref_type",
-                default="url",
-                show_default=True,
-                help="url, document, repository, ...",
-            ),
+            _type_option("ref_type", "url", "url, document, repository, ..."),
             click.option("--summary", default="", help="What it holds."),
             click.option("--metadata", default=None, help="JSON object."),
             tag_option,
         ),
-        save=lambda store, kw: store.save(
-            kw["name"],
-            kw["location"],
-            ref_type=kw["ref_type"],
-            summary=kw["summary"],
-            metadata=_json_object(kw, "metadata"),
-            tags=list(kw["tags"]),
-        ),
+        save_call=(("name", "location"), ("ref_type", "summary", "metadata", "tags")),
     ),
 )
 
@@ -232,7 +220,7 @@ def _layer_group(layer: Layer) -> click.Group:
     @json_option
     @click.pass_obj
     def save(state: State, /, **kw: Any) -> None:
-        item = layer.save(getattr(state.ms().context, layer.attr), kw)
+        item = _save(layer, getattr(state.ms().context, layer.attr), kw)
         emit(kw["as_json"], item, lambda: _show(item))
 
     @group.command("search", help=f"Search {layer.plural}{latest}.")

@@ -20,7 +20,8 @@ def db() -> None:
 @click.pass_obj
 def db_upgrade(state: State, as_json: bool) -> None:
     """Apply pending schema migrations to the configured database (also done on start)."""
-    ms = state.ms()
+    with progress("applying migrations", as_json=as_json):
+        ms = state.ms()  # opening the store applies the pending migrations
     store = ms.settings.store_kind()
     version = getattr(ms.aio.store, "schema_version", None)
     report = {"store": store, "schema_version": version}

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from lamina.cli._common import State, emit, json_option, parse_json
-from lamina.cli.output import print_table
+from lamina.cli.output import print_table, progress
 from lamina.errors import ErrorCode
 
 __all__ = ["session"]
@@ -124,7 +124,8 @@ def _note_commands(notes: _Notes) -> None:
     @json_option
     @click.pass_obj
     def make(state: State, /, session_key: str, as_json: bool) -> None:
-        note = getattr(state.ms().sessions, notes.run)(session_key)
+        with progress(f"making the {notes.kind}", as_json=as_json):
+            note = getattr(state.ms().sessions, notes.run)(session_key)
         found = [note] if note else []
         emit(as_json, {notes.kind: note}, lambda: _show_notes(found, notes.nothing))
 
@@ -169,7 +170,8 @@ def session_delete_messages(state: State, /, session_key: str, start: int, as_js
 @click.pass_obj
 def session_meta_reflect(state: State, /, session_key: str, as_json: bool) -> None:
     """Consolidate the session's reflections into one of the next generation now."""
-    note = state.ms().sessions.meta_reflect(session_key)
+    with progress("consolidating reflections", as_json=as_json):
+        note = state.ms().sessions.meta_reflect(session_key)
     found = [note] if note else []
     emit(as_json, {"reflection": note}, lambda: _show_notes(found, "reflections to consolidate"))
 

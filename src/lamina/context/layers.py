@@ -9,7 +9,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, Unpack
 
 from lamina.checks import (
     MAX_KEY_LENGTH,
@@ -30,9 +30,16 @@ from lamina.context.models import (
     SkillType,
     UserKnowledge,
 )
-from lamina.context.stores import ItemHit, ItemPage, LayerStore, M, check_tags
+from lamina.context.stores import (
+    ItemHit,
+    ItemPage,
+    LayerStore,
+    ListOptions,
+    M,
+    SearchOptions,
+    check_tags,
+)
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.models import SearchMode
 from lamina.memory.ports import ItemKind
 
 C = TypeVar("C", bound=StrEnum)
@@ -42,28 +49,14 @@ class CategorisedStore(LayerStore[M], Generic[M, C]):
     """A layer whose items are listed and searched by ``category`` (one of ``C``)."""
 
     async def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        category: C | str | None = None,
-        tags: Sequence[str] | None = None,
-        mode: SearchMode | str | None = None,
-        min_score: float | None = None,
-        tenant_id: str | None = None,
+        self, query: str, *, category: C | str | None = None, **options: Unpack[SearchOptions]
     ) -> list[ItemHit[M]]:
-        return await self._search(query, category, limit, tags, mode, min_score, tenant_id)
+        return await self._search(query, category, options)
 
     async def list(
-        self,
-        *,
-        category: C | str | None = None,
-        tags: Sequence[str] | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        tenant_id: str | None = None,
+        self, *, category: C | str | None = None, **options: Unpack[ListOptions]
     ) -> ItemPage[M]:
-        return await self._list(category, tags, limit, cursor, tenant_id)
+        return await self._list(category, options)
 
 
 class KnowledgeStore(CategorisedStore[UserKnowledge, KnowledgeCategory]):
@@ -297,28 +290,14 @@ class SkillStore(LayerStore[SkillPattern]):
         return await self._save(tenant, key, kind.value, f"{key}\n{about}", data, check_tags(tags))
 
     async def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        type: SkillType | str | None = None,
-        tags: Sequence[str] | None = None,
-        mode: SearchMode | str | None = None,
-        min_score: float | None = None,
-        tenant_id: str | None = None,
+        self, query: str, *, type: SkillType | str | None = None, **options: Unpack[SearchOptions]
     ) -> list[ItemHit[SkillPattern]]:
-        return await self._search(query, type, limit, tags, mode, min_score, tenant_id)
+        return await self._search(query, type, options)
 
     async def list(
-        self,
-        *,
-        type: SkillType | str | None = None,
-        tags: Sequence[str] | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        tenant_id: str | None = None,
+        self, *, type: SkillType | str | None = None, **options: Unpack[ListOptions]
     ) -> ItemPage[SkillPattern]:
-        return await self._list(type, tags, limit, cursor, tenant_id)
+        return await self._list(type, options)
 
 
 class ReferenceStore(LayerStore[ExternalReference]):
@@ -358,25 +337,11 @@ class ReferenceStore(LayerStore[ExternalReference]):
         return await self._save(tenant, key, kind, text, data, check_tags(tags))
 
     async def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        ref_type: str | None = None,
-        tags: Sequence[str] | None = None,
-        mode: SearchMode | str | None = None,
-        min_score: float | None = None,
-        tenant_id: str | None = None,
+        self, query: str, *, ref_type: str | None = None, **options: Unpack[SearchOptions]
     ) -> list[ItemHit[ExternalReference]]:
-        return await self._search(query, ref_type, limit, tags, mode, min_score, tenant_id)
+        return await self._search(query, ref_type, options)
 
     async def list(
-        self,
-        *,
-        ref_type: str | None = None,
-        tags: Sequence[str] | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-        tenant_id: str | None = None,
+        self, *, ref_type: str | None = None, **options: Unpack[ListOptions]
     ) -> ItemPage[ExternalReference]:
-        return await self._list(ref_type, tags, limit, cursor, tenant_id)
+        return await self._list(ref_type, options)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from lamina.checks import check_int, invalid
 from lamina.config import ContextSettings, MemorySettings
@@ -31,6 +31,23 @@ from lamina.retry import RetryPolicy
 from lamina.tokens import TokenCounter, default_counter
 
 log = logging.getLogger(__name__)
+
+
+P = TypeVar("P")
+
+
+class _Provider(Generic[P]):
+    """A provider of the retriever's, set and read on the service (None: none)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __get__(self, service: ContextService | None, owner: object = None) -> P | None:
+        provider: P | None = None if service is None else getattr(service._retriever, self._name)
+        return provider
+
+    def __set__(self, service: ContextService, provider: P | None) -> None:
+        setattr(service._retriever, self._name, provider)
 
 
 class ContextService(ServiceCore):
@@ -87,29 +104,9 @@ class ContextService(ServiceCore):
 
     # -- providers --------------------------------------------------------------------------
 
-    @property
-    def tool_registry(self) -> ToolRegistryProvider | None:
-        return self._retriever.tools
-
-    @tool_registry.setter
-    def tool_registry(self, provider: ToolRegistryProvider | None) -> None:
-        self._retriever.tools = provider
-
-    @property
-    def runtime_context(self) -> RuntimeContextProvider | None:
-        return self._retriever.runtime
-
-    @runtime_context.setter
-    def runtime_context(self, provider: RuntimeContextProvider | None) -> None:
-        self._retriever.runtime = provider
-
-    @property
-    def conversation_memory(self) -> ConversationMemorySource | None:
-        return self._retriever.conversation
-
-    @conversation_memory.setter
-    def conversation_memory(self, source: ConversationMemorySource | None) -> None:
-        self._retriever.conversation = source
+    tool_registry: _Provider[ToolRegistryProvider] = _Provider("tools")
+    runtime_context: _Provider[RuntimeContextProvider] = _Provider("runtime")
+    conversation_memory: _Provider[ConversationMemorySource] = _Provider("conversation")
 
     # -- retrieval and assembly -------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -76,6 +76,32 @@ class ItemContext:
 
     def tenant(self, tenant_id: str | None) -> str:
         return check_tenant(self.default_tenant if tenant_id is None else tenant_id)
+
+
+class SearchOptions(TypedDict, total=False):
+    """The keyword arguments of every layer's ``search`` but its own filter."""
+
+    limit: int | None
+    tags: Sequence[str] | None
+    mode: SearchMode | str | None
+    min_score: float | None
+    tenant_id: str | None
+
+
+class ListOptions(TypedDict, total=False):
+    """The keyword arguments of every layer's ``list`` but its own filter."""
+
+    tags: Sequence[str] | None
+    limit: int | None
+    cursor: str | None
+    tenant_id: str | None
+
+
+def _known(call: str, options: type, given: Mapping[str, Any]) -> None:
+    """An unknown keyword is the TypeError any unexpected keyword argument is."""
+    for name in given:
+        if name not in options.__annotations__:
+            raise TypeError(f"{call}() got an unexpected keyword argument {name!r}")
 
 
 def check_tags(tags: object) -> list[str]:
@@ -196,19 +222,14 @@ class LayerStore(Generic[M]):
             raise self._not_found(tenant, name)
         return count
 
-    async def _list(
-        self,
-        category: object,
-        tags: Sequence[str] | None,
-        limit: int | None,
-        cursor: str | None,
-        tenant_id: str | None,
-    ) -> ItemPage[M]:
+    async def _list(self, category: object, options: ListOptions) -> ItemPage[M]:
+        """``list`` of every layer: ``category`` is the layer's own filter."""
+        _known("list", ListOptions, options)
         wanted_category = self._category(category)
-        tenant = self._ctx.tenant(tenant_id)
-        wanted = check_tags(tags)
-        size = check_limit(limit, default=50, maximum=self._ctx.max_limit)
-        after = check_cursor(cursor)
+        tenant = self._ctx.tenant(options.get("tenant_id"))
+        wanted = check_tags(options.get("tags"))
+        size = check_limit(options.get("limit"), default=50, maximum=self._ctx.max_limit)
+        after = check_cursor(options.get("cursor"))
         records, next_cursor, total = await self._call(
             "list",
             lambda: self._ctx.store.list_items(
@@ -220,24 +241,11 @@ class LayerStore(Generic[M]):
         )
 
     async def _search(
-        self,
-        query: str,
-        category: object,
-        limit: int | None,
-        tags: Sequence[str] | None,
-        mode: SearchMode | str | None,
-        min_score: float | None,
-        tenant_id: str | None,
+        self, query: str, category: object, options: SearchOptions
     ) -> list[ItemHit[M]]:
-        hits = await self.search_records(
-            query,
-            limit=limit,
-            category=self._category(category),
-            tags=tags,
-            mode=mode,
-            min_score=min_score,
-            tenant_id=tenant_id,
-        )
+        """``search`` of every layer: ``category`` is the layer's own filter."""
+        _known("search", SearchOptions, options)
+        hits = await self.search_records(query, category=self._category(category), **options)
         return [ItemHit[M](item=self.model(r), score=s) for r, s in hits]
 
     async def search_records(

@@ -3,7 +3,8 @@ authors, commit ids (on top of the shared checks in ``lamina.checks``)."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, TypedDict
 
 from pydantic import ValidationError
 
@@ -20,6 +21,36 @@ MAX_LIST = 100
 MAX_LIST_ITEM = 1_000
 MAX_AUTHOR = 200
 ANY_STATUS = "any"
+
+
+class ItemFields(TypedDict, total=False):
+    """The content keyword arguments of knowledge ``create`` and ``update`` (None: not
+    given); the last four are policies' only."""
+
+    summary: str | None
+    body: str | None
+    severity: str | Severity | None
+    tags: Sequence[str] | None
+    constraints: Sequence[str] | None
+    authors: Sequence[str] | None
+    related: Sequence[str] | None
+    policy_id: str | None
+    mode: str | PolicyMode | None
+    merge_strategy: str | MergeStrategy | None
+    rules: Sequence[Any] | None
+
+
+#: The fields only policies have, in check_policy_fields' order.
+POLICY_FIELDS = ("policy_id", "mode", "merge_strategy", "rules")
+
+
+def item_fields(call: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """Every content field of a call (None: not given); an unknown name is the TypeError
+    any unexpected keyword argument is."""
+    for name in given:
+        if name not in ItemFields.__annotations__:
+            raise TypeError(f"{call}() got an unexpected keyword argument {name!r}")
+    return {name: given.get(name) for name in ItemFields.__annotations__}
 
 
 def check_list(name: str, value: object) -> list[str]:
@@ -114,6 +145,32 @@ def check_policy_fields(
         ),
         "rules": check_rules(rules),
     }
+
+
+class ItemFilters(TypedDict, total=False):
+    """The filters of knowledge ``list`` and ``search``: type, layer (and layer_id), status
+    (accepted when not given; ``"any"`` or None for all) and tags (any of them)."""
+
+    type: str | KnowledgeType | None
+    layer: str | KnowledgeLayer | None
+    layer_id: str | None
+    status: str | KnowledgeStatus | None
+    tags: Sequence[str] | None
+
+
+def item_filters(call: str, given: Mapping[str, Any]) -> tuple[str | None, list[str]]:
+    """The index tag and the tags wanted of a call's filters (ItemFilters); an unknown name
+    is the TypeError any unexpected keyword argument is."""
+    for name in given:
+        if name not in ItemFilters.__annotations__:
+            raise TypeError(f"{call}() got an unexpected keyword argument {name!r}")
+    return check_filters(
+        given.get("type"),
+        given.get("layer"),
+        given.get("layer_id"),
+        given.get("status", KnowledgeStatus.ACCEPTED),
+        given.get("tags"),
+    )
 
 
 def check_filters(

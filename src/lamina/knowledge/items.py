@@ -4,16 +4,19 @@ item's file (one commit), governed by the write guard."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Unpack
 
 from lamina.checks import check_choice, invalid
 from lamina.errors import ErrorCode, LaminaError
 from lamina.knowledge.document import check_id, check_layer, item_path, render
 from lamina.knowledge.fields import (
+    POLICY_FIELDS,
+    ItemFields,
     check_author,
     check_item_fields,
     check_message,
     check_policy_fields,
+    item_fields,
 )
 from lamina.knowledge.index import filter_tag
 from lamina.knowledge.models import (
@@ -24,8 +27,8 @@ from lamina.knowledge.models import (
     KnowledgeStatus,
     KnowledgeType,
 )
-from lamina.knowledge.policy import MergeStrategy, PolicyMode, Severity
-from lamina.knowledge.writes import Plan, Writer, now
+from lamina.knowledge.policy import Severity
+from lamina.knowledge.writes import Mutation, Plan, Writer, now
 
 
 class ItemWrites(Writer):
@@ -39,25 +42,18 @@ class ItemWrites(Writer):
         layer: str | KnowledgeLayer,
         layer_id: str | None = None,
         id: str | None = None,
-        summary: str | None = None,
-        body: str | None = None,
         status: str | KnowledgeStatus = KnowledgeStatus.DRAFT,
-        severity: str | Severity = Severity.INFO,
-        tags: Sequence[str] | None = None,
-        constraints: Sequence[str] | None = None,
-        authors: Sequence[str] | None = None,
-        related: Sequence[str] | None = None,
         supersedes: Sequence[str] | None = None,
-        policy_id: str | None = None,
-        mode: str | PolicyMode | None = None,
-        merge_strategy: str | MergeStrategy | None = None,
-        rules: Sequence[Any] | None = None,
         author: str = "lamina",
         message: str | None = None,
         tenant_id: str | None = None,
+        **fields: Unpack[ItemFields],
     ) -> KnowledgeChange:
         """Add an item (one commit). ``id`` defaults to ``<type>-<n>``, the next free number.
-        An item starts as draft (or proposed / accepted when review happened elsewhere)."""
+        An item starts as draft (or proposed / accepted when review happened elsewhere).
+        ``fields``: its content (lamina.knowledge.fields.ItemFields; severity info unless
+        given)."""
+        given = item_fields("create", fields)
         tenant = self.tenant(tenant_id)
         kind = check_choice("type", type, KnowledgeType)
         where, where_id = check_layer(layer, layer_id)
@@ -70,22 +66,22 @@ class ItemWrites(Writer):
             )
         who = check_author(author)
         stamp = now()
-        fields = {
+        content = {
             **check_item_fields(
                 self._max_content,
                 title="" if title is None else title,
-                summary=summary or "",
-                body=body or "",
-                severity=severity,
-                tags=tags or [],
-                constraints=constraints or [],
-                authors=authors or [],
-                related=related or [],
+                summary=given["summary"] or "",
+                body=given["body"] or "",
+                severity=given["severity"] or Severity.INFO,
+                tags=given["tags"] or [],
+                constraints=given["constraints"] or [],
+                authors=given["authors"] or [],
+                related=given["related"] or [],
                 supersedes=supersedes or [],
             ),
-            **check_policy_fields(kind, policy_id, mode, merge_strategy, rules),
+            **check_policy_fields(kind, *(given[name] for name in POLICY_FIELDS)),
         }
-        fields["authors"] = fields["authors"] or [who]
+        content["authors"] = content["authors"] or [who]
         wanted = None if id is None else check_id("id", id)
         note = check_message(message)
 
@@ -112,19 +108,12 @@ class ItemWrites(Writer):
                 created=stamp,
                 updated=stamp,
                 path=item_path(kind, where, where_id, item_id),
-                **fields,
+                **content,
             )
-            violations = await self._check(tenant, item)
-            return Plan(
-                {item.path: render(item)},
-                note or f"Create {kind.value} {item_id}: {item.title}",
-                items=[item],
-                violations=violations,
-                counters=counters,
-            )
+            message = note or f"Create {kind.value} {item_id}: {item.title}"
+            return await self._item_plan(tenant, item, message, counters)
 
-        plan, commit = await self._write(tenant, who, mutate)
-        return KnowledgeChange(item=plan.items[0], commit=commit, violations=plan.violations)
+        return await self._commit_item(tenant, who, mutate)
 
     async def _next_number(self, tenant: str, kind: KnowledgeType) -> int:
         """The next free number for a generated ``<type>-<n>`` id (counted once, then kept
@@ -144,47 +133,23 @@ class ItemWrites(Writer):
         id: str,
         *,
         title: str | None = None,
-        summary: str | None = None,
-        body: str | None = None,
-        severity: str | Severity | None = None,
-        tags: Sequence[str] | None = None,
-        constraints: Sequence[str] | None = None,
-        authors: Sequence[str] | None = None,
-        related: Sequence[str] | None = None,
-        policy_id: str | None = None,
-        mode: str | PolicyMode | None = None,
-        merge_strategy: str | MergeStrategy | None = None,
-        rules: Sequence[Any] | None = None,
         author: str = "lamina",
         message: str | None = None,
         tenant_id: str | None = None,
+        **fields: Unpack[ItemFields],
     ) -> KnowledgeChange:
-        """Change an item's content (one commit); the fields not given stay. Status changes
-        go through ``set_status``."""
+        """Change an item's content (one commit); the fields not given (or None) stay.
+        Status changes go through ``set_status``."""
+        given = item_fields("update", fields)
         tenant = self.tenant(tenant_id)
         item_id = check_id("id", id)
         who = check_author(author)
         patch = check_item_fields(
             self._max_content,
             title=title,
-            summary=summary,
-            body=body,
-            severity=severity,
-            tags=tags,
-            constraints=constraints,
-            authors=authors,
-            related=related,
+            **{k: v for k, v in given.items() if k not in POLICY_FIELDS},
         )
-        policy_patch = {
-            k: v
-            for k, v in (
-                ("policy_id", policy_id),
-                ("mode", mode),
-                ("merge_strategy", merge_strategy),
-                ("rules", rules),
-            )
-            if v is not None
-        }
+        policy_patch = {k: given[k] for k in POLICY_FIELDS if given[k] is not None}
         if not patch and not policy_patch:
             raise invalid("nothing to update: give at least one field", "fields")
         note = check_message(message)
@@ -208,13 +173,25 @@ class ItemWrites(Writer):
                 changes["authors"] = [*current.authors, who]
             item = current.model_copy(update={**changes, "updated": now()})
             item = KnowledgeItem.model_validate(item.model_dump())
-            violations = await self._check(tenant, item)
-            return Plan(
-                {item.path: render(item)},
-                note or f"Update {item.type.value} {item.id}",
-                items=[item],
-                violations=violations,
-            )
+            message = note or f"Update {item.type.value} {item.id}"
+            return await self._item_plan(tenant, item, message)
 
+        return await self._commit_item(tenant, who, mutate)
+
+    async def _item_plan(
+        self, tenant: str, item: KnowledgeItem, message: str, counters: dict[str, int] | None = None
+    ) -> Plan:
+        """Writing ``item``'s file, governed (the write guard's violations go with it)."""
+        violations = await self._check(tenant, item)
+        return Plan(
+            {item.path: render(item)},
+            message,
+            items=[item],
+            violations=violations,
+            counters=counters or {},
+        )
+
+    async def _commit_item(self, tenant: str, who: str, mutate: Mutation) -> KnowledgeChange:
+        """Commit the plan of ``mutate`` (one item); the item, the commit and the violations."""
         plan, commit = await self._write(tenant, who, mutate)
         return KnowledgeChange(item=plan.items[0], commit=commit, violations=plan.violations)

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
+from typing import Unpack
 
 from lamina.checks import check_choice, check_cursor, check_limit, check_number, check_query
-from lamina.knowledge.fields import check_filters
+from lamina.knowledge.fields import ItemFilters, item_filters
 from lamina.knowledge.index import filter_tag
 from lamina.knowledge.models import (
     KnowledgeHit,
     KnowledgeItem,
-    KnowledgeLayer,
     KnowledgePage,
     KnowledgeStatus,
     KnowledgeType,
@@ -27,19 +27,15 @@ class ItemSearch(Repository):
     async def list(
         self,
         *,
-        type: str | KnowledgeType | None = None,
-        layer: str | KnowledgeLayer | None = None,
-        layer_id: str | None = None,
-        status: str | KnowledgeStatus | None = KnowledgeStatus.ACCEPTED,
-        tags: Sequence[str] | None = None,
         limit: int | None = None,
         cursor: str | None = None,
         tenant_id: str | None = None,
+        **filters: Unpack[ItemFilters],
     ) -> KnowledgePage:
         """Items, oldest first, filtered by type, layer (and layer_id), status (default
         accepted; ``"any"`` or None for all) and tags (any of them)."""
+        tag, wanted = item_filters("list", filters)
         tenant = self.tenant(tenant_id)
-        tag, wanted = check_filters(type, layer, layer_id, status, tags)
         size = check_limit(limit, default=50, maximum=self._max_limit)
         cursor = check_cursor(cursor)
         await self._ensure_synced(tenant)
@@ -68,21 +64,17 @@ class ItemSearch(Repository):
         self,
         query: str,
         *,
-        type: str | KnowledgeType | None = None,
-        layer: str | KnowledgeLayer | None = None,
-        layer_id: str | None = None,
-        status: str | KnowledgeStatus | None = KnowledgeStatus.ACCEPTED,
-        tags: Sequence[str] | None = None,
         limit: int | None = None,
         mode: str | SearchMode | None = None,
         min_score: float | None = None,
         tenant_id: str | None = None,
+        **filters: Unpack[ItemFilters],
     ) -> builtins.list[KnowledgeHit]:
         """Best matches first (keyword, semantic or hybrid, as memory search), with the same
         filters as ``list``."""
+        tag, wanted = item_filters("search", filters)
         tenant = self.tenant(tenant_id)
         text = check_query(query, self._max_query)
-        tag, wanted = check_filters(type, layer, layer_id, status, tags)
         size = check_limit(limit, default=10, maximum=self._max_limit)
         how = self._search_mode if mode is None else check_choice("mode", mode, SearchMode)
         floor = None if min_score is None else check_number("min_score", min_score)

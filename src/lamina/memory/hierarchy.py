@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.checks import invalid
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.base import MemoryBase
 from lamina.memory.layers import (
+    IdentifierArgs,
     Identifiers,
     MemoryLayer,
     accessible_layers,
+    identifier_args,
     parse_layers,
     scope_for,
     scope_key,
@@ -156,22 +158,16 @@ class Hierarchy(MemoryBase):
     async def resolve_identifiers(
         self,
         *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        project_id: str | None = None,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
         tenant_id: str | None = None,
+        **scope_ids: Unpack[IdentifierArgs],
     ) -> dict[str, Any]:
         """The identifiers after hierarchy resolution, and the layers they reach."""
 
+        given = identifier_args("resolve_identifiers", scope_ids)
+
         async def run() -> dict[str, Any]:
             tenant = self._tenant(tenant_id)
-            ids = Identifiers.of(
-                agent_id, user_id, session_id, project_id, team_id, org_id, company_id
-            )
+            ids = Identifiers(**given)
             resolved = await self._resolve(tenant, ids)
             return {
                 "identifiers": resolved.given(),

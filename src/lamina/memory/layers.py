@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import ConfigDict, model_validator
 
@@ -102,6 +102,28 @@ def _check_identifier(name: str, value: object) -> str:
             details={"identifier": name, "max_length": MAX_IDENTIFIER_LENGTH},
         )
     return value
+
+
+class IdentifierArgs(TypedDict, total=False):
+    """The identifier keyword arguments of the memory calls (``**scope_ids:
+    Unpack[IdentifierArgs]``): each a string, or None for not given."""
+
+    agent_id: str | None
+    user_id: str | None
+    session_id: str | None
+    project_id: str | None
+    team_id: str | None
+    org_id: str | None
+    company_id: str | None
+
+
+def identifier_args(call: str, given: Mapping[str, Any]) -> dict[str, str | None]:
+    """Identifier name → value (None: not given) of a call's identifier keyword arguments;
+    an unknown name is the TypeError any unexpected keyword argument is."""
+    for name in given:
+        if name not in IDENTIFIER_NAMES:
+            raise TypeError(f"{call}() got an unexpected keyword argument {name!r}")
+    return {name: given.get(name) for name in IDENTIFIER_NAMES}
 
 
 def identifier_map(*values: str | None) -> dict[str, str | None]:

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Unpack
 
 from pydantic import ValidationError
 
@@ -36,9 +36,10 @@ from lamina.embeddings.base import Vector
 from lamina.errors import LaminaError
 from lamina.memory.layers import (
     IDENTIFIER_NAMES,
+    IdentifierArgs,
     Identifiers,
     MemoryLayer,
-    identifier_map,
+    identifier_args,
     layer_for,
     parse_layer,
     scope_for,
@@ -216,13 +217,6 @@ class MessageWrites(MemoryWrites):
         self,
         messages: Sequence[Mapping[str, Any]],
         *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        project_id: str | None = None,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
         layer: str | MemoryLayer | None = None,
         conversation_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
@@ -231,6 +225,7 @@ class MessageWrites(MemoryWrites):
         tenant_id: str | None = None,
         on_progress: OnProgress | None = None,
         ttl: float | timedelta | None = None,
+        **scope_ids: Unpack[IdentifierArgs],
     ) -> AddedMessages:
         """Store each message (``{"role", "content", "name"?, "timestamp"?, "metadata"?}``)
         as one memory, content verbatim; see docs/memory.md.
@@ -244,7 +239,7 @@ class MessageWrites(MemoryWrites):
         the scope holds (ADD, UPDATE, DELETE, NOOP: ``facts`` of the result; see
         docs/memory.md, "Consolidation"); the messages are stored verbatim either way.
         ``on_progress(done, total)`` follows the embedding batches."""
-        ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
+        ids = identifier_args("add_messages", scope_ids)
         conversation = {
             **ids,
             "messages": messages,

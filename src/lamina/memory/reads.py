@@ -7,7 +7,7 @@ import asyncio
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -16,7 +16,7 @@ from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import parse_filter
 from lamina.memory.hierarchy import Hierarchy
-from lamina.memory.layers import Identifiers, MemoryLayer
+from lamina.memory.layers import IdentifierArgs, Identifiers, MemoryLayer, identifier_args
 from lamina.memory.models import (
     HistoryEvent,
     MemoryEntry,
@@ -42,13 +42,6 @@ class MemoryReads(Hierarchy):
         self,
         query: str,
         *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        project_id: str | None = None,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
         layers: Sequence[str | MemoryLayer] | str | None = None,
         mode: str | SearchMode = SearchMode.HYBRID,
         threshold: float | None = None,
@@ -59,12 +52,15 @@ class MemoryReads(Hierarchy):
         include_invalid: bool = False,
         since: str | datetime | None = None,
         until: str | datetime | None = None,
+        **scope_ids: Unpack[IdentifierArgs],
     ) -> SearchResults:
         """Search every reachable layer (or ``layers``) at once, best first; see
         docs/search.md. The result is a list of hits; its ``below_threshold`` says how many
         candidates the threshold removed. Facts no longer valid are left out unless
         ``include_invalid``; ``since`` / ``until`` keep memories whose event time lies in
         [since, until); expired memories are never returned."""
+
+        given = identifier_args("search", scope_ids)
 
         async def run() -> SearchResults:
             tenant = self._tenant(tenant_id)
@@ -84,9 +80,7 @@ class MemoryReads(Hierarchy):
                 else check_number("threshold", threshold)
             )
             flt = parse_filter(tags, filters)
-            ids = Identifiers.of(
-                agent_id, user_id, session_id, project_id, team_id, org_id, company_id
-            )
+            ids = Identifiers(**given)
             scopes = await self._scopes(tenant, ids, layers)
             vector = None
             if search_mode is not SearchMode.KEYWORD:
@@ -207,13 +201,6 @@ class MemoryReads(Hierarchy):
     async def list(
         self,
         *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        project_id: str | None = None,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
         layers: Sequence[str | MemoryLayer] | str | None = None,
         tags: Sequence[str] | str | None = None,
         filters: Mapping[str, Any] | None = None,
@@ -223,9 +210,12 @@ class MemoryReads(Hierarchy):
         include_invalid: bool = False,
         since: str | datetime | None = None,
         until: str | datetime | None = None,
+        **scope_ids: Unpack[IdentifierArgs],
     ) -> MemoryPage:
         """Newest first; ``next_cursor`` continues where the page ended, unaffected by
         inserts. ``include_invalid``, ``since`` and ``until`` as for ``search``."""
+
+        given = identifier_args("list", scope_ids)
 
         async def run() -> MemoryPage:
             tenant = self._tenant(tenant_id)
@@ -234,9 +224,7 @@ class MemoryReads(Hierarchy):
             flt = parse_filter(tags, filters)
             if cursor is not None and not isinstance(cursor, str):
                 raise invalid("cursor must be a string")
-            ids = Identifiers.of(
-                agent_id, user_id, session_id, project_id, team_id, org_id, company_id
-            )
+            ids = Identifiers(**given)
             scopes = await self._scopes(tenant, ids, layers)
             return await self._retry.run(
                 "list",

@@ -19,11 +19,17 @@ from collections.abc import (
     Sequence,
 )
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.checks import check_actor, check_flag, check_int, invalid
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.layers import Identifiers, MemoryLayer, identifier_map, parse_layers
+from lamina.memory.layers import (
+    IdentifierArgs,
+    Identifiers,
+    MemoryLayer,
+    identifier_args,
+    parse_layers,
+)
 from lamina.memory.models import ImportReport
 from lamina.memory.ports import Selection, StoredMemory
 from lamina.memory.records import (
@@ -58,23 +64,17 @@ class MemoryTransfer(MemoryWrites):
     async def delete_all(
         self,
         *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        project_id: str | None = None,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
         layers: Sequence[str | MemoryLayer] | str | None = None,
         actor: str | None = None,
         tenant_id: str | None = None,
+        **scope_ids: Unpack[IdentifierArgs],
     ) -> int:
         """Delete, in one transaction, every memory whose identifiers include all those
         given (``user_id="u"``: u's user memories, and u's agent and session memories; not
         the project's), optionally only in ``layers``; returns how many. Each is forgotten
         as ``delete`` forgets one. At least one identifier is required: deleting a whole
         tenant is not a memory call."""
-        ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
+        ids = identifier_args("delete_all", scope_ids)
 
         async def run() -> int:
             tenant = self._tenant(tenant_id)
@@ -102,18 +102,12 @@ class MemoryTransfer(MemoryWrites):
     async def export_pages(
         self,
         *,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        project_id: str | None = None,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
         layers: Sequence[str | MemoryLayer] | str | None = None,
         embeddings: bool = False,
         history: bool = False,
         tenant_id: str | None = None,
         batch_size: int = BATCH,
+        **scope_ids: Unpack[IdentifierArgs],
     ) -> AsyncGenerator[list[dict[str, Any]], None]:
         """The tenant's memories as export records (docs/export.md), oldest first, a page
         of ``batch_size`` at a time (never all at once; the next page is read while this
@@ -122,7 +116,7 @@ class MemoryTransfer(MemoryWrites):
         (``history``) when asked. ``export`` gives them one by one."""
         tenant = self._tenant(tenant_id)
         selection = self._selection(
-            identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id),
+            identifier_args("export_pages", scope_ids),
             layers,
         )
         vectors = check_flag("embeddings", embeddings)

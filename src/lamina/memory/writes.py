@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, Protocol, Unpack
 
 from pydantic import ValidationError
 
@@ -25,9 +25,10 @@ from lamina.memory.backfill import Backfill
 from lamina.memory.hierarchy import Hierarchy
 from lamina.memory.layers import (
     IDENTIFIER_NAMES,
+    IdentifierArgs,
     Identifiers,
     MemoryLayer,
-    identifier_map,
+    identifier_args,
     parse_layer,
     scope_for,
     scope_key,
@@ -98,13 +99,6 @@ class MemoryWrites(Hierarchy, Backfill):
         content: str,
         *,
         layer: str | MemoryLayer,
-        agent_id: str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        project_id: str | None = None,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         actor: str | None = None,
         tenant_id: str | None = None,
@@ -115,6 +109,7 @@ class MemoryWrites(Hierarchy, Backfill):
         ttl: float | timedelta | None = None,
         dedup: bool | None = None,
         infer: bool = False,
+        **scope_ids: Unpack[IdentifierArgs],
     ) -> MemoryEntry:
         """Store one memory in ``layer``; returns the full entry.
 
@@ -128,7 +123,7 @@ class MemoryWrites(Hierarchy, Backfill):
         verbatim as a message of the user and the chat model consolidates the facts it
         holds with the scope's memories (the entry's ``facts``; as ``add_messages``). See
         docs/memory.md."""
-        ids = identifier_map(agent_id, user_id, session_id, project_id, team_id, org_id, company_id)
+        ids = identifier_args("add", scope_ids)
         timing = {"timestamp": timestamp, "valid_from": valid_from, "valid_until": valid_until}
 
         async def run() -> MemoryEntry:

@@ -13,10 +13,14 @@ from lamina.config import IdentifierFields
 class Args(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
+    def pick(self, *names: str) -> dict[str, Any]:
+        """The fields ``names``, as the keyword arguments of the tool's call."""
+        return {n: getattr(self, n) for n in names}
+
 
 class IdArgs(Args, IdentifierFields):
-    def ids(self) -> dict[str, str | None]:
-        return {k: getattr(self, k) for k in IdArgs.model_fields}
+    def ids(self) -> dict[str, Any]:
+        return self.pick(*IdentifierFields.model_fields)
 
 
 _TTL = "Seconds the memory lives (session layer default: memory.session_ttl)."
@@ -77,7 +81,7 @@ class _Window(Args):
     until: str | None = Field(default=None, description="Only events before (ISO-8601).")
 
     def window(self) -> dict[str, Any]:
-        return {n: getattr(self, n) for n in _Window.model_fields}
+        return self.pick(*_Window.model_fields)
 
 
 class MemorySearch(IdArgs, _Window):

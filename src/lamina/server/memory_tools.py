@@ -47,10 +47,6 @@ class HierarchyResolve(Args, IdentifierFields):
     pass
 
 
-def _given(args: BaseModel, names: Any) -> dict[str, Any]:
-    return {name: getattr(args, name) for name in names}
-
-
 def lifecycle_tools(ms: AsyncLamina) -> list[Spec]:
     """The tools' specs, bound to ``ms``."""
     mem = ms.memory
@@ -60,25 +56,21 @@ def lifecycle_tools(ms: AsyncLamina) -> list[Spec]:
         return {"history": [e.model_dump(mode="json") for e in events]}
 
     async def memory_delete_all(a: Any, t: str) -> Any:
-        ids = _given(a, IdentifierFields.model_fields)
+        ids = a.pick(*IdentifierFields.model_fields)
         return {"deleted": await mem.delete_all(layers=a.layers, tenant_id=t, **ids)}
 
     async def hierarchy_register(a: Any, t: str) -> Any:
-        links = await mem.register_hierarchy(
-            tenant_id=t, **_given(a, HierarchyRegister.model_fields)
-        )
+        links = await mem.register_hierarchy(tenant_id=t, **a.pick(*HierarchyRegister.model_fields))
         return {"links": [link.model_dump(mode="json") for link in links]}
 
     async def hierarchy_defaults(a: Any, t: str) -> Any:
         links = await mem.set_hierarchy_defaults(
-            tenant_id=t, **_given(a, HierarchyDefaults.model_fields)
+            tenant_id=t, **a.pick(*HierarchyDefaults.model_fields)
         )
         return {"links": [link.model_dump(mode="json") for link in links]}
 
     async def hierarchy_resolve(a: Any, t: str) -> Any:
-        return await mem.resolve_identifiers(
-            tenant_id=t, **_given(a, IdentifierFields.model_fields)
-        )
+        return await mem.resolve_identifiers(tenant_id=t, **a.pick(*IdentifierFields.model_fields))
 
     return [
         (

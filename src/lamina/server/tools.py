@@ -168,19 +168,9 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     mem, ks, gov = ms.memory, ms.knowledge, ms.governance
 
     async def memory_add(a: Any, t: str) -> Any:
-        times = {n: getattr(a, n) for n in ("timestamp", "valid_from", "valid_until", "ttl")}
-        return _dump(
-            await mem.add(
-                a.content,
-                layer=a.layer,
-                metadata=a.metadata,
-                dedup=a.dedup,
-                infer=a.infer,
-                tenant_id=t,
-                **times,
-                **a.ids(),
-            )
-        )
+        times = a.pick("timestamp", "valid_from", "valid_until", "ttl")
+        options = a.pick("layer", "metadata", "dedup", "infer")
+        return _dump(await mem.add(a.content, tenant_id=t, **options, **times, **a.ids()))
 
     async def memory_invalidate(a: Any, t: str) -> Any:
         return {"invalidated": _dump(await mem.invalidate(a.memory_ids, at=a.at, tenant_id=t))}
@@ -188,12 +178,8 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     async def memory_add_messages(a: Any, t: str) -> Any:
         added = await mem.add_messages(
             [m.model_dump(exclude_none=True) for m in a.messages],
-            layer=a.layer,
-            conversation_id=a.conversation_id,
-            metadata=a.metadata,
-            ttl=a.ttl,
-            infer=a.infer,
             tenant_id=t,
+            **a.pick("layer", "conversation_id", "metadata", "ttl", "infer"),
             **a.ids(),
         )
         return _dump(added)
@@ -201,13 +187,8 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     async def memory_search(a: Any, t: str) -> Any:
         hits = await mem.search(
             a.query,
-            layers=a.layers,
-            mode=a.mode,
-            limit=a.limit,
-            threshold=a.threshold,
-            tags=a.tags,
-            filters=a.filters,
             tenant_id=t,
+            **a.pick("layers", "mode", "limit", "threshold", "tags", "filters"),
             **a.window(),
             **a.ids(),
         )
@@ -228,48 +209,31 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     async def memory_list(a: Any, t: str) -> Any:
         return _dump(
             await mem.list(
-                layers=a.layers,
-                tags=a.tags,
-                filters=a.filters,
-                limit=a.limit,
-                cursor=a.cursor,
                 tenant_id=t,
+                **a.pick("layers", "tags", "filters", "limit", "cursor"),
                 **a.window(),
                 **a.ids(),
             )
         )
 
-    def filters(a: Any) -> dict[str, Any]:
-        return {
-            "type": a.type,
-            "layer": a.layer,
-            "layer_id": a.layer_id,
-            "status": a.status,
-            "tags": a.tags,
-            "limit": a.limit,
-        }
-
     async def knowledge_query(a: Any, t: str) -> Any:
-        hits = await ks.search(a.query, mode=a.mode, tenant_id=t, **filters(a))
+        filters = a.pick("type", "layer", "layer_id", "status", "tags", "limit")
+        hits = await ks.search(a.query, mode=a.mode, tenant_id=t, **filters)
         return {"results": _dump(hits)}
 
     async def knowledge_get(a: Any, t: str) -> Any:
         return _dump(await ks.get(a.id, history=a.history, tenant_id=t))
 
-    def content(a: Any) -> dict[str, Any]:
-        names = _KnowledgeContent.model_fields
-        return {n: getattr(a, n) for n in names}
+    def content(a: _KnowledgeContent) -> dict[str, Any]:
+        return a.pick(*_KnowledgeContent.model_fields)
 
     async def knowledge_create(a: Any, t: str) -> Any:
         return _dump(
             await ks.create(
                 a.type,
                 a.title,
-                layer=a.layer,
-                layer_id=a.layer_id,
-                id=a.id,
-                status=a.status,
                 tenant_id=t,
+                **a.pick("layer", "layer_id", "id", "status"),
                 **{**content(a), "severity": a.severity or "info"},
             )
         )
@@ -280,12 +244,7 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     async def knowledge_status(a: Any, t: str) -> Any:
         return _dump(
             await ks.set_status(
-                a.id,
-                a.status,
-                superseded_by=a.superseded_by,
-                author=a.author,
-                message=a.message,
-                tenant_id=t,
+                a.id, a.status, tenant_id=t, **a.pick("superseded_by", "author", "message")
             )
         )
 

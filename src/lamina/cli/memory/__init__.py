@@ -390,7 +390,8 @@ def memory_invalidate(
 def memory_purge_expired(state: State, as_json: bool) -> None:
     """Remove memories whose time to live is over, now (the expiry job does it every
     memory.expiry_interval seconds; expired memories are never returned either way)."""
-    removed = state.ms().memory.purge_expired()
+    with progress("removing expired memories", as_json=as_json):
+        removed = state.ms().memory.purge_expired()
     emit(as_json, {"removed": removed}, lambda: click.echo(f"removed {removed} expired memories"))
 
 

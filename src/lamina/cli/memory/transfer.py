@@ -42,7 +42,8 @@ def memory_delete_all(state: State, /, **kw: Any) -> None:
     given = ids(kw)
     if not kw.pop("yes") and any(v is not None for v in given.values()):
         click.confirm(f"Delete every memory of {_scope(given, layers)}?", abort=True, err=True)
-    count = state.ms().memory.delete_all(layers=list(layers) or None, actor=actor, **given)
+    with progress("deleting memories", as_json=as_json):
+        count = state.ms().memory.delete_all(layers=list(layers) or None, actor=actor, **given)
     emit(as_json, {"deleted": count}, lambda: click.echo(f"deleted {count} memories"))
 
 

@@ -19,7 +19,7 @@ from lamina.memory.scoring import keyword_part
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
-from lamina.store.sql.memories import ENTRY, Row
+from lamina.store.sql.memory_rows import ENTRY, Row
 
 #: Candidates checked against a metadata filter per round trip.
 _CHUNK = 500

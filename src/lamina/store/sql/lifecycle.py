@@ -13,13 +13,9 @@ from lamina.memory.models import HistoryEvent
 from lamina.memory.ports import NewMemory, Scope, Selection, StoredMemory
 from lamina.memory.timing import Lifetime
 from lamina.store.cursors import decode_cursor, encode_cursor
-from lamina.store.sql.memories import (
-    HISTORY_COLUMNS,
-    ConversationScope,
-    Neighbourhood,
-    SqlMemories,
-    place_of,
-)
+from lamina.store.sql.conversations import ConversationScope, Neighbourhood, place_of
+from lamina.store.sql.memories import SqlMemories
+from lamina.store.sql.memory_rows import HISTORY_COLUMNS
 from lamina.store.sql.program import Program, row, rows
 
 #: Ids per statement where a statement lists them.

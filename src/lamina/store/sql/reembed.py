@@ -20,8 +20,8 @@ from lamina.embeddings.base import Embedder, Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.ports import ContextRecord, ItemText, ReembedProgress
 from lamina.store.sql.context_items import RECORD
+from lamina.store.sql.conversations import ConversationScope
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.memories import ConversationScope
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, EmbeddingState
 from lamina.store.sql.program import Executor, Program, count, row, rows
 
@@ -59,7 +59,7 @@ class Reembedding(ABC):
 
     @abstractmethod
     def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:
-        """Recompute conversation messages' neighbourhoods (lamina.store.sql.memories)."""
+        """Recompute conversation messages' neighbourhoods (lamina.store.sql.conversations)."""
 
     @abstractmethod
     def _lock_conversations(self, tenant_id: str, conversation_ids: set[str]) -> Program[None]:

@@ -1,34 +1,28 @@
 """The time and dedup side of memories in SQL, for both backends (lamina.memory.timing):
-the window a search or list sees, exact duplicates, invalidation, consolidation's one
-transaction, and the expiry job's reads and deletes."""
+the window a search or list sees and exact duplicates; invalidation, consolidation and
+expiry are in invalidation.py."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
-from typing import Any, ClassVar
+from datetime import datetime
+from typing import Any
 
-from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.models import MemoryEntry
 from lamina.memory.ports import (
-    Consolidated,
-    Consolidation,
-    Invalidation,
     LayerSearch,
     NewMemory,
 )
 from lamina.memory.timing import TimeWindow, content_key
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Executor, Lock, Program, count, row, rows
+from lamina.store.sql.memory_rows import CHUNK, SqlMemoryRows
+from lamina.store.sql.program import Lock, Program, rows
 
 #: The lock space of exact-duplicate checks (sessions use 1, context items 0), and the
 #: buckets of content keys per scope: a write takes at most this many locks per scope.
 _DEDUP_LOCK = 2
 _BUCKETS = 64
-#: Keys per statement where a statement lists them.
-_CHUNK = 500
 HISTORY = (
     "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, old_content, "
     "new_content, old_metadata, new_metadata, actor, at) "
@@ -72,44 +66,8 @@ def missing(memory_id: str, why: str = "") -> LaminaError:
     )
 
 
-class SqlTiming(ABC):
-    """Time windows, duplicates, invalidation, consolidation and expiry, for SqlMemories."""
-
-    _exec: Executor
-    _d: Dialect
-    _columns: str
-    #: Tenants with expired memories: (at, limit) -> rows of one tenant id each.
-    expired_tenants_sql: ClassVar[str] = (
-        "SELECT DISTINCT tenant_id FROM (SELECT tenant_id FROM memories "
-        "WHERE expires_at <= %s ORDER BY expires_at LIMIT %s) AS m"
-    )
-
-    @abstractmethod
-    def _entry(self, values: Sequence[Any]) -> MemoryEntry: ...
-
-    @abstractmethod
-    def _insert(self, memories: list[NewMemory], actor: str | None) -> Program[list[MemoryEntry]]:
-        """Insert memories (deduplicating those that ask for it)."""
-
-    @abstractmethod
-    def _add_messages(
-        self, memories: list[NewMemory], actor: str | None
-    ) -> Program[list[MemoryEntry]]: ...
-
-    @abstractmethod
-    def _update(
-        self,
-        tenant_id: str,
-        memory_id: str,
-        content: str | None,
-        embedding: Vector | None,
-        patch: dict[str, Any] | None,
-        actor: str | None,
-        seen: datetime | None = None,
-    ) -> Program[MemoryEntry]: ...
-
-    @abstractmethod
-    def _delete(self, tenant_id: str, memory_ids: list[str], actor: str | None) -> Program[int]: ...
+class SqlTiming(SqlMemoryRows):
+    """Time windows and exact duplicates, for the writes and reads of memories."""
 
     def _param(self, value: datetime | None) -> Any:
         return None if value is None else self._d.time(value)
@@ -149,8 +107,8 @@ class SqlTiming(ABC):
             by_scope.setdefault(key[:3], []).append(key[3])
         stored: dict[tuple[str, str, str, str], MemoryEntry] = {}
         for scope, hashes in by_scope.items():
-            for start in range(0, len(hashes), _CHUNK):
-                chunk, values = self._d.any_of("content_key", hashes[start : start + _CHUNK])
+            for start in range(0, len(hashes), CHUNK):
+                chunk, values = self._d.any_of("content_key", hashes[start : start + CHUNK])
                 found = yield rows(
                     f"SELECT {self._columns}, content_key FROM memories WHERE tenant_id = %s "  # noqa: S608
                     f"AND layer = %s AND scope_key = %s AND {chunk} AND {condition} "
@@ -172,103 +130,3 @@ class SqlTiming(ABC):
             else:
                 first[key] = i
         return out
-
-    # -- invalidation and consolidation -----------------------------------------------------
-
-    async def invalidate(
-        self, tenant_id: str, invalidations: Sequence[Invalidation], *, actor: str | None = None
-    ) -> list[MemoryEntry]:
-        return await self._exec.write(
-            tenant_id, "invalidate", self._invalidate(tenant_id, list(invalidations), actor)
-        )
-
-    def _invalidate(
-        self, tenant_id: str, invalidations: list[Invalidation], actor: str | None
-    ) -> Program[list[MemoryEntry]]:
-        d = self._d
-        out = []
-        for inv in invalidations:
-            found = yield row(
-                f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
-                f"{d.for_update}",
-                tenant_id,
-                inv.memory_id,
-            )
-            if found is None:
-                raise missing(inv.memory_id)
-            old = self._entry(found)
-            if old.expires_at is not None and old.expires_at <= datetime.now(UTC):
-                raise missing(inv.memory_id)
-            if inv.seen is not None and old.updated_at != inv.seen:
-                raise conflict(inv.memory_id)
-            if old.valid_until is not None and old.valid_until <= inv.at:
-                out.append(old)  # no longer valid by then already: nothing changes
-                continue
-            updated = max(datetime.now(UTC), old.updated_at + timedelta(microseconds=1))
-            yield count(
-                "UPDATE memories SET valid_until = %s, updated_at = %s "
-                "WHERE tenant_id = %s AND id = %s",
-                d.time(inv.at),
-                d.time(updated),
-                tenant_id,
-                inv.memory_id,
-            )
-            metadata = d.json(old.metadata)
-            yield count(
-                HISTORY,
-                *(tenant_id, old.id, "invalidate", old.layer.value, old.content, old.content),
-                *(metadata, metadata, actor, d.time(updated)),
-            )
-            out.append(old.model_copy(update={"valid_until": inv.at, "updated_at": updated}))
-        return out
-
-    async def consolidate(self, change: Consolidation, *, actor: str | None = None) -> Consolidated:
-        return await self._exec.write(
-            change.tenant_id, "consolidate", self._consolidate(change, actor)
-        )
-
-    def _consolidate(self, change: Consolidation, actor: str | None) -> Program[Consolidated]:
-        tenant = change.tenant_id
-        messages = (
-            (yield from self._add_messages(list(change.messages), actor))
-            if (change.messages)
-            else []
-        )
-        revised = []
-        for r in change.revised:
-            revised.append(
-                (
-                    yield from self._update(
-                        tenant, r.memory_id, r.content, r.embedding, r.metadata_patch, actor, r.seen
-                    )
-                )
-            )
-        invalidated = yield from self._invalidate(tenant, list(change.invalidated), actor)
-        added = (yield from self._insert(list(change.added), actor)) if change.added else []
-        return Consolidated(messages, added, revised, invalidated)
-
-    # -- expiry -----------------------------------------------------------------------------
-
-    async def expired_tenants(self, at: datetime, limit: int) -> list[str]:
-        def read() -> Program[list[str]]:
-            found = yield rows(self.expired_tenants_sql, self._d.time(at), limit)
-            return [str(r[0]) for r in found]
-
-        return await self._exec.read(None, "expired tenants", read())
-
-    async def purge_expired(
-        self, tenant_id: str, at: datetime, limit: int, *, actor: str | None = None
-    ) -> int:
-        def purge() -> Program[int]:
-            found = yield rows(
-                "SELECT id FROM memories WHERE tenant_id = %s AND expires_at <= %s "
-                "ORDER BY expires_at LIMIT %s",
-                tenant_id,
-                self._d.time(at),
-                limit,
-            )
-            if not found:
-                return 0
-            return (yield from self._delete(tenant_id, [str(r[0]) for r in found], actor))
-
-        return await self._exec.write(tenant_id, "purge expired", purge())

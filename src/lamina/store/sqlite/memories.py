@@ -20,7 +20,7 @@ from lamina.memory.models import SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, Selection
 from lamina.memory.scoring import keyword_part
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
-from lamina.store.sql.memories import Row
+from lamina.store.sql.memory_rows import Row
 from lamina.store.sqlite.db import SQLITE, Database, dumps
 from lamina.store.sqlite.indexes import SyncedIndexes
 

@@ -1,0 +1,159 @@
+"""Conversation neighbourhoods of memories in SQL, for both backends: a message's place in
+its conversation, the neighbourhood (previous turns' words and vectors) search scores it
+with, the locks that keep it consistent, and its renewal when a turn changes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lamina.embeddings.base import Vector
+from lamina.memory.scoring import neighbourhood_terms, neighbourhood_vector
+from lamina.store.sql.memory_rows import SqlMemoryRows
+from lamina.store.sql.program import Program, many, row, rows
+
+#: The metadata key of a conversation message (``lamina.memory.messages``).
+CONVERSATION = "conversation"
+#: Previous turns in a message's neighbourhood (lamina.memory.scoring).
+NEIGHBOURS = 2
+
+
+@dataclass(frozen=True, order=True)
+class ConversationScope:
+    """The turns of one conversation in one scope (layer and scope key): the only turns a
+    message's neighbourhood is made of."""
+
+    tenant_id: str
+    conversation_id: str
+    layer: str
+    scope_key: str
+
+    def __iter__(self) -> Iterator[str]:
+        return iter((self.tenant_id, self.conversation_id, self.layer, self.scope_key))
+
+
+@dataclass(frozen=True)
+class Neighbourhood:
+    conversation_id: str
+    position: int
+    context: str
+    vector: Vector | None
+
+
+def place_of(metadata: dict[str, Any]) -> tuple[str, int] | None:
+    """(conversation id, position) of a conversation message (add_messages), else None."""
+    conversation = metadata.get(CONVERSATION)
+    if not isinstance(conversation, dict):
+        return None
+    cid, position = conversation.get("id"), conversation.get("position")
+    if isinstance(cid, str) and isinstance(position, int) and not isinstance(position, bool):
+        return cid, position
+    return None
+
+
+def neighbourhood_of(
+    conversation_id: str,
+    position: int,
+    content: str,
+    conversation: dict[str, Any],
+    own: Vector | None,
+    previous: Sequence[tuple[str, Vector | None]],
+) -> Neighbourhood:
+    speaker = conversation.get("speaker")
+    when = conversation.get("timestamp")
+    return Neighbourhood(
+        conversation_id,
+        position,
+        neighbourhood_terms(
+            [c for c, _ in previous],
+            speaker if isinstance(speaker, str) else None,
+            when if isinstance(when, str) else None,
+        ),
+        neighbourhood_vector(own, [v for _, v in previous]),
+    )
+
+
+class SqlConversations(SqlMemoryRows):
+    """The neighbourhood work of writes and deletes."""
+
+    def _previous_turns(
+        self, thread: ConversationScope, before: int
+    ) -> Program[list[tuple[str, Vector | None]]]:
+        """(content, vector) of the ``NEIGHBOURS`` stored turns of ``thread`` before position
+        ``before``, oldest first. Only turns of the same scope count: a conversation id
+        another user also used never lends that user's words."""
+        found = yield rows(
+            "SELECT content, embedding, embedding_model FROM memories WHERE tenant_id = %s "
+            "AND conversation_id = %s AND layer = %s AND scope_key = %s "
+            "AND conversation_position < %s ORDER BY conversation_position DESC LIMIT %s",
+            *thread,
+            before,
+            NEIGHBOURS,
+        )
+        return [(str(c), self._vector_of(v, m)) for c, v, m in reversed(found)]
+
+    def _lock_conversations(self, tenant_id: str, conversation_ids: set[str]) -> Program[None]:
+        """Hold the ``conversations`` rows (as ``add_messages`` does) before changing turns,
+        in one order: no neighbourhood is computed from turns that change meanwhile."""
+        for conversation_id in sorted(conversation_ids):
+            yield row(
+                "SELECT next_position FROM conversations WHERE tenant_id = %s "  # noqa: S608
+                f"AND conversation_id = %s{self._d.for_update}",
+                tenant_id,
+                conversation_id,
+            )
+
+    def _vector_of(self, value: Any, model: str | None) -> Vector | None:
+        """A stored vector if it is of the configured model and size, else None (vectors of
+        two models never meet)."""
+        if value is None or model != self.embedder.model_id:
+            return None
+        vector = self._d.from_vector(value)
+        return vector if vector is not None and len(vector) == self.embedder.dimensions else None
+
+    def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:
+        """Recompute the neighbourhood of the ``count_`` turns (None: all) of ``thread``
+        after position ``after`` from the turns now before them: after a turn was deleted
+        or rewritten, no neighbour keeps its old words or vector."""
+        window = yield from self._previous_turns(thread, after + 1)
+        limit = "" if count_ is None else f" LIMIT {int(count_)}"
+        targets = yield rows(
+            "SELECT id, conversation_position, content, metadata, embedding, embedding_model "  # noqa: S608
+            "FROM memories WHERE tenant_id = %s AND conversation_id = %s AND layer = %s "
+            "AND scope_key = %s AND conversation_position > %s "
+            f"ORDER BY conversation_position{limit}",
+            *thread,
+            after,
+        )
+        tenant_id, conversation_id = thread.tenant_id, thread.conversation_id
+        updates = []
+        for memory_id, position, content, metadata, embedding, model in targets:
+            conversation = self._d.from_json(metadata).get(CONVERSATION, {})
+            own = self._vector_of(embedding, model)
+            n = neighbourhood_of(
+                conversation_id, position, content, conversation, own, window[-NEIGHBOURS:]
+            )
+            window.append((content, own))
+            columns = self._neighbourhood_columns(content, n)
+            names = ", ".join(f"{c} = %s" for c in columns)
+            updates.append((*columns.values(), tenant_id, memory_id))
+        if updates:
+            yield many(
+                f"UPDATE memories SET {names} WHERE tenant_id = %s AND id = %s",  # noqa: S608
+                updates,
+            )
+
+    def _neighbourhood_columns(self, content: str, n: Neighbourhood | None) -> dict[str, Any]:
+        """The index columns of a row; a conversation message's also name its place and
+        neighbourhood (other rows leave those columns out: stores of an older schema, which
+        tests fill, lack them)."""
+        if n is None:
+            return self._d.memory_terms(content)
+        return {
+            "conversation_id": n.conversation_id,
+            "conversation_position": n.position,
+            "context": n.context,
+            "context_embedding": None if n.vector is None else self._d.blob(n.vector),
+            **self._d.memory_terms(content, n.context),
+        }

@@ -1,0 +1,135 @@
+"""The embedding cache and pending embeddings of memories in SQL, for both backends: vectors
+by content hash per model, the memories still waiting for a vector, and dropping the cached
+vectors of texts no memory holds any more."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import numpy as np
+
+from lamina.embeddings.base import Vector
+from lamina.store.sql.memory_rows import CHUNK, SqlMemoryRows
+from lamina.store.sql.program import Program, count, many, rows
+
+#: The indexed expression finding the memories holding a text (migrations 0008 / 0010).
+_PREFIX = "substr(content, 1, 64)"
+
+
+def content_hash(text: str) -> str:
+    """The embedding cache's key of a text."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class SqlEmbeddingCache(SqlMemoryRows):
+    """generate_embedding, unembedded and set_embeddings, and the cache's upkeep."""
+
+    async def generate_embedding(
+        self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
+    ) -> Vector:
+        if not cache:
+            return await self.embedder.embed(list(texts))
+        hashes = [content_hash(t) for t in texts]
+        unique = dict(zip(hashes, texts, strict=True))
+        cached = await self._exec.read(
+            tenant_id, "embedding cache", self._cached(tenant_id, list(unique))
+        )
+        missing = [h for h in unique if h not in cached]
+        if missing:
+            vectors = await self.embedder.embed([unique[h] for h in missing])
+            fresh = dict(zip(missing, vectors, strict=True))
+            await self._exec.write(tenant_id, "embedding cache", self._cache(tenant_id, fresh))
+            cached.update(fresh)
+        out = np.empty((len(texts), self.embedder.dimensions), dtype=np.float32)
+        for i, h in enumerate(hashes):
+            out[i] = cached[h]
+        return out
+
+    def _cached(self, tenant_id: str, hashes: list[str]) -> Program[dict[str, Vector]]:
+        found: dict[str, Vector] = {}
+        for start in range(0, len(hashes), CHUNK):
+            chunk, params = self._d.any_of("content_hash", hashes[start : start + CHUNK])
+            for h, blob in (
+                yield rows(
+                    "SELECT content_hash, vector FROM embedding_cache WHERE tenant_id = %s "  # noqa: S608
+                    f"AND model = %s AND length(vector) = %s AND {chunk}",
+                    tenant_id,
+                    self.embedder.model_id,
+                    4 * self.embedder.dimensions,  # one model id, several dimensions (OpenAI)
+                    *params,
+                )
+            ):
+                found[h] = np.frombuffer(blob, dtype=np.float32)
+        return found
+
+    def _cache(self, tenant_id: str, vectors: dict[str, Vector]) -> Program[None]:
+        now = self._d.time(datetime.now(UTC))
+        model = self.embedder.model_id
+        yield many(
+            # A vector of other dimensions under the same model id is replaced.
+            "INSERT INTO embedding_cache VALUES (%s, %s, %s, %s, %s) "
+            "ON CONFLICT (tenant_id, model, content_hash) DO UPDATE SET vector = excluded.vector, "
+            "created_at = excluded.created_at WHERE length(embedding_cache.vector) <> "
+            "length(excluded.vector)",
+            [
+                (tenant_id, model, h, v.astype(np.float32).tobytes(), now)
+                for h, v in vectors.items()
+            ],
+        )
+
+    async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        def read() -> Program[list[tuple[str, str]]]:
+            found = yield rows(
+                "SELECT id, content FROM memories WHERE tenant_id = %s AND embedding IS NULL "  # noqa: S608
+                f"ORDER BY {self._d.seq} LIMIT %s",
+                tenant_id,
+                limit,
+            )
+            return [(str(i), str(c)) for i, c in found]
+
+        return await self._exec.read(tenant_id, "unembedded", read())
+
+    async def set_embeddings(self, tenant_id: str, items: Sequence[tuple[str, str, Vector]]) -> int:
+        if self.embedding.stale:  # pending until ``reembed``, which embeds them too
+            return 0
+        model = self.embedder.model_id
+
+        def write() -> Program[int]:
+            done = 0
+            for memory_id, content, vector in items:
+                done += yield count(
+                    "UPDATE memories SET embedding = %s, embedding_model = %s WHERE "
+                    "tenant_id = %s AND id = %s AND content = %s AND embedding IS NULL",
+                    self._d.vector(vector),
+                    model,
+                    tenant_id,
+                    memory_id,
+                    content,
+                )
+            return done
+
+        return await self._exec.write(tenant_id, "set embeddings", write())
+
+    def _drop_vectors(self, tenant_id: str, texts: set[str]) -> Program[None]:
+        """Drop the cached vectors of ``texts`` that no memory of the tenant holds (found by
+        the ``memories_content_prefix`` index, then compared whole)."""
+        ordered = sorted(texts)
+        for start in range(0, len(ordered), CHUNK):
+            part = ordered[start : start + CHUNK]
+            prefix, params = self._d.any_of(_PREFIX, list({t[:64] for t in part}))
+            kept = yield rows(
+                f"SELECT content FROM memories WHERE tenant_id = %s AND {prefix}",  # noqa: S608
+                tenant_id,
+                *params,
+            )
+            still = {r[0] for r in kept}
+            unused = [content_hash(t) for t in part if t not in still]
+            if unused:
+                hashes, values = self._d.any_of("content_hash", unused)
+                yield count(
+                    f"DELETE FROM embedding_cache WHERE tenant_id = %s AND {hashes}",  # noqa: S608
+                    tenant_id,
+                    *values,
+                )

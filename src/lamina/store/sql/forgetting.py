@@ -1,0 +1,90 @@
+"""Deleting and forgetting memories in SQL, for both backends: the rows go, their history
+keeps no text or metadata, the cache drops vectors no memory needs, and the conversation
+neighbours of a deleted turn are renewed."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from lamina.store.sql.conversations import NEIGHBOURS, ConversationScope, SqlConversations, place_of
+from lamina.store.sql.embedding_cache import SqlEmbeddingCache
+from lamina.store.sql.memory_rows import CHUNK
+from lamina.store.sql.program import Program, count, many, rows
+from lamina.store.sql.timing import HISTORY
+
+
+class SqlForgetting(SqlConversations, SqlEmbeddingCache):
+    """delete and bulk_delete."""
+
+    async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
+        return (
+            await self._exec.write(tenant_id, "delete", self._delete(tenant_id, [memory_id], actor))
+            == 1
+        )
+
+    async def bulk_delete(
+        self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
+    ) -> int:
+        return await self._exec.write(
+            tenant_id, "bulk_delete", self._delete(tenant_id, list(memory_ids), actor)
+        )
+
+    def _delete(self, tenant_id: str, memory_ids: list[str], actor: str | None) -> Program[int]:
+        d = self._d
+        now = d.time(datetime.now(UTC))
+        ids = list(dict.fromkeys(memory_ids))
+        removed = 0
+        for start in range(0, len(ids), CHUNK):
+            chunk, params = d.any_of("id", ids[start : start + CHUNK])
+            going = yield rows(
+                f"SELECT metadata FROM memories WHERE tenant_id = %s AND {chunk}",  # noqa: S608
+                tenant_id,
+                *params,
+            )
+            talks = {p[0] for r in going if (p := place_of(d.from_json(r[0]))) is not None}
+            yield from self._lock_conversations(tenant_id, talks)
+            deleted = yield rows(
+                f"DELETE FROM memories WHERE tenant_id = %s AND {chunk} "  # noqa: S608
+                "RETURNING id, layer, content, metadata, scope_key",
+                tenant_id,
+                *params,
+            )
+            places = set()
+            for r in deleted:
+                place = place_of(d.from_json(r[3]))
+                if place is not None:
+                    places.add((ConversationScope(tenant_id, place[0], r[1], r[4]), place[1]))
+            for thread, position in sorted(places):
+                yield from self._renew(thread, position, NEIGHBOURS)
+            if deleted:
+                yield from self._forget([r[0] for r in deleted], tenant_id, [r[2] for r in deleted])
+                yield many(
+                    HISTORY,
+                    [
+                        (tenant_id, r[0], "delete", r[1], None, None, None, None, actor, now)
+                        for r in deleted
+                    ],
+                )
+            removed += len(deleted)
+        return removed
+
+    def _forget(self, memory_ids: list[str], tenant_id: str, contents: list[str]) -> Program[None]:
+        """Forget deleted memories: their history keeps what happened, when and by whom but
+        no text or metadata, and the embedding cache drops the vectors of every text they
+        ever held that no memory of the tenant still holds."""
+        chunk, params = self._d.any_of("memory_id", memory_ids)
+        held = yield rows(
+            "SELECT old_content, new_content FROM memory_history "  # noqa: S608
+            f"WHERE tenant_id = %s AND {chunk}",
+            tenant_id,
+            *params,
+        )
+        yield count(
+            "UPDATE memory_history SET old_content = NULL, new_content = NULL, "  # noqa: S608
+            f"old_metadata = NULL, new_metadata = NULL WHERE tenant_id = %s AND {chunk}",
+            tenant_id,
+            *params,
+        )
+        texts = set(contents) | {t for r in held for t in r if t is not None}
+        yield from self._drop_vectors(tenant_id, texts)

@@ -1,0 +1,193 @@
+"""Reads of memories in SQL, for both backends: get, history, listing by page, the
+hierarchy of scopes, and the ranking of search candidates both backends' searches share."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from lamina.memory.filters import MetadataFilter
+from lamina.memory.models import (
+    HistoryEvent,
+    MemoryEntry,
+    MemoryPage,
+    ScoreParts,
+    SearchMode,
+)
+from lamina.memory.ports import (
+    LayerHits,
+    LayerSearch,
+    Scope,
+    ScoredMemory,
+)
+from lamina.memory.scoring import Candidate, rank
+from lamina.memory.timing import TimeWindow
+from lamina.store.cursors import decode_cursor, encode_cursor
+from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row
+from lamina.store.sql.program import Program, count, first, row, rows
+from lamina.store.sql.timing import SqlTiming
+
+#: Where a search row's neighbourhood vector is (after ``{seq}, ENTRY``).
+_AROUND = 15
+
+
+class SqlMemoryReads(SqlTiming):
+    """get, history, list, the hierarchy, and search's shared ranking."""
+
+    def _scored(self, values: Sequence[Any], parts: ScoreParts) -> ScoredMemory:
+        # Vectors of two models must never meet (near-duplicate checks compare them).
+        vector = None if self.embedding.stale else self._d.from_vector(values[10])
+        return ScoredMemory(self._entry(values), parts, vector)
+
+    def _ranked(
+        self, req: LayerSearch, found: dict[Any, Row], keyword: dict[Any, float]
+    ) -> LayerHits:
+        """Score the candidate rows ``found`` (by row key; each row is ``ENTRY`` then the
+        neighbourhood vector and words) with lamina.memory.scoring. Both stores read the
+        same stored floats and compute the same way: the same scores."""
+        d = self._d
+        query = req.vector if req.mode is not SearchMode.KEYWORD else None
+        candidates = []
+        for key, values in found.items():
+            cosine = context = None
+            if query is not None and not self.embedding.stale:
+                own = d.from_vector(values[10])
+                if own is not None and len(own) == len(query):
+                    cosine = float(own @ query)
+                    blob = values[_AROUND]
+                    around = None if blob is None else np.frombuffer(blob, np.float32)
+                    if around is not None and len(around) == len(query):
+                        context = float(around @ query)
+            candidates.append(
+                Candidate(
+                    key,
+                    cosine,
+                    context,
+                    keyword.get(key, 0.0),
+                    values[5],
+                    d.from_json(values[6]),
+                    d.from_time(values[8]),
+                )
+            )
+        ranked = rank(
+            candidates,
+            req.signals,
+            mode=req.mode,
+            weight=req.semantic_weight,
+            threshold=req.threshold,
+            limit=req.limit,
+        )
+        return LayerHits(
+            [self._scored(found[key], parts) for parts, key in ranked.hits],
+            ranked.below_threshold,
+        )
+
+    def _searchable(self, request: LayerSearch) -> LayerSearch:
+        """While the vectors are of another model: semantic search is refused, hybrid search
+        runs on keywords only (the service already asks for that; this keeps the port safe)."""
+        if not self.embedding.stale or request.mode is SearchMode.KEYWORD:
+            return request
+        if request.mode is SearchMode.SEMANTIC:
+            raise self.embedding.refuse("semantic search")
+        return replace(request, mode=SearchMode.KEYWORD, vector=None)
+
+    async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
+        """The memory (also once invalidated), None when absent or expired."""
+        get = first(
+            self._entry,
+            f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s "  # noqa: S608
+            "AND (expires_at IS NULL OR expires_at > %s)",
+            tenant_id,
+            memory_id,
+            self._d.time(datetime.now(UTC)),
+        )
+        return await self._exec.read(tenant_id, "get", get)
+
+    async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
+        def read() -> Program[list[HistoryEvent]]:
+            found = yield rows(
+                f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
+                "AND memory_id = %s ORDER BY seq",
+                tenant_id,
+                memory_id,
+            )
+            return [self._event(r) for r in found]
+
+        return await self._exec.read(tenant_id, "history", read())
+
+    async def list(
+        self,
+        tenant_id: str,
+        scopes: Sequence[Scope],
+        flt: MetadataFilter,
+        *,
+        limit: int,
+        cursor: str | None,
+        window: TimeWindow | None = None,
+    ) -> MemoryPage:
+        before = decode_cursor(cursor) if cursor else None
+        if not scopes:
+            return MemoryPage(items=[], next_cursor=None, total_count=0)
+        pairs = " OR ".join(["(layer = %s AND scope_key = %s)"] * len(scopes))
+        where = f"tenant_id = %s AND ({pairs})"
+        params: list[Any] = [tenant_id]
+        for scope in scopes:
+            params += [scope.layer.value, scope.key]
+        if not flt.empty:
+            condition, values = self._filter(flt)
+            where += f" AND {condition}"
+            params += values
+        timing, values = self._window(window)
+        where += f" AND {timing}"
+        params += values
+        seq = self._d.seq
+
+        def page() -> Program[MemoryPage]:
+            total = yield row(f"SELECT count(*) FROM memories WHERE {where}", *params)  # noqa: S608
+            page_where = where + ("" if before is None else f" AND {seq} < %s")
+            page_params = params + ([] if before is None else [before])
+            found = yield rows(
+                f"SELECT {self._columns} FROM memories WHERE {page_where} "  # noqa: S608
+                f"ORDER BY {seq} DESC LIMIT %s",
+                *page_params,
+                limit + 1,
+            )
+            more = len(found) > limit
+            found = found[:limit]
+            return MemoryPage(
+                items=[self._entry(r) for r in found],
+                next_cursor=encode_cursor(found[-1][0]) if more else None,
+                total_count=total[0],
+            )
+
+        return await self._exec.read(tenant_id, "list", page(), snapshot=True)
+
+    async def set_parent(self, tenant_id: str, level: str, child_id: str, parent_id: str) -> None:
+        def write() -> Program[None]:
+            yield count(
+                "INSERT INTO hierarchy VALUES (%s, %s, %s, %s, %s) ON CONFLICT "
+                "(tenant_id, level, child_id) DO UPDATE SET parent_id = excluded.parent_id, "
+                "updated_at = excluded.updated_at",
+                tenant_id,
+                level,
+                child_id,
+                parent_id,
+                self._d.time(datetime.now(UTC)),
+            )
+
+        await self._exec.write(tenant_id, "set_parent", write())
+
+    async def get_parent(self, tenant_id: str, level: str, child_id: str) -> str | None:
+        read = first(
+            lambda found: str(found[0]),
+            "SELECT parent_id FROM hierarchy WHERE tenant_id = %s AND level = %s "
+            "AND child_id IN (%s, '*') ORDER BY child_id = '*' LIMIT 1",
+            tenant_id,
+            level,
+            child_id,
+        )
+        return await self._exec.read(tenant_id, "get_parent", read)

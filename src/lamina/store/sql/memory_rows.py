@@ -1,0 +1,107 @@
+"""The rows of memories in SQL, for both backends: their columns, the entry and history
+event a row makes, and the base class every memory module (timing.py, memory_writes.py,
+memory_reads.py, conversations.py, embedding_cache.py, forgetting.py, invalidation.py)
+builds on."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from lamina.embeddings.base import Embedder
+from lamina.memory.filters import MetadataFilter
+from lamina.memory.layers import MemoryLayer
+from lamina.memory.models import (
+    HistoryEvent,
+    HistoryOperation,
+    MemoryEntry,
+)
+from lamina.memory.ports import (
+    EmbeddingStatus,
+    LayerHits,
+    LayerSearch,
+)
+from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.meta import EmbeddingState
+from lamina.store.sql.program import Executor
+
+#: The columns of an entry, after the row sequence (``{seq}``): the embedding is the tenth,
+#: the time fields (lamina.memory.timing) come last.
+ENTRY = (
+    "id, tenant_id, layer, identifiers, content, metadata, embedding_model, created_at, "
+    "updated_at, embedding, event_at, valid_from, valid_until, expires_at"
+)
+#: The columns of a history event.
+HISTORY_COLUMNS = (
+    "memory_id, operation, at, layer, old_content, new_content, old_metadata, new_metadata, actor"
+)
+#: A row as the driver returns it.
+Row = tuple[Any, ...]
+#: Keys per statement where a statement lists them (SQLite allows 32,766 parameters).
+CHUNK = 500
+
+
+class SqlMemoryRows(ABC):
+    """What every memory module stands on: the executor, the dialect, the embedder and its
+    state, and the entry a row makes."""
+
+    def __init__(self, executor: Executor, dialect: Dialect, embedder: Embedder) -> None:
+        self._exec = executor
+        self._d = dialect
+        self.embedder = embedder
+        #: The model of the stored vectors against the embedder's (set when the store opens).
+        self.embedding = EmbeddingState(embedder)
+        #: Every column a query reads: the row sequence, then ``ENTRY``.
+        self._columns = f"{dialect.seq}, {ENTRY}"
+
+    @abstractmethod
+    async def search(self, request: LayerSearch) -> LayerHits: ...
+
+    @abstractmethod
+    async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
+
+    @abstractmethod
+    def _filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
+        """The SQL condition of a non-empty metadata filter, and its parameters."""
+
+    def _entry(self, values: Sequence[Any]) -> MemoryEntry:
+        d = self._d
+        return MemoryEntry(
+            id=values[1],
+            tenant_id=values[2],
+            layer=MemoryLayer(values[3]),
+            identifiers=d.from_json(values[4]),
+            content=values[5],
+            metadata=d.from_json(values[6]),
+            embedding_model=values[7],
+            created_at=d.from_time(values[8]),
+            updated_at=d.from_time(values[9]),
+            embedding_generated=values[10] is not None,
+            event_at=d.from_time(values[11] or values[8]),
+            valid_from=self._time(values[12]),
+            valid_until=self._time(values[13]),
+            expires_at=self._time(values[14]),
+        )
+
+    def _time(self, value: Any) -> datetime | None:
+        return None if value is None else self._d.from_time(value)
+
+    def _event(self, r: Sequence[Any]) -> HistoryEvent:
+        """A history event of its row (``HISTORY`` columns)."""
+        d = self._d
+        return HistoryEvent(
+            memory_id=r[0],
+            operation=HistoryOperation(r[1]),
+            at=d.from_time(r[2]),
+            layer=MemoryLayer(r[3]),
+            old_content=r[4],
+            new_content=r[5],
+            old_metadata=None if r[6] is None else d.from_json(r[6]),
+            new_metadata=None if r[7] is None else d.from_json(r[7]),
+            actor=r[8],
+        )
+
+    def embedding_status(self) -> EmbeddingStatus:
+        return self.embedding.status

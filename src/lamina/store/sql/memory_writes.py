@@ -1,0 +1,337 @@
+"""The write path of memories in SQL, for both backends: add, bulk add, conversation
+messages (numbered and given their neighbourhood) and update, each with its history."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from lamina.embeddings.base import Vector
+from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.layers import scope_key
+from lamina.memory.models import (
+    HistoryEvent,
+    MemoryEntry,
+)
+from lamina.memory.ports import (
+    NewMemory,
+    updated_entry,
+)
+from lamina.memory.timing import content_key
+from lamina.store.sql.conversations import (
+    CONVERSATION,
+    NEIGHBOURS,
+    ConversationScope,
+    Neighbourhood,
+    SqlConversations,
+    neighbourhood_of,
+    place_of,
+)
+from lamina.store.sql.embedding_cache import SqlEmbeddingCache
+from lamina.store.sql.program import Program, count, many, row
+from lamina.store.sql.timing import HISTORY, SqlTiming, conflict, missing
+
+
+class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
+    """add, bulk_add, add_messages and update."""
+
+    async def add(self, memory: NewMemory, *, actor: str | None = None) -> MemoryEntry:
+        return (await self._exec.write(memory.tenant_id, "add", self._insert([memory], actor)))[0]
+
+    async def bulk_add(
+        self, memories: Sequence[NewMemory], *, actor: str | None = None
+    ) -> list[MemoryEntry]:
+        return await self._write_all("bulk_add", memories, lambda m: self._insert(m, actor))
+
+    async def add_messages(
+        self, memories: Sequence[NewMemory], *, actor: str | None = None
+    ) -> list[MemoryEntry]:
+        return await self._write_all(
+            "add_messages", memories, lambda m: self._add_messages(m, actor)
+        )
+
+    async def _write_all(
+        self,
+        operation: str,
+        memories: Sequence[NewMemory],
+        program: Callable[[list[NewMemory]], Program[list[MemoryEntry]]],
+    ) -> list[MemoryEntry]:
+        """Run ``program`` over ``memories`` (one tenant's) in one transaction; none: none."""
+        if not memories:
+            return []
+        return await self._exec.write(memories[0].tenant_id, operation, program(list(memories)))
+
+    def _add_messages(
+        self, memories: list[NewMemory], actor: str | None
+    ) -> Program[list[MemoryEntry]]:
+        """Positions from ``conversations`` (one UPSERT per conversation, its row locked until
+        the transaction ends: neighbourhood work on a conversation never interleaves), each
+        message's neighbourhood (its two previous turns of the same scope, stored or in this
+        call), then the inserts, all in one transaction."""
+        sizes: dict[tuple[str, str], int] = {}
+        for m in memories:
+            key = (m.tenant_id, str(m.metadata[CONVERSATION]["id"]))
+            sizes[key] = sizes.get(key, 0) + 1
+        nxt: dict[tuple[str, str], int] = {}
+        for (tenant_id, conversation_id), size in sorted(sizes.items()):
+            end = yield row(
+                "INSERT INTO conversations (tenant_id, conversation_id, next_position) "
+                "VALUES (%s, %s, %s) ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET "
+                "next_position = conversations.next_position + excluded.next_position "
+                "RETURNING next_position",
+                tenant_id,
+                conversation_id,
+                size,
+            )
+            nxt[(tenant_id, conversation_id)] = int(end[0]) - size
+        window: dict[ConversationScope, list[tuple[str, Vector | None]]] = {}
+        numbered: list[NewMemory] = []
+        neighbourhoods: list[Neighbourhood] = []
+        for m in memories:
+            conversation = m.metadata[CONVERSATION]
+            key = (m.tenant_id, str(conversation["id"]))
+            position = nxt[key]
+            nxt[key] += 1
+            thread = ConversationScope(m.tenant_id, key[1], m.scope.layer.value, m.scope.key)
+            if thread not in window:
+                window[thread] = yield from self._previous_turns(thread, position)
+            metadata = {**m.metadata, CONVERSATION: {**conversation, "position": position}}
+            numbered.append(replace(m, metadata=metadata))
+            previous = window[thread][-NEIGHBOURS:]
+            neighbourhoods.append(
+                neighbourhood_of(key[1], position, m.content, conversation, m.embedding, previous)
+            )
+            window[thread].append((m.content, m.embedding))
+        return (yield from self._insert(numbered, actor, neighbourhoods))
+
+    def _insert(
+        self,
+        memories: list[NewMemory],
+        actor: str | None,
+        neighbourhoods: Sequence[Neighbourhood | None] | None = None,
+        histories: Sequence[list[HistoryEvent] | None] | None = None,
+    ) -> Program[list[MemoryEntry]]:
+        """Insert ``memories`` (times: theirs, else now) and their history: the events
+        given (``histories``, by memory; an import), else one ``add`` event each. Those
+        asking for dedup that have an exact duplicate stored, or earlier in the list,
+        return that one instead."""
+        d = self._d
+        now = datetime.now(UTC)
+        model = self.embedder.model_id
+        # While the store needs re-embedding, new vectors wait (pending) for ``reembed``.
+        if self.embedding.stale:
+            memories = [replace(m, embedding=None) for m in memories]
+        around: list[Neighbourhood | None] = (
+            list(neighbourhoods) if neighbourhoods else [None] * len(memories)
+        )
+        same = yield from self._duplicates(memories, now)
+        fresh = [(i, m, n) for i, (m, n) in enumerate(zip(memories, around, strict=True))]
+        fresh = [(i, m, n) for i, m, n in fresh if i not in same]
+        stored = [self._row(m, n, now) for _, m, n in fresh]
+        names = list(dict.fromkeys(k for values in stored for k in values))
+        if any(len(values) != len(names) for values in stored):  # messages among memories
+            stored = [{k: values.get(k) for k in names} for values in stored]
+        # COPY is refused under row-level security: pipelined INSERTs of d.rows_per_insert
+        # rows each (the last one shorter).
+        per = d.rows_per_insert
+        full = len(stored) - len(stored) % per
+        for part, size in ((stored[:full], per), (stored[full:], len(stored) - full)):
+            if part:
+                shape = f"({', '.join(['%s'] * len(part[0]))})"
+                yield many(
+                    f"INSERT INTO memories ({', '.join(part[0])}) VALUES "  # noqa: S608
+                    + ", ".join([shape] * size),
+                    [
+                        tuple(v for values in part[i : i + size] for v in values.values())
+                        for i in range(0, len(part), size)
+                    ],
+                )
+        given_all = histories or [None] * len(memories)
+        events: list[tuple[Any, ...]] = []
+        for (i, _, _), v in zip(fresh, stored, strict=True):
+            given = given_all[i]
+            if given is None:
+                events.append(
+                    (
+                        *(v["tenant_id"], v["id"], "add", v["layer"], None, v["content"]),
+                        *(None, v["metadata"], actor, v["created_at"]),
+                    )
+                )
+                continue
+            events += [
+                (
+                    *(v["tenant_id"], v["id"], e.operation.value, e.layer.value),
+                    *(e.old_content, e.new_content),
+                    *(None if e.old_metadata is None else d.json(e.old_metadata),),
+                    *(None if e.new_metadata is None else d.json(e.new_metadata),),
+                    *(e.actor, d.time(e.at)),
+                )
+                for e in given
+            ]
+        if events:
+            yield many(HISTORY, events)
+        entries: dict[int, MemoryEntry] = {
+            i: MemoryEntry(
+                id=m.id,
+                tenant_id=m.tenant_id,
+                layer=m.scope.layer,
+                identifiers=m.scope.identifiers,
+                content=m.content,
+                metadata=m.metadata,
+                created_at=m.created_at or now,
+                updated_at=m.updated_at or m.created_at or now,
+                embedding_generated=m.embedding is not None,
+                embedding_model=None if m.embedding is None else model,
+                event_at=m.lifetime.event_at or m.created_at or now,
+                valid_from=m.lifetime.valid_from,
+                valid_until=m.lifetime.valid_until,
+                expires_at=m.lifetime.expires_at,
+            )
+            for i, m, _ in fresh
+        }
+        out = []
+        for i in range(len(memories)):
+            dup = same.get(i)
+            if dup is None:
+                out.append(entries[i])
+            elif isinstance(dup, int):  # a duplicate of an earlier one of this call
+                out.append(entries[dup].model_copy(update={"deduplicated": True}))
+            else:
+                out.append(dup)
+        return out
+
+    def _row(self, m: NewMemory, n: Neighbourhood | None, now: datetime) -> dict[str, Any]:
+        """The columns of a new memory's row."""
+        d = self._d
+        life = m.lifetime
+        return {
+            "tenant_id": m.tenant_id,
+            "id": m.id,
+            "layer": m.scope.layer.value,
+            "scope_key": m.scope.key,
+            "identifiers": d.json(m.scope.identifiers),
+            "content": m.content,
+            "metadata": d.json(m.metadata),
+            "embedding": None if m.embedding is None else d.vector(m.embedding),
+            **self._neighbourhood_columns(m.content, n),
+            "embedding_model": None if m.embedding is None else self.embedder.model_id,
+            "created_at": d.time(m.created_at or now),
+            "updated_at": d.time(m.updated_at or m.created_at or now),
+            "event_at": d.time(life.event_at or m.created_at or now),
+            "valid_from": self._param(life.valid_from),
+            "valid_until": self._param(life.valid_until),
+            "expires_at": self._param(life.expires_at),
+            "content_key": None if place_of(m.metadata) else content_key(m.content),
+        }
+
+    async def update(
+        self,
+        tenant_id: str,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        embedding: Vector | None = None,
+        metadata_patch: dict[str, Any] | None = None,
+        actor: str | None = None,
+    ) -> MemoryEntry:
+        return await self._exec.write(
+            tenant_id,
+            "update",
+            self._update(tenant_id, memory_id, content, embedding, metadata_patch, actor),
+        )
+
+    def _update(
+        self,
+        tenant_id: str,
+        memory_id: str,
+        content: str | None,
+        embedding: Vector | None,
+        patch: dict[str, Any] | None,
+        actor: str | None,
+        seen: datetime | None = None,
+    ) -> Program[MemoryEntry]:
+        """``seen``: the memory's updated_at when the caller read it (CONFLICT if it changed
+        since). An expired memory is MEMORY_NOT_FOUND."""
+        d = self._d
+        if content is not None or embedding is not None:
+            before = yield row(
+                "SELECT metadata FROM memories WHERE tenant_id = %s AND id = %s",
+                tenant_id,
+                memory_id,
+            )
+            place = None if before is None else place_of(d.from_json(before[0]))
+            if place is not None:
+                yield from self._lock_conversations(tenant_id, {place[0]})
+        found = yield row(
+            f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
+            f"{d.for_update}",
+            tenant_id,
+            memory_id,
+        )
+        if found is None:
+            raise LaminaError(
+                ErrorCode.MEMORY_NOT_FOUND,
+                f"memory {memory_id!r} not found",
+                details={"id": memory_id},
+            )
+        old = self._entry(found)
+        if old.expires_at is not None and old.expires_at <= datetime.now(UTC):
+            raise missing(memory_id, " (its time to live is over)")
+        if seen is not None and old.updated_at != seen:
+            raise conflict(memory_id)
+        stale = self.embedding.stale and embedding is not None
+        if stale:  # the new content's vector waits for ``reembed``; the old one is wrong
+            embedding = None
+        new = updated_entry(
+            old,
+            content=content,
+            metadata_patch=patch,
+            embedding_model=None if embedding is None else self.embedder.model_id,
+        )
+        if stale:
+            new = new.model_copy(update={"embedding_model": None, "embedding_generated": False})
+        sets: dict[str, Any] = {
+            "metadata": d.json(new.metadata),
+            "updated_at": d.time(new.updated_at),
+        }
+        if content is not None:
+            sets["content"] = content
+            sets.update(d.memory_terms(content))
+            sets["content_key"] = None if place_of(old.metadata) else content_key(content)
+        if embedding is not None:
+            sets["embedding"] = d.vector(embedding)
+            sets["embedding_model"] = self.embedder.model_id
+        elif stale:
+            sets["embedding"] = None
+            sets["embedding_model"] = None
+        assignments = ", ".join(f"{column} = %s" for column in sets)
+        yield count(
+            f"UPDATE memories SET {assignments} WHERE tenant_id = %s AND id = %s",  # noqa: S608
+            *sets.values(),
+            tenant_id,
+            memory_id,
+        )
+        yield count(
+            HISTORY,
+            tenant_id,
+            memory_id,
+            "update",
+            old.layer.value,
+            old.content,
+            new.content,
+            d.json(old.metadata),
+            sets["metadata"],
+            actor,
+            sets["updated_at"],
+        )
+        if content is not None and content != old.content:
+            yield from self._drop_vectors(tenant_id, {old.content})
+        place = place_of(old.metadata)
+        if place is not None and (content is not None or embedding is not None):
+            # Its own neighbourhood vector holds its vector; the next turns hold its words.
+            key = scope_key(old.layer, old.identifiers)
+            thread = ConversationScope(tenant_id, place[0], old.layer.value, key)
+            yield from self._renew(thread, place[1] - 1, NEIGHBOURS + 1)
+        return new
