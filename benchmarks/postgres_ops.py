@@ -96,7 +96,9 @@ async def load(kind: str, target: str, texts: list[str], vectors: np.ndarray) ->
     await store.shutdown()
     if kind == "postgresql":  # fresh planner statistics, as autovacuum would leave them
         with psycopg.connect(target, autocommit=True) as conn:
-            conn.execute("VACUUM ANALYZE memories, memory_terms, memory_scope_stats")
+            conn.execute(
+                "VACUUM ANALYZE memories, memory_terms, memory_postings, memory_scope_stats"
+            )
     return rate
 
 
