@@ -28,6 +28,8 @@ DIMENSIONS = 384
 MAX_TOKENS = 256  # the sentence-transformers max_seq_length of this model
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MODEL_SIZE = 22_928_619
+#: Padding a batch may add, as a share of its real tokens (see ``batches``).
+PADDING_SLACK = 0.15
 
 _lock = threading.Lock()
 _loaded: dict[tuple[str, int], _Model] = {}
@@ -49,7 +51,7 @@ class _Model:
             )
         self.tokenizer = Tokenizer.from_str(raw.decode("utf-8"))
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        self.tokenizer.no_padding()  # each batch is padded to its own longest text (run)
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads or (os.cpu_count() or 1)
         options.inter_op_num_threads = 1
@@ -68,13 +70,15 @@ class _Model:
 
     def run(self, texts: Sequence[str], batch_size: int) -> Vectors:
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
-        # Similar lengths together: less padding, faster batches.
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
-            encodings = self.tokenizer.encode_batch([texts[i] for i in idx])
-            ids = np.array([e.ids for e in encodings], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        encodings = self.tokenizer.encode_batch(list(texts))
+        lengths = [len(e.ids) for e in encodings]
+        for idx in batches(lengths, batch_size):
+            width = lengths[idx[-1]]
+            ids = np.zeros((len(idx), width), dtype=np.int64)
+            mask = np.zeros((len(idx), width), dtype=np.int64)
+            for row, i in enumerate(idx):
+                ids[row, : lengths[i]] = encodings[i].ids
+                mask[row, : lengths[i]] = 1
             feeds: dict[str, Any] = {
                 "input_ids": ids,
                 "attention_mask": mask,
@@ -85,6 +89,29 @@ class _Model:
             pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
             out[idx] = pooled
         return normalize(out)
+
+
+def batches(lengths: Sequence[int], size: int) -> list[list[int]]:
+    """Indexes of the texts, in batches of at most ``size`` whose lengths (in tokens) are
+    close: the model's cost is the padded batch (count x longest), so texts are taken in
+    order of length and a batch is closed before a text would make its padding more than
+    PADDING_SLACK of its tokens."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    out: list[list[int]] = []
+    batch: list[int] = []
+    tokens = 0
+    for i in order:
+        n = lengths[i]
+        if batch and (
+            len(batch) >= size or n * (len(batch) + 1) > (1 + PADDING_SLACK) * (tokens + n)
+        ):
+            out.append(batch)
+            batch, tokens = [], 0
+        batch.append(i)
+        tokens += n
+    if batch:
+        out.append(batch)
+    return out
 
 
 def _model_file() -> Path:
