@@ -12,8 +12,8 @@ pass counts the bits in which each code differs from the query's (Hamming distan
 ``np.bitwise_count``) and keeps every vector within the smallest distance that holds at
 least ``max(OVERSAMPLE x limit, FIRST_PASS_MIN)`` of them; the second pass scores those
 exactly in float32 and keeps the best ``limit``. The result is the exact one unless a true
-top-``limit`` vector lies outside that pool (measured at 100k memories of the benchmark
-corpus: see docs/search.md, "Speed"). Smaller scopes, searches without a limit and
+top-``limit`` vector lies outside that pool (at 100k memories of the benchmark corpus,
+none did for 200 queries: docs/operations.md). Smaller scopes, searches without a limit and
 searches with a minimum score are exact scans.
 """
 
@@ -32,8 +32,8 @@ Codes = npt.NDArray[np.uint64]
 #: Scopes with at least this many vectors are searched in two passes (module docstring).
 TWO_PASS_FROM = 20_000
 #: The first pass keeps at least OVERSAMPLE x limit vectors, and at least FIRST_PASS_MIN.
-OVERSAMPLE = 40
-FIRST_PASS_MIN = 2_000
+OVERSAMPLE = 20
+FIRST_PASS_MIN = 1_000
 
 
 class _Partition:
