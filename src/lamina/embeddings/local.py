@@ -125,19 +125,17 @@ def batches(lengths: Sequence[int], size: int) -> list[list[int]]:
     PADDING_SLACK of its tokens."""
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
     out: list[list[int]] = []
-    batch: list[int] = []
-    tokens = 0
-    for i in order:
-        n = lengths[i]
-        if batch and (
-            len(batch) >= size or n * (len(batch) + 1) > (1 + PADDING_SLACK) * (tokens + n)
-        ):
-            out.append(batch)
-            batch, tokens = [], 0
-        batch.append(i)
-        tokens += n
-    if batch:
-        out.append(batch)
+    start = 0
+    while start < len(order):
+        end, tokens = start + 1, lengths[order[start]]
+        while end < len(order) and end - start < size:
+            n = lengths[order[end]]
+            if n * (end - start + 1) > (1 + PADDING_SLACK) * (tokens + n):
+                break  # this text would pad the batch too much: it starts the next one
+            tokens += n
+            end += 1
+        out.append(order[start:end])
+        start = end
     return out
 
 
