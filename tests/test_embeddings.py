@@ -10,7 +10,7 @@ import pytest
 
 from lamina import ErrorCode, Lamina, LaminaError
 from lamina.embeddings.coalesce import Coalescer
-from lamina.embeddings.local import DIMENSIONS, LocalEmbedder
+from lamina.embeddings.local import DIMENSIONS, PADDING_SLACK, LocalEmbedder, batches
 from lamina.embeddings.openai import OpenAIEmbedder
 from tests.conftest import fast_settings, openai_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
@@ -193,3 +193,38 @@ def test_overlapping_small_calls_share_one_model_run() -> None:
     results = asyncio.run(failing())
     assert any(isinstance(r, ValueError) for r in results)
     assert asyncio.run(scenario())[0].shape == (1, 384)  # still serving
+
+
+def test_batches_group_texts_of_close_lengths() -> None:
+    lengths = [30, 5, 6, 31, 5, 60, 7, 29, 6, 5]
+    groups = batches(lengths, 4)
+    assert sorted(i for g in groups for i in g) == list(range(len(lengths)))
+    assert all(len(g) <= 4 for g in groups)
+    for group in groups:
+        sizes = [lengths[i] for i in group]
+        assert sizes == sorted(sizes)  # in order of length: the last is the longest
+        # Padding to the longest adds at most PADDING_SLACK of the group's tokens.
+        assert sizes[-1] * len(sizes) <= (1 + PADDING_SLACK) * sum(sizes) or len(sizes) == 1
+    # The short ones together, the long one alone: far fewer padded tokens than one batch.
+    padded = sum(lengths[g[-1]] * len(g) for g in groups)
+    assert padded < max(lengths) * len(lengths) / 2
+    assert batches([], 8) == []
+
+
+def test_mixed_lengths_embed_as_each_text_alone() -> None:
+    """Texts of very different lengths in one call (several batches, run side by side)
+    get the vectors they get alone."""
+    embedder = LocalEmbedder(batch_size=4)
+    texts = [
+        "ok",
+        "Caroline went to the LGBTQ support group on 7 May and found it very moving. " * 3,
+        "tea?",
+        "We talked about the deploy pipeline, the flaky integration tests and the release.",
+        "The invoice is overdue",
+        *[f"short note {i}" for i in range(9)],
+    ]
+    together = embedder.embed_sync(texts)
+    alone = np.concatenate([embedder.embed_sync([t]) for t in texts])
+    assert together.shape == (len(texts), DIMENSIONS)
+    assert np.all(np.sum(together * alone, axis=1) > 0.999)
+    assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)

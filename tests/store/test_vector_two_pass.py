@@ -1,0 +1,123 @@
+"""Large scopes are searched in two passes (binary codes, then exact float32 rescoring):
+the results must be those of the exact scan, and the codes must follow every change."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lamina.store.sqlite import vector_index
+from lamina.store.sqlite.vector_index import TWO_PASS_FROM, VectorIndex, binary_codes
+
+KEY = ("t", "user", "big")
+DIM = 384
+
+
+def corpus(n: int, seed: int = 3) -> np.ndarray:
+    """Unit vectors shaped like sentence embeddings: a shared direction (they are not
+    centred), topics, and noise."""
+    rng = np.random.default_rng(seed)
+    common = rng.standard_normal(DIM).astype(np.float32)
+    topics = rng.standard_normal((40, DIM)).astype(np.float32)
+    vectors = (
+        0.8 * common
+        + topics[rng.integers(0, 40, n)]
+        + 0.9 * rng.standard_normal((n, DIM)).astype(np.float32)
+    )
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+def assert_exact(
+    found: list[tuple[int, float]], vectors: dict[int, np.ndarray], query: np.ndarray, limit: int
+) -> None:
+    """``found`` is the exact top ``limit``: the best cosines, best first, each the
+    memory's own. (Cosines within float rounding of each other may come in either order.)"""
+    cosines = {pk: float(v @ query) for pk, v in vectors.items()}
+    best = sorted(cosines.values(), reverse=True)[:limit]
+    assert len(found) == len(best)
+    for (pk, score), expected in zip(found, best, strict=True):
+        assert score == pytest.approx(cosines[pk], abs=1e-6)
+        assert score == pytest.approx(expected, abs=1e-6)
+
+
+def queries(vectors: np.ndarray, count: int, seed: int = 5) -> np.ndarray:
+    """Paraphrase-like queries: stored vectors moved by noise, renormalised."""
+    rng = np.random.default_rng(seed)
+    picked = vectors[rng.integers(0, len(vectors), count)]
+    moved = picked + 0.05 * rng.standard_normal(picked.shape).astype(np.float32)
+    return (moved / np.linalg.norm(moved, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_a_large_scope_gives_the_exact_results() -> None:
+    n = TWO_PASS_FROM + 5_000
+    vectors = corpus(n)
+    index = VectorIndex(DIM)
+    index.reserve(KEY, n)
+    for pk, vector in enumerate(vectors):
+        index.upsert(pk, KEY, vector)
+    stored = dict(enumerate(vectors))
+    for query in queries(vectors, 30):
+        for limit in (10, 50, 100):
+            assert_exact(index.search(KEY, query, None, limit), stored, query, limit)
+    assert index._parts[KEY].codes is not None  # the two-pass search did run
+
+
+def test_codes_follow_inserts_updates_moves_and_removals() -> None:
+    n = TWO_PASS_FROM + 1_000
+    vectors = corpus(n + 3_000, seed=11)
+    index = VectorIndex(DIM)
+    for pk in range(n):
+        index.upsert(pk, KEY, vectors[pk])
+    stored = {pk: vectors[pk] for pk in range(n)}
+    first = queries(vectors[:n], 1)[0]
+    assert_exact(index.search(KEY, first, None, 10), stored, first, 10)
+    rng = np.random.default_rng(2)
+    # After the codes exist: appends (growing the matrix), rewrites, swap-removals and
+    # moves to another scope must keep each slot's code that of its vector.
+    for step, pk in enumerate(range(n, n + 3_000)):
+        index.upsert(pk, KEY, vectors[pk])
+        stored[pk] = vectors[pk]
+        if step % 3 == 0:
+            victim = int(rng.choice(list(stored)))
+            index.remove(victim)
+            del stored[victim]
+        if step % 5 == 0:
+            target = int(rng.choice(list(stored)))
+            stored[target] = vectors[int(rng.integers(0, len(vectors)))]
+            index.upsert(target, KEY, stored[target])
+        if step % 7 == 0:
+            moved = int(rng.choice(list(stored)))
+            index.upsert(moved, ("t", "user", "other"), stored.pop(moved))
+    part = index._parts[KEY]
+    assert part.codes is not None and part.center is not None
+    live = part.vectors[: part.size]
+    assert np.array_equal(part.codes[:, : part.size], binary_codes(live, part.center))
+    assert sorted(int(pk) for pk in part.pks[: part.size]) == sorted(stored)
+    for query in queries(np.stack(list(stored.values())), 20, seed=8):
+        assert_exact(index.search(KEY, query, None, 20), stored, query, 20)
+
+
+def test_small_scopes_unlimited_and_thresholded_searches_are_exact_scans(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vectors = corpus(3_000, seed=4)
+    index = VectorIndex(DIM)
+    for pk, vector in enumerate(vectors):
+        index.upsert(pk, KEY, vector)
+    stored = dict(enumerate(vectors))
+    query = queries(vectors, 1)[0]
+    assert_exact(index.search(KEY, query, None, 10), stored, query, 10)
+    assert index._parts[KEY].codes is None  # below TWO_PASS_FROM: one exact scan
+    monkeypatch.setattr(vector_index, "TWO_PASS_FROM", 1_000)
+    monkeypatch.setattr(vector_index, "FIRST_PASS_MIN", 200)
+    # A limit whose first pass would hold a quarter of the scope or more: exact scan.
+    index.search(KEY, query, None, 100)
+    assert index._parts[KEY].codes is None
+    # A minimum score, or no limit: exact scan, every vector at or above it.
+    high = index.search(KEY, query, 0.5, None)
+    assert {pk for pk, _ in high} == {pk for pk, v in stored.items() if float(v @ query) >= 0.5}
+    assert len(index.search(KEY, query, None, None)) == len(vectors)
+    assert index._parts[KEY].codes is None
+    # Past the (lowered) size, a limited search takes two passes, with the same answer.
+    assert_exact(index.search(KEY, query, None, 10), stored, query, 10)
+    assert index._parts[KEY].codes is not None
