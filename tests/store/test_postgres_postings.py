@@ -21,19 +21,15 @@ import pytest
 from lamina import Lamina
 from lamina.text import decode_terms
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.store import test_postgres
+
+#: An empty PostgreSQL database (the fixture of test_postgres).
+pg_url = test_postgres.pg_url
 
 #: A posting: (tenant, layer, scope_key, term, memory seq) → (tf, doc_length).
 Postings = dict[tuple[str, str, str, str, int], tuple[float, float]]
 #: A scope's statistics: (tenant, layer, scope_key) → (docs, total length).
 Stats = dict[tuple[str, str, str], tuple[int, float]]
-
-
-@pytest.fixture
-def pg_url() -> str:
-    url = require_postgres()
-    reset_database(url)
-    return url
 
 
 @pytest.fixture
