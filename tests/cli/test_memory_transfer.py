@@ -101,3 +101,36 @@ def test_delete_all(
     assert all(e["old_content"] is None and e["new_content"] is None for e in events)
     code, human, _ = run(capsys, data_dir, "memory", "delete-all", "--user-id", "bob", "--yes")
     assert code == 0 and human.strip() == "deleted 1 memories"
+
+
+def test_delete_all_with_sessions(capsys: pytest.CaptureFixture[str], data_dir: Path) -> None:
+    run_json(
+        capsys, data_dir, "memory", "add", "Alice's trip", "--layer", "session",
+        "--session-id", "trip", "--user-id", "alice",
+    )  # fmt: skip
+    for text in ("I fly on Monday", "Aisle seat please"):
+        assert run(capsys, data_dir, "session", "append", "trip", "user", text)[0] == 0
+    assert run(capsys, data_dir, "session", "append", "other", "user", "kept")[0] == 0
+    done = run_json(
+        capsys, data_dir, "memory", "delete-all", "--user-id", "alice", "--include-sessions",
+        "--yes",
+    )  # fmt: skip
+    assert done == {
+        "deleted": 1,
+        "sessions": ["trip"],
+        "session_messages": 2,
+        "observations": 0,
+        "reflections": 0,
+        "graph_relations": 0,
+    }
+    shown = run_json(capsys, data_dir, "session", "show", "trip", "--json")
+    assert shown["messages"] == [] and shown["observations"] == []
+    code, human, _ = run(
+        capsys, data_dir, "memory", "delete-all", "--session-id", "other", "--user-id", "bob",
+        "--include-sessions", "--yes",
+    )  # fmt: skip
+    assert code == 0
+    assert human.strip() == (
+        "deleted 0 memories; of 1 session(s): 1 messages, 0 observations, 0 reflections, "
+        "0 graph relations"
+    )

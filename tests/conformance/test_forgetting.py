@@ -202,3 +202,80 @@ def test_delete_where_selects_by_identifiers(harness: Harness, tmp_path: Path) -
         == 0
     )
     assert h.run(h.store.delete_where(T1, Selection((), {"project_id": "alice"}))) == 1
+
+
+def _session(h: Harness, key: str, words: str, tenant: str = T1) -> None:
+    """A session with messages, an observation, a reflection, graph relations and a lease."""
+    from lamina.observational.ports import NewMessage
+
+    s = h.store.sessions
+    messages = [NewMessage("user", f"{words} said hello", 3), NewMessage("assistant", "ok", 1)]
+    h.run(s.append_messages(tenant, key, messages))
+    h.run(s.add_note(tenant, key, f"observed {words}", 2, 0, (0, 1)))
+    h.run(s.add_note(tenant, key, f"reflected {words}", 2, 1, (0, 1)))
+    h.run(s.add_graph(tenant, key, [], [(f"{words} person", "likes", "tea")]))
+    assert h.run(s.acquire_lease(tenant, key, "worker", 60.0))
+
+
+def _session_rows(h: Harness, tmp_path: Path) -> dict[str, list[tuple[str, str]]]:
+    """(tenant, session key) of every row of the session tables, read from the raw tables."""
+    tables = ("session_messages", "observations", "reflections", "graph_relations")
+    tables += ("session_leases",)
+    out: dict[str, list[tuple[str, str]]] = {}
+    if isinstance(h.store, SQLiteStore):
+        with sqlite3.connect(tmp_path / "conformance.db") as conn:
+            for table in tables:
+                out[table] = sorted(
+                    conn.execute(f"SELECT tenant_id, session_key FROM {table}").fetchall()
+                )
+            names = conn.execute("SELECT norm FROM graph_entities").fetchall()
+    else:
+        with psycopg.connect(PG_URL) as conn:
+            for table in tables:
+                out[table] = sorted(
+                    conn.execute(f"SELECT tenant_id, session_key FROM {table}").fetchall()
+                )
+            names = conn.execute("SELECT norm FROM graph_entities").fetchall()
+    out["graph_entities"] = sorted((str(n[0]), "") for n in names)
+    return out
+
+
+def test_forget_where_takes_the_sessions_of_the_memories(harness: Harness, tmp_path: Path) -> None:
+    h = harness
+    add(h, "Alice quixotrel user memory")
+    add(h, "Alice first session", sc=scope(MemoryLayer.SESSION, session_id="s1", user_id="alice"))
+    add(h, "Alice second session", sc=scope(MemoryLayer.SESSION, session_id="s2", user_id="alice"))
+    add(h, "Bob session memory", sc=scope(MemoryLayer.SESSION, session_id="s3", user_id="bob"))
+    _session(h, "s1", "zephyrnox")
+    _session(h, "s2", "vambrelle")
+    _session(h, "s-named", "glimmerwick")  # no memory names it: only given
+    _session(h, "s3", "bobby")
+    _session(h, "s1", "othertenant", tenant=T2)
+    before = raw_text(h, tmp_path)
+    assert all(m in before for m in ("zephyrnox", "vambrelle", "glimmerwick"))
+
+    done = h.run(
+        h.store.forget_where(
+            T1, Selection((), {"user_id": "alice"}), session_keys=["s-named"], actor="dpo"
+        )
+    )
+    assert done.memories == 3
+    assert done.sessions == ["s-named", "s1", "s2"]
+    assert (done.session_messages, done.observations, done.reflections) == (6, 3, 3)
+    assert done.graph_relations == 3
+
+    left = _session_rows(h, tmp_path)
+    for table in ("session_messages", "observations", "reflections", "graph_relations"):
+        assert {k for _, k in left[table] if _ == T1} == {"s3"}, table
+        assert {k for t, k in left[table] if t == T2} == {"s1"}, table
+    assert left["session_leases"] == [(T1, "s3"), (T2, "s1")]
+    # Entities only the forgotten sessions used are gone; shared ones ("tea") stay.
+    entities = {n for n, _ in left["graph_entities"]}
+    assert "tea" in entities and "bobby person" in entities
+    assert not {"zephyrnox person", "vambrelle person", "glimmerwick person"} & entities
+    after = raw_text(h, tmp_path)
+    assert [m for m in ("quixotrel", "zephyrnox", "vambrelle", "glimmerwick") if m in after] == []
+    assert "bobby" in after and "othertenant" in after
+    # Again: nothing left to delete, the sessions given are still reported.
+    again = h.run(h.store.forget_where(T1, Selection((), {"user_id": "alice"})))
+    assert (again.memories, again.sessions, again.session_messages) == (0, [], 0)

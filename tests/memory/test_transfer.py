@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from lamina import Lamina
@@ -322,13 +323,22 @@ def test_a_checked_record_reads_back_the_same_without_its_checks(ms: Lamina) -> 
     fill(ms)
     ms.memory.add("tags", layer="user", user_id="t", metadata={"tags": ["a", "a", "b"]})
 
+    model = ms.memory.embedding_status().model
+
     def parse(record: dict[str, Any], n: int, checked: bool) -> Any:
         return parse_record(
-            record, n, tenant_id="x", max_length=1000, model="m", dimensions=384, checked=checked
+            record, n, tenant_id="x", max_length=1000, model=model, dimensions=384, checked=checked
         )
 
     for n, line in enumerate(lines(ms, embeddings=True, history=True), start=1):
         record = parse_line(line, n)
         if n == 2:
             del record["id"]  # a derived id
-        assert parse(record, n, checked=True) == parse(record, n, checked=False)
+        if n == 3:
+            record["event_at"] = "2024-05-01T10:00:00+02:00"
+            record["expires_at"] = "2030-01-01T00:00:00"
+        fast, full = parse(record, n, checked=True), parse(record, n, checked=False)
+        assert fast.entry == full.entry
+        assert fast.entry.model_dump() == full.entry.model_dump()
+        assert fast.history == full.history and fast.history
+        assert full.vector is not None and np.array_equal(fast.vector, full.vector)

@@ -210,3 +210,39 @@ def test_mcp_over_http_with_two_tenants(tmp_path: Path) -> None:
         )
         assert [e["operation"] for e in mine[0]["history"]] == ["add"]
         assert mine[1] == {"deleted": 1}
+
+
+def test_delete_all_with_sessions_counts_each_kind(client: httpx.Client) -> None:
+    call(
+        client,
+        A,
+        "memory_add",
+        {"content": "u7 session note", "layer": "session", "session_id": "s7", "user_id": "u7"},
+    )
+    hello = [{"role": "user", "content": "hi"}]
+    for key in ("s7", "s8"):
+        call(client, A, "session_append", {"session_key": key, "messages": hello})
+    call(client, B, "session_append", {"session_key": "s7", "messages": hello})
+    done = call(client, A, "memory_delete_all", {"user_id": "u7", "include_sessions": True})
+    assert done == {
+        "deleted": 1,
+        "sessions": ["s7"],
+        "session_messages": 1,
+        "observations": 0,
+        "reflections": 0,
+        "graph_relations": 0,
+    }
+    assert call(client, A, "session_messages", {"session_key": "s7"})["messages"] == []
+    assert len(call(client, A, "session_messages", {"session_key": "s8"})["messages"]) == 1
+    assert len(call(client, B, "session_messages", {"session_key": "s7"})["messages"]) == 1
+    # A session named by session_id is forgotten even without memories.
+    named = call(
+        client,
+        A,
+        "memory_delete_all",
+        {"session_id": "s8", "user_id": "u7", "include_sessions": True},
+    )
+    assert (named["deleted"], named["sessions"], named["session_messages"]) == (0, ["s8"], 1)
+    assert refused(client, A, "memory_delete_all", {"include_sessions": True})["code"] == (
+        "MISSING_IDENTIFIER"
+    )

@@ -250,6 +250,20 @@ class ImportReport(BaseModel):
     embedded: int
 
 
+class ForgetResult(BaseModel):
+    """What ``forget`` deleted: ``memories`` (as ``delete_all`` counts them), the keys of the
+    ``sessions`` whose observational memory went with them, and the rows of those sessions
+    per kind: ``session_messages``, ``observations``, ``reflections`` and
+    ``graph_relations`` (graph entities no relation uses any more go too)."""
+
+    memories: int
+    sessions: list[str]
+    session_messages: int
+    observations: int
+    reflections: int
+    graph_relations: int
+
+
 class HierarchyLink(BaseModel):
     """A registered parent: a project's team, a team's org or an org's company."""
 

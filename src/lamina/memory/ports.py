@@ -18,7 +18,14 @@ from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.layers import MemoryLayer
-from lamina.memory.models import HistoryEvent, MemoryEntry, MemoryPage, ScoreParts, SearchMode
+from lamina.memory.models import (
+    ForgetResult,
+    HistoryEvent,
+    MemoryEntry,
+    MemoryPage,
+    ScoreParts,
+    SearchMode,
+)
 from lamina.memory.scoring import QuerySignals
 from lamina.memory.timing import Lifetime, TimeWindow
 
@@ -328,6 +335,19 @@ class MemoryStore(Protocol):
         self, tenant_id: str, selection: Selection, *, actor: str | None = None
     ) -> int:
         """Delete every selected memory in one transaction, as ``delete`` does; the count."""
+        ...
+
+    async def forget_where(
+        self,
+        tenant_id: str,
+        selection: Selection,
+        *,
+        session_keys: Sequence[str] = (),
+        actor: str | None = None,
+    ) -> ForgetResult:
+        """``delete_where``, and in the same transaction the observational memory (session
+        messages, observations, reflections, graph relations, leases) of the sessions
+        ``session_keys`` and of the sessions the deleted memories name (their session_id)."""
         ...
 
     async def export_page(

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from lamina.checks import check_content, check_id, check_metadata, invalid
 from lamina.errors import LaminaError
 from lamina.memory.layers import Identifiers, MemoryLayer, parse_layer, scope_for
-from lamina.memory.models import HistoryEvent, MemoryEntry
+from lamina.memory.models import HistoryEvent, HistoryOperation, MemoryEntry
 from lamina.memory.ports import StoredMemory
 
 #: The import formats: lamina's own export, and mem0's memories (``from_mem0``).
@@ -123,16 +123,28 @@ def parse_record(
         **{name: _time(data.get(name), None, name, line) for name in _TIMES},
         "embedding_generated": False,
     }
-    try:
-        entry = MemoryEntry.model_validate(fields)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise _fail(line, first["msg"], where) from None
-    vector = _vector(data.get("embedding"), line)
+    if checked:
+        # Every value is already of its field's type (the check built this entry from the
+        # same record): construct it as validation would have left it.
+        # (The derived fields are given: a default factory costs model_construct a signature
+        # inspection per call.)
+        entry = MemoryEntry.model_construct(
+            **{"violations": [], "deduplicated": False, "facts": None, **fields}
+        )
+        vector = _vector(data.get("embedding"), line, checked=True)
+        events = _checked_history(data.get("history"), memory_id)
+    else:
+        try:
+            entry = MemoryEntry.model_validate(fields)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise _fail(line, first["msg"], where) from None
+        vector = _vector(data.get("embedding"), line)
+        events = _history(data.get("history"), memory_id, line)
     if vector is not None and (entry.embedding_model != model or len(vector) != dimensions):
         vector = None
-    return StoredMemory(entry, vector, _history(data.get("history"), memory_id, line))
+    return StoredMemory(entry, vector, events)
 
 
 def _time(value: object, default: datetime | None, field: str, line: int) -> datetime | None:
@@ -173,19 +185,23 @@ def _identifiers(value: object, layer: MemoryLayer, line: int) -> dict[str, str]
     return scope
 
 
-def _vector(value: object, line: int) -> np.ndarray[Any, Any] | None:
+def _vector(value: object, line: int, *, checked: bool = False) -> np.ndarray[Any, Any] | None:
+    """The float32 vector of base64 text (``checked``: accepted before, only decoded)."""
     if value is None:
         return None
+    if checked:
+        return np.frombuffer(binascii.a2b_base64(value), dtype="<f4")  # type: ignore[arg-type]
     if not isinstance(value, str):
         raise _fail(line, "embedding must be base64 text", "embedding")
     try:
-        raw = base64.b64decode(value, validate=True)
+        # Strict: only the alphabet, padding only at the end (as b64decode(validate=True)).
+        raw = binascii.a2b_base64(value, strict_mode=True)
     except (binascii.Error, ValueError):
         raise _fail(line, "embedding is not valid base64", "embedding") from None
     if not raw or len(raw) % 4:
         raise _fail(line, "embedding must hold float32 values", "embedding")
     vector = np.frombuffer(raw, dtype="<f4")
-    if not np.isfinite(vector.sum()):  # a NaN or an infinity anywhere makes the sum one
+    if not np.isfinite(np.add.reduce(vector)):  # a NaN or an infinity anywhere makes the sum one
         raise _fail(line, "embedding holds values that are not finite", "embedding")
     return vector
 
@@ -209,6 +225,27 @@ def _history(value: object, memory_id: str, line: int) -> list[HistoryEvent] | N
             where = ".".join(str(p) for p in ("history", i, *first["loc"]))
             raise _fail(line, first["msg"], where) from None
     return events
+
+
+def _checked_history(value: Any, memory_id: str) -> list[HistoryEvent] | None:
+    """``_history`` of a record accepted before: every event is an object holding every
+    field of HistoryEvent but memory_id, of its type (``at`` ISO-8601 text)."""
+    if value is None:
+        return None
+    return [
+        HistoryEvent.model_construct(
+            memory_id=memory_id,
+            operation=HistoryOperation(e["operation"]),
+            at=_time(e["at"], None, "at", 0),
+            layer=MemoryLayer(e["layer"]),
+            old_content=e["old_content"],
+            new_content=e["new_content"],
+            old_metadata=e["old_metadata"],
+            new_metadata=e["new_metadata"],
+            actor=e["actor"],
+        )
+        for e in value
+    ]
 
 
 # -- mem0 ---------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from lamina.memory.layers import (
     identifier_args,
     parse_layers,
 )
-from lamina.memory.models import ImportReport
+from lamina.memory.models import ForgetResult, ImportReport
 from lamina.memory.ports import Selection, StoredMemory
 from lamina.memory.records import (
     FORMATS,
@@ -61,6 +61,23 @@ class MemoryTransfer(MemoryWrites):
         chosen = parse_layers([layers] if isinstance(layers, str) else layers) or []
         return Selection(tuple(chosen), given)
 
+    def _checked_selection(
+        self,
+        ids: dict[str, str | None],
+        layers: Sequence[str | MemoryLayer] | str | None,
+        call: str,
+    ) -> Selection:
+        """The selection of ``delete_all`` / ``forget``: at least one identifier."""
+        selection = self._selection(ids, layers)
+        if not selection.identifiers:
+            raise LaminaError(
+                ErrorCode.MISSING_IDENTIFIER,
+                f"{call} needs at least one identifier (user_id, agent_id, session_id, "
+                "project_id, team_id, org_id or company_id): it never deletes a whole tenant",
+                details={"identifier": "user_id"},
+            )
+        return selection
+
     async def delete_all(
         self,
         *,
@@ -78,20 +95,44 @@ class MemoryTransfer(MemoryWrites):
 
         async def run() -> int:
             tenant = self._tenant(tenant_id)
-            selection = self._selection(ids, layers)
-            if not selection.identifiers:
-                raise LaminaError(
-                    ErrorCode.MISSING_IDENTIFIER,
-                    "delete_all needs at least one identifier (user_id, agent_id, session_id, "
-                    "project_id, team_id, org_id or company_id): it never deletes a whole tenant",
-                    details={"identifier": "user_id"},
-                )
+            selection = self._checked_selection(ids, layers, "delete_all")
             who = check_actor(actor)
             return await self._retry.run(
                 "delete_all", lambda: self._store.delete_where(tenant, selection, actor=who)
             )
 
         return await self._observe("delete_all", run)
+
+    async def forget(
+        self,
+        *,
+        layers: Sequence[str | MemoryLayer] | str | None = None,
+        actor: str | None = None,
+        tenant_id: str | None = None,
+        **scope_ids: Unpack[IdentifierArgs],
+    ) -> ForgetResult:
+        """``delete_all`` (the same arguments and memories), and in the same transaction the
+        observational memory of the sessions concerned: every session named by the
+        ``session_id`` of a memory deleted, and ``session_id`` when given. Their session
+        messages, observations, reflections and graph relations (and graph entities no
+        relation uses any more) are deleted; the result counts each kind. Sessions are
+        keyed by their session id only (``ms.sessions``): a user's session that no session
+        memory of theirs names is not found, so name it with ``session_id`` (one call per
+        session) or delete it with the session calls."""
+        ids = identifier_args("forget", scope_ids)
+        session_id = ids.get("session_id")
+
+        async def run() -> ForgetResult:
+            tenant = self._tenant(tenant_id)
+            selection = self._checked_selection(ids, layers, "forget")
+            who = check_actor(actor)
+            keys = [session_id] if session_id is not None else []
+            return await self._retry.run(
+                "forget",
+                lambda: self._store.forget_where(tenant, selection, session_keys=keys, actor=who),
+            )
+
+        return await self._observe("forget", run)
 
     async def export(self, /, **options: Any) -> AsyncIterator[dict[str, Any]]:
         """The records of ``export_pages`` (the same arguments), one by one."""

@@ -26,6 +26,12 @@ class MemoryDeleteAll(Args, IdentifierFields):
     layers: list[str] | None = Field(
         default=None, description="Only these layers; default: every layer."
     )
+    include_sessions: bool = Field(
+        default=False,
+        description="Also delete the observational memory (messages, observations, "
+        "reflections, graph relations) of session_id and of the sessions the deleted "
+        "memories name; the result counts each kind.",
+    )
 
 
 class HierarchyRegister(Args):
@@ -57,6 +63,9 @@ def lifecycle_tools(ms: AsyncLamina) -> list[Spec]:
 
     async def memory_delete_all(a: Any, t: str) -> Any:
         ids = a.pick(*IdentifierFields.model_fields)
+        if a.include_sessions:
+            done = await mem.forget(layers=a.layers, tenant_id=t, **ids)
+            return {"deleted": done.memories, **done.model_dump(exclude={"memories"})}
         return {"deleted": await mem.delete_all(layers=a.layers, tenant_id=t, **ids)}
 
     async def hierarchy_register(a: Any, t: str) -> Any:
@@ -86,7 +95,8 @@ def lifecycle_tools(ms: AsyncLamina) -> list[Spec]:
             "memory_delete_all",
             "memory",
             "Delete every memory whose identifiers include all those given (user_id: that "
-            "user's user, agent and session memories); at least one identifier; the count.",
+            "user's user, agent and session memories); at least one identifier; the count. "
+            "include_sessions: their sessions' messages, observations and reflections too.",
             MemoryDeleteAll,
             memory_delete_all,
             False,

@@ -31,20 +31,43 @@ def _scope(given: dict[str, Any], layers: tuple[str, ...]) -> str:
 @identifier_options
 @_LAYERS
 @click.option("--actor", default=None, help="Who deletes (recorded in history).")
+@click.option(
+    "--include-sessions",
+    is_flag=True,
+    help="Also delete the session messages, observations and reflections of --session-id "
+    "and of the sessions the deleted memories name (ms.memory.forget).",
+)
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @json_option
 @click.pass_obj
 def memory_delete_all(state: State, /, **kw: Any) -> None:
     """Delete every memory whose identifiers include all those given (--user-id alice:
     alice's user, agent and session memories), forgotten as `memory delete` forgets one.
-    At least one identifier is required."""
+    At least one identifier is required. With --include-sessions, their sessions'
+    observational memory goes too, and the counts are per kind."""
     as_json, layers, actor = kw.pop("as_json"), kw.pop("layers"), kw.pop("actor")
+    sessions = kw.pop("include_sessions")
     given = ids(kw)
     if not kw.pop("yes") and any(v is not None for v in given.values()):
-        click.confirm(f"Delete every memory of {_scope(given, layers)}?", abort=True, err=True)
-    with progress("deleting memories", as_json=as_json):
-        count = state.ms().memory.delete_all(layers=list(layers) or None, actor=actor, **given)
-    emit(as_json, {"deleted": count}, lambda: click.echo(f"deleted {count} memories"))
+        what = "memory and session" if sessions else "memory"
+        click.confirm(f"Delete every {what} of {_scope(given, layers)}?", abort=True, err=True)
+    chosen = list(layers) or None
+    if not sessions:
+        with progress("deleting memories", as_json=as_json):
+            count = state.ms().memory.delete_all(layers=chosen, actor=actor, **given)
+        emit(as_json, {"deleted": count}, lambda: click.echo(f"deleted {count} memories"))
+        return
+    with progress("deleting memories and sessions", as_json=as_json):
+        done = state.ms().memory.forget(layers=chosen, actor=actor, **given)
+    emit(
+        as_json,
+        {"deleted": done.memories, **done.model_dump(exclude={"memories"})},
+        lambda: click.echo(
+            f"deleted {done.memories} memories; of {len(done.sessions)} session(s): "
+            f"{done.session_messages} messages, {done.observations} observations, "
+            f"{done.reflections} reflections, {done.graph_relations} graph relations"
+        ),
+    )
 
 
 @click.command("export")

@@ -222,12 +222,8 @@ async def _fill_lexicon(conn: Any) -> None:
     await _fill(
         conn,
         "SELECT tenant_id, seq, content, context FROM memories WHERE lexicon IS NULL",
-        "UPDATE memories SET lexicon = %s, term_count = %s WHERE tenant_id = %s AND seq = %s",
-        lambda tenant, seq, content, context: (
-            *POSTGRES.memory_terms(content, context).values(),
-            tenant,
-            seq,
-        ),
+        {"lexicon": "text", "term_count": "real"},
+        lambda content, context: tuple(POSTGRES.memory_terms(content, context).values()),
     )
 
 
@@ -237,29 +233,48 @@ _CONTENT_KEY_MIGRATION = 11
 
 async def _fill_content_keys(conn: Any) -> None:
     """The exact-duplicate key (lamina.memory.timing.content_key) of every memory but
-    conversation messages stored before migration 11, inside the migration's transaction."""
+    conversation messages stored before migration 11, inside the migration's transaction.
+    The key is no indexed word: the postings update trigger stays out of it."""
+    await conn.execute("ALTER TABLE memories DISABLE TRIGGER memories_terms_update")
     await _fill(
         conn,
         "SELECT tenant_id, seq, content FROM memories WHERE conversation_id IS NULL "
         "AND NOT metadata ? 'conversation'",
-        "UPDATE memories SET content_key = %s WHERE tenant_id = %s AND seq = %s",
-        lambda tenant, seq, content: (content_key(content), tenant, seq),
+        {"content_key": "text"},
+        lambda content: (content_key(content),),
     )
+    await conn.execute("ALTER TABLE memories ENABLE TRIGGER memories_terms_update")
 
 
 async def _fill(
-    conn: Any, select: str, update: str, values: Callable[..., tuple[Any, ...]]
+    conn: Any, select: str, columns: dict[str, str], values: Callable[..., tuple[Any, ...]]
 ) -> None:
-    """Update every row ``select`` finds with ``values(*row)``, in batches. Row-level
-    security is lifted for the owner meanwhile (it would hide every row) and forced again
-    after."""
+    """Set ``columns`` (name → PostgreSQL type) of every row ``select`` finds (tenant_id,
+    seq, then the arguments of ``values``) to ``values(*rest)``: one UPDATE statement per
+    batch of rows, its values passed as arrays. Row-level security is lifted for the owner
+    meanwhile (it would hide every row) and forced again after."""
+    names = list(columns)
+    arrays = ", ".join(f"%s::{columns[n]}[]" for n in names)
+    sets = ", ".join(f"{n} = v.{n}" for n in names)
+    update = (
+        f"UPDATE memories m SET {sets} FROM unnest(%s::text[], %s::bigint[], {arrays}) "  # noqa: S608
+        f"AS v (tenant_id, seq, {', '.join(names)}) "
+        "WHERE m.tenant_id = v.tenant_id AND m.seq = v.seq"
+    )
     for table in _FORCED:
         await conn.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
     async with conn.cursor(name="lamina_fill") as reader:
         await reader.execute(select)
         while found := await reader.fetchmany(_FILL_BATCH):
-            async with conn.cursor() as cur:
-                await cur.executemany(update, [values(*r) for r in found])
+            computed = [values(*r[2:]) for r in found]
+            await conn.execute(
+                update,
+                (
+                    [r[0] for r in found],
+                    [r[1] for r in found],
+                    *([c[i] for c in computed] for i in range(len(names))),
+                ),
+            )
     for table in _FORCED:
         await conn.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 

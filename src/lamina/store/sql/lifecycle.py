@@ -9,17 +9,20 @@ from datetime import UTC, datetime
 from typing import Any
 
 from lamina.memory.layers import MemoryLayer, scope_key
-from lamina.memory.models import HistoryEvent
+from lamina.memory.models import ForgetResult, HistoryEvent
 from lamina.memory.ports import NewMemory, Scope, Selection, StoredMemory
 from lamina.memory.timing import Lifetime
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.conversations import ConversationScope, Neighbourhood, place_of
 from lamina.store.sql.memories import SqlMemories
 from lamina.store.sql.memory_rows import HISTORY_COLUMNS
-from lamina.store.sql.program import Program, row, rows
+from lamina.store.sql.program import Lock, Program, count, row, rows
 
 #: Ids per statement where a statement lists them.
 _CHUNK = 500
+#: The tables holding a session's observational memory, by session key (what ``forget``
+#: deletes beside the memories; graph entities no relation uses any more go with them).
+SESSION_TABLES = ("session_messages", "observations", "reflections", "graph_relations")
 
 
 class SqlMemoryLifecycle(SqlMemories):
@@ -69,6 +72,75 @@ class SqlMemoryLifecycle(SqlMemories):
             return (yield from self._delete(tenant_id, [str(r[0]) for r in found], actor))
 
         return await self._exec.write(tenant_id, "delete_all", write())
+
+    async def forget_where(
+        self,
+        tenant_id: str,
+        selection: Selection,
+        *,
+        session_keys: Sequence[str] = (),
+        actor: str | None = None,
+    ) -> ForgetResult:
+        where, params = self._selected(selection)
+
+        def write() -> Program[ForgetResult]:
+            found = yield rows(
+                f"SELECT id, identifiers FROM memories WHERE tenant_id = %s AND {where}",  # noqa: S608
+                tenant_id,
+                *params,
+            )
+            keys = dict.fromkeys(session_keys)
+            for r in found:
+                session = self._d.from_json(r[1]).get("session_id")
+                if isinstance(session, str):
+                    keys.setdefault(session, None)
+            deleted = 0
+            if found:
+                deleted = yield from self._delete(tenant_id, [str(r[0]) for r in found], actor)
+            counts = yield from self._forget_sessions(tenant_id, sorted(keys))
+            return ForgetResult(memories=deleted, sessions=sorted(keys), **counts)
+
+        return await self._exec.write(tenant_id, "forget", write())
+
+    def _forget_sessions(self, tenant_id: str, keys: list[str]) -> Program[dict[str, int]]:
+        """Delete the observational memory of the sessions ``keys`` (under each session's
+        lock, as every session write takes it); the rows deleted per table."""
+        counts = dict.fromkeys(SESSION_TABLES, 0)
+        d = self._d
+        for key in keys:
+            yield Lock(f"{tenant_id}\n{key}", 1)
+        for start in range(0, len(keys), _CHUNK):
+            chunk, params = d.any_of("session_key", keys[start : start + _CHUNK])
+            for table in ("session_messages", "observations", "reflections"):
+                counts[table] += yield count(
+                    f"DELETE FROM {table} WHERE tenant_id = %s AND {chunk}",  # noqa: S608
+                    tenant_id,
+                    *params,
+                )
+            yield count(
+                f"DELETE FROM session_leases WHERE tenant_id = %s AND {chunk}",  # noqa: S608
+                tenant_id,
+                *params,
+            )
+            ends = yield rows(
+                f"DELETE FROM graph_relations WHERE tenant_id = %s AND {chunk} "  # noqa: S608
+                f"RETURNING source_{d.graph_id}, target_{d.graph_id}",
+                tenant_id,
+                *params,
+            )
+            counts["graph_relations"] += len(ends)
+            entities = sorted({e for r in ends for e in r})
+            for at in range(0, len(entities), _CHUNK):
+                ids, values = d.any_of(d.graph_id, entities[at : at + _CHUNK])
+                yield count(
+                    f"DELETE FROM graph_entities WHERE tenant_id = %s AND {ids} AND NOT EXISTS "  # noqa: S608
+                    "(SELECT 1 FROM graph_relations r WHERE r.tenant_id = graph_entities.tenant_id "
+                    f"AND graph_entities.{d.graph_id} IN (r.source_{d.graph_id}, "
+                    f"r.target_{d.graph_id}))",
+                    tenant_id,
+                    *values,
+                )
+        return counts
 
     # -- export -----------------------------------------------------------------------------
 

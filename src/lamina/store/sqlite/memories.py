@@ -16,7 +16,7 @@ from typing import Any
 
 from lamina.embeddings.base import Embedder
 from lamina.memory.filters import Condition, MetadataFilter, matches
-from lamina.memory.models import SearchMode
+from lamina.memory.models import ForgetResult, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, Selection
 from lamina.memory.scoring import keyword_part
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
@@ -92,6 +92,22 @@ class SQLiteMemories(SqlMemoryLifecycle):
         deleted = await super().delete_where(tenant_id, selection, actor=actor)
         await self._checkpoint(deleted)
         return deleted
+
+    async def forget_where(
+        self,
+        tenant_id: str,
+        selection: Selection,
+        *,
+        session_keys: Sequence[str] = (),
+        actor: str | None = None,
+    ) -> ForgetResult:
+        done = await super().forget_where(
+            tenant_id, selection, session_keys=session_keys, actor=actor
+        )
+        await self._checkpoint(
+            done.memories + done.session_messages + done.observations + done.reflections
+        )
+        return done
 
     async def _checkpoint(self, deleted: int) -> None:
         """After a delete: copy the log into the file (where secure_delete zeroed the freed
