@@ -6,30 +6,19 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
-import pytest
 
 from lamina import Lamina
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.store import test_postgres
 
 Posting = tuple[str, str, str, str, int, float, float]
 
-
-@pytest.fixture
-def pg_url() -> str:
-    url = require_postgres()
-    reset_database(url)
-    return url
-
-
-@pytest.fixture
-def pg(pg_url: str, tmp_path: Path) -> Iterator[Lamina]:
-    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
-        yield ms
+#: An empty PostgreSQL database and the library on it (the fixtures of test_postgres).
+pg_url = test_postgres.pg_url
+pg = test_postgres.pg
 
 
 def _terms(url: str) -> set[Posting]:

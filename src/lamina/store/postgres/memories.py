@@ -112,7 +112,7 @@ class PostgresMemories(SqlMemoryLifecycle):
             return {}
         rows = await (
             await conn.execute(
-                # One index range scan per term, already in block order (no sort).
+                # One index range scan per term, its rows already in block order.
                 "SELECT s.docs, s.length, t.term, (SELECT string_agg(b.postings, ''::bytea "
                 "ORDER BY b.block) FROM memory_postings b WHERE b.tenant_id = s.tenant_id "
                 "AND b.layer = s.layer AND b.scope_key = s.scope_key AND b.term = t.term) "
