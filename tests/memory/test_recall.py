@@ -163,6 +163,25 @@ def test_every_score_is_rebuilt_from_its_parts(lm: Lamina) -> None:
         assert sunrise.parts.phrase > 0 and sunrise.parts.date > 0, mode
 
 
+def test_the_date_signal_reads_the_event_time_of_any_memory(lm: Lamina) -> None:
+    """Not only a message's timestamp: the event time a plain memory was given counts, and a
+    hit's whole row (metadata, times) comes back although ranking read only its parts."""
+    dated = lm.memory.add(
+        "Moved the team offsite to the lake house",
+        layer="user",
+        user_id="u",
+        metadata={"source": "calendar", "n": 3},
+        timestamp="2021-06-12T09:00:00+00:00",
+    )
+    lm.memory.add("Moved the team offsite to the city hall", layer="user", user_id="u")
+    hits = lm.memory.search("where was the offsite in June 2021?", user_id="u", threshold=0)
+    assert hits[0].memory.id == dated.id
+    assert hits[0].parts.date > 0 and hits[1].parts.date == 0
+    assert hits[0].memory.metadata == {"source": "calendar", "n": 3}
+    assert hits[0].memory.event_at == dated.event_at
+    assert hits[0].memory == lm.memory.get(dated.id)
+
+
 def test_defaults_are_hybrid_and_the_threshold_says_what_it_removed(lm: Lamina) -> None:
     lm.memory.add("Prefers dark mode in every editor", layer="user", user_id="alice")
     lm.memory.add("The deployment runs on Fridays", layer="user", user_id="alice")

@@ -12,7 +12,7 @@ fractional (a message's neighbourhood words count half).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +21,7 @@ import numpy.typing as npt
 from lamina.memory.scoring import BM25_B as B
 from lamina.memory.scoring import BM25_GRID as GRID
 from lamina.memory.scoring import BM25_K1 as K1
-from lamina.memory.scoring import bm25_idf
+from lamina.memory.scoring import bm25_idf, keyword_part
 
 
 @dataclass(frozen=True)
@@ -60,6 +60,19 @@ class KeywordScores:
     def get(self, pk: int) -> float:
         i = int(np.searchsorted(self.pks, pk))
         return float(self.scores[i]) if i < len(self.pks) and self.pks[i] == pk else 0.0
+
+    def parts(self, pks: Iterable[int]) -> dict[int, float]:
+        """The keyword part (lamina.memory.scoring.keyword_part) of each of ``pks``, 0.0 for
+        a document holding no query term; one vectorised lookup for all."""
+        keys = list(pks)
+        if not keys or not len(self.pks):
+            return dict.fromkeys(keys, 0.0)
+        wanted = np.asarray(keys, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.pks, wanted), len(self.pks) - 1)
+        bm25 = np.where(self.pks[at] == wanted, self.scores[at], 0.0).tolist()
+        return {
+            key: keyword_part(value, self.idf_sum) for key, value in zip(keys, bm25, strict=True)
+        }
 
 
 NO_SCORES = KeywordScores(np.empty(0, dtype=np.int64), np.empty(0), 0.0)

@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any, Unpack
 
 import numpy as np
+import numpy.typing as npt
 
 from lamina.checks import check_id, check_number, check_query, invalid
 from lamina.embeddings.base import Vector
@@ -137,18 +138,25 @@ class MemoryReads(Hierarchy):
         """Precedence, then score; near-duplicates keep the most specific layer."""
         found.sort(key=lambda s: (s.entry.layer.precedence, -s.parts.raw))
         kept: list[ScoredMemory] = []
-        kept_vectors: list[Vector] = []
+        # The vectors kept so far, row by row: one product per candidate, no restacking.
+        # (Vectors of one search are all of one model: stale ones come as None.)
+        kept_vectors: npt.NDArray[np.float32] | None = None
+        held = 0
         threshold = self._settings.dedup_threshold
         for item in found:
+            vector = item.vector
             if (
-                item.vector is not None
-                and kept_vectors
-                and float(np.max(np.stack(kept_vectors) @ item.vector)) >= threshold
+                vector is not None
+                and kept_vectors is not None
+                and float(np.max(kept_vectors[:held] @ vector)) >= threshold
             ):
                 continue
             kept.append(item)
-            if item.vector is not None:
-                kept_vectors.append(item.vector)
+            if vector is not None:
+                if kept_vectors is None:
+                    kept_vectors = np.empty((limit, len(vector)), np.float32)
+                kept_vectors[held] = vector
+                held += 1
             if len(kept) == limit:
                 break
         return [

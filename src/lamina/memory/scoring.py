@@ -23,7 +23,8 @@ hybrid mode. The parts:
 - ``speaker`` (SPEAKER_BOOST): the query names the message's speaker.
 - ``phrase`` (PHRASE_BOOST): the share of the query's quoted phrases the content contains.
 - ``date`` (DATE_BOOST): the query names a day, month or year the memory's event time
-  (its message timestamp, else its creation time) falls in.
+  (``event_at``: its message timestamp, else the time given when it was added, else its
+  creation time) falls in.
 - ``conversation`` (CONVERSATION_BOOST): that times the best raw score (before this part)
   among the candidates of the same conversation, so turns of the conversation that answers
   best rise together.
@@ -37,9 +38,9 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
@@ -64,8 +65,6 @@ SPEAKER_BOOST = 0.4
 CONVERSATION_BOOST = 0.3
 PHRASE_BOOST = 0.3
 DATE_BOOST = 0.2
-#: The metadata key of a conversation message (lamina.memory.messages).
-CONVERSATION_KEY = "conversation"
 
 _MONTHS = {
     name: number
@@ -184,46 +183,24 @@ def _dates(text: str) -> tuple[DateSpan, ...]:
     return tuple(dict.fromkeys(found))
 
 
-def event_time(metadata: Mapping[str, Any], created_at: datetime) -> datetime:
-    """When what a memory records happened: its message timestamp, else its creation."""
-    conversation = metadata.get(CONVERSATION_KEY)
-    if isinstance(conversation, Mapping) and isinstance(conversation.get("timestamp"), str):
-        try:
-            at = datetime.fromisoformat(conversation["timestamp"])
-        except ValueError:
-            return created_at
-        return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
-    return created_at
-
-
-def _speaker(metadata: Mapping[str, Any]) -> tuple[str | None, str | None]:
-    """(speaker, conversation id) of a conversation message, else (None, None)."""
-    conversation = metadata.get(CONVERSATION_KEY)
-    if not isinstance(conversation, Mapping):
-        return None, None
-    speaker = conversation.get("speaker")
-    cid = conversation.get("id")
-    return (
-        speaker if isinstance(speaker, str) else None,
-        cid if isinstance(cid, str) else None,
-    )
-
-
 @dataclass(frozen=True)
 class Candidate:
     """A memory a store found for a query, with the evidence it has for it.
 
     ``cosine`` is with the memory's own vector (None: not embedded yet); ``context_cosine``
     with its neighbourhood vector (None: it has none); ``keyword`` is the keyword part
-    (``keyword_part``), 0 when no term matched."""
+    (``keyword_part``), 0 when no term matched. ``speaker`` and ``conversation`` are those of
+    a conversation message (its metadata's ``conversation.speaker`` / ``.id`` when strings,
+    else None); ``event_at`` is its event time."""
 
     key: Any
     cosine: float | None
     context_cosine: float | None
     keyword: float
     content: str
-    metadata: Mapping[str, Any]
-    created_at: datetime
+    speaker: str | None
+    conversation: str | None
+    event_at: datetime
 
 
 @dataclass(frozen=True)
@@ -263,13 +240,13 @@ def rank(
     partial: list[tuple[Any, float | None, float | None, float, float, float, str | None]] = []
     best: dict[str, float] = {}
     for c in candidates:
-        speaker, conversation = _speaker(c.metadata)
+        speaker, conversation = c.speaker, c.conversation
         semantic = semantic_part(c.cosine, c.context_cosine) if use_semantic else None
         keyword = c.keyword if use_keyword else None
         named = SPEAKER_BOOST if speaker and _names(query, speaker) else 0.0
         phrase = PHRASE_BOOST * _phrase_share(query, c.content) if query.phrases else 0.0
         dated = 0.0
-        if query.dates and _dated(query, event_time(c.metadata, c.created_at)):
+        if query.dates and _dated(query, c.event_at):
             dated = DATE_BOOST
         partial.append((c.key, semantic, keyword, named, phrase, dated, conversation))
         if conversation is not None:

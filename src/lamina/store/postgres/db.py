@@ -343,6 +343,10 @@ class PostgresDialect(Dialect):
     def json_text(self, column: str, key: str) -> str:
         return f"{column} ->> '{key}'"
 
+    def json_string(self, column: str, *path: str) -> str:
+        at = "{" + ",".join(path) + "}"
+        return f"CASE WHEN jsonb_typeof({column} #> '{at}') = 'string' THEN {column} #>> '{at}' END"
+
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
         return f"{column} ?| %s", [list(tags)]
 

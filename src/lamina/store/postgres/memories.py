@@ -15,16 +15,13 @@ from lamina.memory.bm25 import Postings, keyword_scores
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
-from lamina.memory.scoring import keyword_part
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
-from lamina.store.sql.memory_rows import ENTRY, Row
+from lamina.store.sql.memory_rows import Row
 
 #: Candidates checked against a metadata filter per round trip.
 _CHUNK = 500
-
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in f"seq, {ENTRY}".split(","))
 
 
 #: One posting in a block of ``memory_postings``: memory seq, term count, memory length.
@@ -77,8 +74,9 @@ class PostgresMemories(SqlMemoryLifecycle):
 
     async def search(self, request: LayerSearch) -> LayerHits:
         """Candidates: the ``pool`` nearest by vector (HNSW) and the ``pool`` best by BM25
-        (postings in ``memory_terms``), scored by lamina.memory.scoring exactly as the
-        embedded store scores them (same terms, same BM25 statistics of the scope)."""
+        (postings in ``memory_postings``), scored by lamina.memory.scoring exactly as the
+        embedded store scores them (same terms, same BM25 statistics of the scope); then the
+        whole rows of the hits."""
         req = self._searchable(request)
         pool = max(req.limit * 5, 50)
         found: dict[Any, Row] = {}
@@ -88,7 +86,14 @@ class PostgresMemories(SqlMemoryLifecycle):
                 found.update((r[0], r) for r, _ in await self._semantic(conn, req, None, pool))
             if req.mode is not SearchMode.SEMANTIC:
                 keywords = await self._bm25(conn, req, pool, found)
-        return self._ranked(req, found, keywords)
+            ranked = self._rank(req, found, keywords)
+            keys = [key for _, key in ranked.hits]
+            rows: dict[Any, Row] = {}
+            if keys:
+                sql, params = self._hit_rows(req.tenant_id, keys)
+                found_rows = await (await conn.execute(sql, params, binary=True)).fetchall()
+                rows = {row[0]: tuple(row) for row in found_rows}
+        return self._hits(ranked, rows)
 
     def _conditions(self, req: LayerSearch) -> tuple[str, list[Any]]:
         """The metadata filter and the time window of a search, over ``memories``."""
@@ -131,7 +136,7 @@ class PostgresMemories(SqlMemoryLifecycle):
             return [seq for seq, _ in scores.top(cap)]
 
         found.update(await self._passing(conn, req, best, pool, found))
-        return {seq: keyword_part(scores.get(seq), scores.idf_sum) for seq in found}
+        return scores.parts(found)
 
     async def _passing(
         self,
@@ -160,8 +165,8 @@ class PostgresMemories(SqlMemoryLifecycle):
                 if missing:
                     fetched = await (
                         await conn.execute(
-                            f"SELECT {self._columns}, context_embedding, context "  # noqa: S608
-                            f"FROM memories WHERE tenant_id = %s AND seq = ANY(%s) AND {where}",
+                            f"SELECT seq, {self._scoring_columns()} FROM memories "  # noqa: S608
+                            f"WHERE tenant_id = %s AND seq = ANY(%s) AND {where}",
                             (req.tenant_id, missing, *params),
                             binary=True,  # vectors as float32 bytes, not text to parse
                         )
@@ -200,7 +205,7 @@ class PostgresMemories(SqlMemoryLifecycle):
                 "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
                 f"AND embedding IS NOT NULL AND {where}{threshold} "
                 "ORDER BY embedding <=> %s LIMIT %s) "
-                f"SELECT {_M_COLUMNS}, m.context_embedding, m.context, 1 - c.d AS score "
+                f"SELECT m.seq, {self._scoring_columns('m')}, 1 - c.d AS score "
                 "FROM c JOIN memories m "
                 "ON m.tenant_id = %s AND m.id = c.id ORDER BY c.d, m.seq LIMIT %s",
                 (

@@ -89,6 +89,11 @@ class Dialect(ABC):
         code chooses, never input)."""
 
     @abstractmethod
+    def json_string(self, column: str, *path: str) -> str:
+        """The string at ``path`` in the JSON object ``column``, NULL when absent or not a
+        string (``path`` holds names the code chooses, never input)."""
+
+    @abstractmethod
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
         """A condition that the JSON array ``column`` holds one of ``tags``."""
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from lamina.embeddings.base import Vector
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import (
     HistoryEvent,
@@ -24,56 +25,71 @@ from lamina.memory.ports import (
     Scope,
     ScoredMemory,
 )
-from lamina.memory.scoring import Candidate, rank
+from lamina.memory.scoring import Candidate, Ranked, rank
 from lamina.memory.timing import TimeWindow
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row
 from lamina.store.sql.program import Program, count, first, row, rows
 from lamina.store.sql.timing import SqlTiming
 
-#: Where a search row's neighbourhood vector is (after ``{seq}, ENTRY``).
-_AROUND = 15
-
 
 class SqlMemoryReads(SqlTiming):
-    """get, history, list, the hierarchy, and search's shared ranking."""
+    """get, history, list, the hierarchy, and search's shared ranking.
+
+    A search reads its candidates in two steps: what ranking needs (``_scoring_columns``:
+    vectors, content, speaker, conversation, event time), for every candidate; then whole
+    rows (``_hit_rows``) for the few that rank among the hits."""
+
+    def _scoring_columns(self, table: str = "") -> str:
+        """The columns of a candidate row after its key (``{seq}``), ``table``-qualified."""
+        t = f"{table}." if table else ""
+        d = self._d
+        return (
+            f"{t}embedding, {t}context_embedding, {t}content, "
+            f"{d.json_string(f'{t}metadata', 'conversation', 'speaker')}, "
+            f"{d.json_string(f'{t}metadata', 'conversation', 'id')}, "
+            f"COALESCE({t}event_at, {t}created_at)"
+        )
+
+    def _hit_rows(self, tenant_id: str, keys: Sequence[Any]) -> tuple[str, list[Any]]:
+        """The statement reading the whole rows (``{seq}, ENTRY``) of ``keys``."""
+        condition, params = self._d.any_of(self._d.seq, keys)
+        sql = f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND {condition}"  # noqa: S608
+        return sql, [tenant_id, *params]
 
     def _scored(self, values: Sequence[Any], parts: ScoreParts) -> ScoredMemory:
         # Vectors of two models must never meet (near-duplicate checks compare them).
         vector = None if self.embedding.stale else self._d.from_vector(values[10])
         return ScoredMemory(self._entry(values), parts, vector)
 
-    def _ranked(
-        self, req: LayerSearch, found: dict[Any, Row], keyword: dict[Any, float]
-    ) -> LayerHits:
-        """Score the candidate rows ``found`` (by row key; each row is ``ENTRY`` then the
-        neighbourhood vector and words) with lamina.memory.scoring. Both stores read the
-        same stored floats and compute the same way: the same scores."""
+    def _rank(self, req: LayerSearch, found: dict[Any, Row], keyword: dict[Any, float]) -> Ranked:
+        """Score the candidate rows ``found`` (by key; each row is the key, then
+        ``_scoring_columns``) with lamina.memory.scoring. Both stores read the same stored
+        floats and compute the same way: the same scores."""
         d = self._d
+        keys = list(found)
         query = req.vector if req.mode is not SearchMode.KEYWORD else None
+        if self.embedding.stale:
+            query = None
+        own = _cosines(query, [d.from_vector(found[k][1]) for k in keys])
+        around = _cosines(query, [_blob_vector(found[k][2]) for k in keys])
         candidates = []
-        for key, values in found.items():
-            cosine = context = None
-            if query is not None and not self.embedding.stale:
-                own = d.from_vector(values[10])
-                if own is not None and len(own) == len(query):
-                    cosine = float(own @ query)
-                    blob = values[_AROUND]
-                    around = None if blob is None else np.frombuffer(blob, np.float32)
-                    if around is not None and len(around) == len(query):
-                        context = float(around @ query)
+        for i, key in enumerate(keys):
+            values = found[key]
+            cosine = own[i]
             candidates.append(
                 Candidate(
                     key,
                     cosine,
-                    context,
+                    None if cosine is None else around[i],
                     keyword.get(key, 0.0),
+                    values[3],
+                    values[4],
                     values[5],
-                    d.from_json(values[6]),
-                    d.from_time(values[8]),
+                    d.from_time(values[6]),
                 )
             )
-        ranked = rank(
+        return rank(
             candidates,
             req.signals,
             mode=req.mode,
@@ -81,8 +97,12 @@ class SqlMemoryReads(SqlTiming):
             threshold=req.threshold,
             limit=req.limit,
         )
+
+    def _hits(self, ranked: Ranked, rows: dict[Any, Row]) -> LayerHits:
+        """The hits of ``ranked`` from their whole rows (a memory deleted between the two
+        reads is left out)."""
         return LayerHits(
-            [self._scored(found[key], parts) for parts, key in ranked.hits],
+            [self._scored(rows[key], parts) for parts, key in ranked.hits if key in rows],
             ranked.below_threshold,
         )
 
@@ -191,3 +211,21 @@ class SqlMemoryReads(SqlTiming):
             child_id,
         )
         return await self._exec.read(tenant_id, "get_parent", read)
+
+
+def _blob_vector(blob: bytes | None) -> Vector | None:
+    return None if blob is None else np.frombuffer(blob, np.float32)
+
+
+def _cosines(query: Vector | None, vectors: Sequence[Vector | None]) -> list[float | None]:
+    """The cosine of ``query`` with each vector (unit vectors: their dot product), None for
+    a missing vector or one of another length; one vectorised product for all."""
+    if query is None:
+        return [None] * len(vectors)
+    usable = {i: v for i, v in enumerate(vectors) if v is not None and len(v) == len(query)}
+    out: list[float | None] = [None] * len(vectors)
+    if usable:
+        matrix = np.stack(list(usable.values()))
+        for i, value in zip(usable, np.vecdot(matrix, query).tolist(), strict=True):
+            out[i] = value
+    return out

@@ -284,6 +284,12 @@ class SQLiteDialect(Dialect):
     def json_text(self, column: str, key: str) -> str:
         return f"json_extract({column}, '$.{key}')"
 
+    def json_string(self, column: str, *path: str) -> str:
+        at = "$." + ".".join(path)
+        return (
+            f"CASE json_type({column}, '{at}') WHEN 'text' THEN json_extract({column}, '{at}') END"
+        )
+
     def tags_any(self, column: str, tags: Sequence[str]) -> tuple[str, list[Any]]:
         marks = ", ".join("%s" for _ in tags)
         return (

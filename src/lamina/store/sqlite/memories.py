@@ -18,7 +18,6 @@ from lamina.embeddings.base import Embedder
 from lamina.memory.filters import Condition, MetadataFilter, matches
 from lamina.memory.models import ForgetResult, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, Selection
-from lamina.memory.scoring import keyword_part
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
 from lamina.store.sql.memory_rows import Row
 from lamina.store.sqlite.db import SQLITE, Database, dumps
@@ -129,7 +128,7 @@ class SQLiteMemories(SqlMemoryLifecycle):
         marks = ",".join("?" * len(pks))
         timing, params = self._candidates(req)
         sql = (
-            f"SELECT {self._columns}, context_embedding, context FROM memories "  # noqa: S608
+            f"SELECT pk, {self._scoring_columns()} FROM memories "  # noqa: S608
             f"WHERE pk IN ({marks}) AND {timing.replace('%s', '?')}"
         )
         params = [*pks, *params]
@@ -166,7 +165,7 @@ class SQLiteMemories(SqlMemoryLifecycle):
     def _search(self, req: LayerSearch) -> LayerHits:
         """Candidates: the ``pool`` best by vector and the ``pool`` best by BM25 that pass
         the filter and the time window; every candidate is then scored on all parts
-        (lamina.memory.scoring)."""
+        (lamina.memory.scoring), and the whole rows of the hits read."""
         self._indexes.sync()
         key = (req.tenant_id, req.scope.layer.value, req.scope.key)
         pool = max(req.limit * 5, 50)
@@ -186,5 +185,12 @@ class SQLiteMemories(SqlMemoryLifecycle):
                 return [pk for pk, _ in keyword.top(cap)]
 
             found.update(self._passing(best, req, pool))
-            keywords = {pk: keyword_part(keyword.get(pk), keyword.idf_sum) for pk in found}
-        return self._ranked(req, found, keywords)
+            keywords = keyword.parts(found)
+        ranked = self._rank(req, found, keywords)
+        keys = [key for _, key in ranked.hits]
+        rows: dict[int, Row] = {}
+        if keys:
+            sql, params = self._hit_rows(req.tenant_id, keys)
+            found_rows = self._db.connection().execute(sql.replace("%s", "?"), params)
+            rows = {row[0]: row for row in found_rows}
+        return self._hits(ranked, rows)
