@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from lamina.observational.models import Note, SessionMessage
 from lamina.text import words
 
 
@@ -25,41 +26,16 @@ class NewMessage:
     created_at: datetime | None = None
 
 
-@dataclass(frozen=True)
-class StoredMessage:
-    session_key: str
-    index: int
-    role: str
-    content: str
-    tool_calls: list[dict[str, Any]]
-    token_count: int
-    created_at: datetime
-
-
-@dataclass(frozen=True)
-class StoredNote:
-    """An observation (generation 0) or a reflection (generation >= 1)."""
-
-    id: str
-    session_key: str
-    content: str
-    token_count: int
-    generation: int
-    source_start: int
-    source_end: int
-    created_at: datetime
-
-
 class SessionStore(Protocol):
     async def append_messages(
         self, tenant_id: str, session_key: str, messages: Sequence[NewMessage]
-    ) -> list[StoredMessage]:
+    ) -> list[SessionMessage]:
         """Append in order; indexes continue from the last message."""
         ...
 
     async def list_messages(
         self, tenant_id: str, session_key: str, *, start: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]: ...
+    ) -> list[SessionMessage]: ...
 
     async def last_index(self, tenant_id: str, session_key: str) -> int:
         """The index of the session's last message; -1 when it has none."""
@@ -71,7 +47,7 @@ class SessionStore(Protocol):
 
     async def compact_messages(
         self, tenant_id: str, session_key: str, up_to_index: int, summary: str, tokens: int
-    ) -> StoredMessage:
+    ) -> SessionMessage:
         """Atomically: delete messages 0..up_to_index, insert the system message
         "[Compacted Summary]\\n<summary>" at index 0 dated before the remaining messages,
         renumber the rest from 1, and move the source ranges of observations and
@@ -89,14 +65,14 @@ class SessionStore(Protocol):
         source: tuple[int, int],
         *,
         replaces: Sequence[str] = (),
-    ) -> StoredNote:
+    ) -> Note:
         """Store an observation (generation 0) or reflection; delete the notes ``replaces``
         names in the same transaction."""
         ...
 
     async def list_notes(
         self, tenant_id: str, session_key: str, *, reflections: bool, limit: int | None = None
-    ) -> list[StoredNote]:
+    ) -> list[Note]:
         """The ``limit`` most recent observations or reflections (all if None), oldest
         first."""
         ...

@@ -13,7 +13,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.observational.ports import NewMessage, StoredMessage, StoredNote, normalise_entity
+from lamina.observational.models import Note, SessionMessage
+from lamina.observational.ports import NewMessage, normalise_entity
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Lock, Program, count, many, row, rows
 
@@ -38,22 +39,29 @@ class SqlSessions:
         self._exec = executor
         self._d = dialect
 
-    def _message(self, values: Sequence[Any]) -> StoredMessage:
+    def _message(self, values: Sequence[Any]) -> SessionMessage:
         d = self._d
-        return StoredMessage(
-            values[0],
-            values[1],
-            values[2],
-            values[3],
-            list(d.from_json(values[4])),
-            values[5],
-            d.from_time(values[6]),
+        return SessionMessage(
+            session_key=values[0],
+            index=values[1],
+            role=values[2],
+            content=values[3],
+            tool_calls=list(d.from_json(values[4])),
+            token_count=values[5],
+            created_at=d.from_time(values[6]),
         )
 
-    def _note(self, values: Sequence[Any]) -> StoredNote:
+    def _note(self, values: Sequence[Any]) -> Note:
         id_, session_key, content, tokens, generation, start, end, created = values
-        return StoredNote(
-            id_, session_key, content, tokens, generation, start, end, self._d.from_time(created)
+        return Note(
+            id=id_,
+            session_key=session_key,
+            content=content,
+            token_count=tokens,
+            generation=generation,
+            source_start=start,
+            source_end=end,
+            created_at=self._d.from_time(created),
         )
 
     def _session_lock(self, tenant_id: str, session_key: str) -> Lock:
@@ -63,14 +71,14 @@ class SqlSessions:
 
     async def append_messages(
         self, tenant_id: str, session_key: str, messages: Sequence[NewMessage]
-    ) -> list[StoredMessage]:
+    ) -> list[SessionMessage]:
         return await self._exec.write(
             tenant_id, "append", self._append(tenant_id, session_key, list(messages))
         )
 
     def _append(
         self, tenant_id: str, session_key: str, messages: list[NewMessage]
-    ) -> Program[list[StoredMessage]]:
+    ) -> Program[list[SessionMessage]]:
         now = datetime.now(UTC)
         yield self._session_lock(tenant_id, session_key)
         top = yield row(
@@ -80,14 +88,14 @@ class SqlSessions:
         )
         start = -1 if top is None or top[0] is None else int(top[0])
         stored = [
-            StoredMessage(
-                session_key,
-                start + 1 + i,
-                m.role,
-                m.content,
-                list(m.tool_calls),
-                m.token_count,
-                m.created_at or now,
+            SessionMessage(
+                session_key=session_key,
+                index=start + 1 + i,
+                role=m.role,
+                content=m.content,
+                tool_calls=list(m.tool_calls),
+                token_count=m.token_count,
+                created_at=m.created_at or now,
             )
             for i, m in enumerate(messages)
         ]
@@ -106,8 +114,8 @@ class SqlSessions:
 
     async def list_messages(
         self, tenant_id: str, session_key: str, *, start: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]:
-        def read() -> Program[list[StoredMessage]]:
+    ) -> list[SessionMessage]:
+        def read() -> Program[list[SessionMessage]]:
             found = yield rows(
                 f"SELECT {_MSG} FROM session_messages WHERE tenant_id = %s "  # noqa: S608
                 "AND session_key = %s AND idx >= %s ORDER BY idx LIMIT %s",
@@ -147,7 +155,7 @@ class SqlSessions:
 
     async def compact_messages(
         self, tenant_id: str, session_key: str, up_to_index: int, summary: str, tokens: int
-    ) -> StoredMessage:
+    ) -> SessionMessage:
         return await self._exec.write(
             tenant_id,
             "compact",
@@ -156,7 +164,7 @@ class SqlSessions:
 
     def _compact(
         self, tenant_id: str, session_key: str, up_to: int, summary: str, tokens: int
-    ) -> Program[StoredMessage]:
+    ) -> Program[SessionMessage]:
         d = self._d
         key = (tenant_id, session_key)
         yield self._session_lock(tenant_id, session_key)
@@ -206,8 +214,13 @@ class SqlSessions:
             )
         earliest = None if first is None or first[0] is None else d.from_time(first[0])
         dated = earliest - timedelta(milliseconds=1) if earliest else datetime.now(UTC)
-        message = StoredMessage(
-            session_key, 0, "system", SUMMARY_PREFIX + summary, [], tokens, dated
+        message = SessionMessage(
+            session_key=session_key,
+            index=0,
+            role="system",
+            content=SUMMARY_PREFIX + summary,
+            token_count=tokens,
+            created_at=dated,
         )
         yield count(
             _INSERT_MESSAGE,
@@ -245,16 +258,16 @@ class SqlSessions:
         source: tuple[int, int],
         *,
         replaces: Sequence[str] = (),
-    ) -> StoredNote:
-        note = StoredNote(
-            str(uuid.uuid4()),
-            session_key,
-            content,
-            tokens,
-            generation,
-            source[0],
-            source[1],
-            datetime.now(UTC),
+    ) -> Note:
+        note = Note(
+            id=str(uuid.uuid4()),
+            session_key=session_key,
+            content=content,
+            token_count=tokens,
+            generation=generation,
+            source_start=source[0],
+            source_end=source[1],
+            created_at=datetime.now(UTC),
         )
 
         def write() -> Program[None]:
@@ -291,10 +304,10 @@ class SqlSessions:
 
     async def list_notes(
         self, tenant_id: str, session_key: str, *, reflections: bool, limit: int | None = None
-    ) -> list[StoredNote]:
+    ) -> list[Note]:
         columns = _NOTE.format(generation="generation" if reflections else "0")
 
-        def read() -> Program[list[StoredNote]]:
+        def read() -> Program[list[Note]]:
             found = yield rows(
                 f"SELECT {columns} FROM {_table(reflections)} WHERE tenant_id = %s "  # noqa: S608
                 f"AND session_key = %s ORDER BY {self._d.seq} DESC LIMIT %s",
