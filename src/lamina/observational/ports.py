@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
 from lamina.observational.models import Note, SessionMessage
 from lamina.text import words
@@ -24,6 +24,26 @@ class NewMessage:
     token_count: int
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class NewNote:
+    """An observation (generation 0) or a reflection (1, 2, ...) of the messages from index
+    ``source[0]`` to ``source[1]``."""
+
+    content: str
+    token_count: int
+    generation: int
+    source: tuple[int, int]
+
+
+class GraphReach(TypedDict):
+    """How far ``graph_neighbourhood`` looks: one session's relations (None: all), hops,
+    relations."""
+
+    session_key: str | None
+    depth: int
+    limit: int
 
 
 class SessionStore(Protocol):
@@ -56,15 +76,7 @@ class SessionStore(Protocol):
         ...
 
     async def add_note(
-        self,
-        tenant_id: str,
-        session_key: str,
-        content: str,
-        tokens: int,
-        generation: int,
-        source: tuple[int, int],
-        *,
-        replaces: Sequence[str] = (),
+        self, tenant_id: str, session_key: str, note: NewNote, *, replaces: Sequence[str] = ()
     ) -> Note:
         """Store an observation (generation 0) or reflection; delete the notes ``replaces``
         names in the same transaction."""
@@ -110,13 +122,7 @@ class SessionStore(Protocol):
         ...
 
     async def graph_neighbourhood(
-        self,
-        tenant_id: str,
-        text: str,
-        *,
-        session_key: str | None,
-        depth: int,
-        limit: int,
+        self, tenant_id: str, text: str, **reach: Unpack[GraphReach]
     ) -> list[tuple[str, str, str]]:
         """Relations (source, relation, target) within ``depth`` hops of the entities whose
         name occurs in ``text`` (as whole words, any case), nearest first; only the

@@ -17,6 +17,7 @@ from lamina.llm.base import ChatModel, request
 from lamina.observational.base import Key, SessionBase, check_session_key
 from lamina.observational.graph import GraphExtraction, parse_extraction
 from lamina.observational.models import Note, SessionMessage
+from lamina.observational.ports import NewNote
 from lamina.observational.prompts import (
     GRAPH_SYSTEM,
     OBSERVER_SYSTEM,
@@ -280,9 +281,8 @@ class ObserverRuns(SessionBase):
                 )
                 return None
             text = kept
-        note = await self._sessions.add_note(
-            *key, text, self._counter.count(text), 0, (batch[0].index, batch[-1].index)
-        )
+        new = NewNote(text, self._counter.count(text), 0, (batch[0].index, batch[-1].index))
+        note = await self._sessions.add_note(*key, new)
         self._failures.pop((*key, batch[0].index), None)
         if self.settings.graph and self.graph_buffer.running:
             self.graph_buffer.trigger((*key, note.id, text))
@@ -340,14 +340,8 @@ class ObserverRuns(SessionBase):
         if text is None:
             return None
         source = (min(n.source_start for n in notes), max(n.source_end for n in notes))
-        note = await self._sessions.add_note(
-            *key,
-            text,
-            self._counter.count(text),
-            generation,
-            source,
-            replaces=[n.id for n in notes],
-        )
+        new = NewNote(text, self._counter.count(text), generation, source)
+        note = await self._sessions.add_note(*key, new, replaces=[n.id for n in notes])
         return note
 
     async def _extract_graph(self, item: tuple[str, str, str, str]) -> None:

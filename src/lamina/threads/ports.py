@@ -9,7 +9,7 @@ columns ListTasks filters and sorts on. Times are seconds since the epoch (float
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, TypedDict, Unpack
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,16 @@ class CleanupCounts:
     states_removed: int
     threads_purged: int
     tasks_purged: int
+
+
+class TaskListing(TypedDict):
+    """The page of tasks ``list_tasks`` reads: filters (None: any), cursor, size."""
+
+    context_id: str | None
+    state: int | None
+    updated_after_ns: int | None
+    before: tuple[int, str] | None
+    limit: int
 
 
 class ThreadStore(Protocol):
@@ -89,14 +99,7 @@ class ThreadStore(Protocol):
     async def get_task(self, tenant_id: str, task_id: str) -> StoredTask | None: ...
 
     async def list_tasks(
-        self,
-        tenant_id: str,
-        *,
-        context_id: str | None,
-        state: int | None,
-        updated_after_ns: int | None,
-        before: tuple[int, str] | None,
-        limit: int,
+        self, tenant_id: str, **listing: Unpack[TaskListing]
     ) -> tuple[list[StoredTask], int]:
         """One page, newest first by (updated_ns, task_id), strictly after the cursor
         ``before``; and the number of tasks matching the filters."""

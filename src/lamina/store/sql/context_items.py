@@ -11,10 +11,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import ContextRecord, DataChange, ItemKind, ItemQuery, NewContextRecord
+from lamina.memory.ports import (
+    ContextRecord,
+    DataChange,
+    ItemKind,
+    ItemListing,
+    ItemQuery,
+    NewContextRecord,
+)
 from lamina.memory.scoring import rank_fused, rank_single
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
@@ -245,17 +252,11 @@ class SqlContextItems(ABC):
         return where, params
 
     async def list_items(
-        self,
-        tenant_id: str,
-        kind: ItemKind,
-        *,
-        category: str | None,
-        tags: Sequence[str],
-        limit: int,
-        cursor: str | None,
+        self, tenant_id: str, kind: ItemKind, **listing: Unpack[ItemListing]
     ) -> tuple[list[ContextRecord], str | None, int]:
+        cursor, limit = listing["cursor"], listing["limit"]
         after = 0 if cursor is None else decode_cursor(cursor)
-        where, params = self.latest_where(tenant_id, kind, category, tags)
+        where, params = self.latest_where(tenant_id, kind, listing["category"], listing["tags"])
         seq = self._d.seq
 
         def page() -> Program[tuple[list[ContextRecord], str | None, int]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
@@ -21,11 +21,11 @@ from lamina.memory.models import (
 from lamina.memory.ports import (
     LayerHits,
     LayerSearch,
+    MemoryListing,
     Scope,
     ScoredMemory,
 )
 from lamina.memory.scoring import Candidate, rank
-from lamina.memory.timing import TimeWindow
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row
 from lamina.store.sql.program import Program, count, first, row, rows
@@ -124,11 +124,9 @@ class SqlMemoryReads(SqlTiming):
         tenant_id: str,
         scopes: Sequence[Scope],
         flt: MetadataFilter,
-        *,
-        limit: int,
-        cursor: str | None,
-        window: TimeWindow | None = None,
+        **listing: Unpack[MemoryListing],
     ) -> MemoryPage:
+        cursor, limit, window = listing["cursor"], listing["limit"], listing.get("window")
         before = decode_cursor(cursor) if cursor else None
         if not scopes:
             return MemoryPage(items=[], next_cursor=None, total_count=0)

@@ -10,11 +10,16 @@ import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.observational.models import Note, SessionMessage
-from lamina.observational.ports import NewMessage, normalise_entity
+from lamina.observational.ports import (
+    GraphReach,
+    NewMessage,
+    NewNote,
+    normalise_entity,
+)
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Lock, Program, count, many, row, rows
 
@@ -249,35 +254,27 @@ class SqlSessions:
     # -- observations and reflections -------------------------------------------------------
 
     async def add_note(
-        self,
-        tenant_id: str,
-        session_key: str,
-        content: str,
-        tokens: int,
-        generation: int,
-        source: tuple[int, int],
-        *,
-        replaces: Sequence[str] = (),
+        self, tenant_id: str, session_key: str, new: NewNote, *, replaces: Sequence[str] = ()
     ) -> Note:
         note = Note(
             id=str(uuid.uuid4()),
             session_key=session_key,
-            content=content,
-            token_count=tokens,
-            generation=generation,
-            source_start=source[0],
-            source_end=source[1],
+            content=new.content,
+            token_count=new.token_count,
+            generation=new.generation,
+            source_start=new.source[0],
+            source_end=new.source[1],
             created_at=datetime.now(UTC),
         )
 
         def write() -> Program[None]:
-            values = (tenant_id, note.id, session_key, content, tokens)
-            if generation == 0:
+            values = (tenant_id, note.id, session_key, note.content, note.token_count)
+            if note.generation == 0:
                 yield count(
                     "INSERT INTO observations (tenant_id, id, session_key, content, token_count, "
                     "source_start, source_end, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                     *values,
-                    *source,
+                    *new.source,
                     self._d.time(note.created_at),
                 )
             else:
@@ -286,8 +283,8 @@ class SqlSessions:
                     "generation, source_start, source_end, created_at) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     *values,
-                    generation,
-                    *source,
+                    note.generation,
+                    *new.source,
                     self._d.time(note.created_at),
                 )
             if replaces:
@@ -443,14 +440,9 @@ class SqlSessions:
         return new_entities, new_relations
 
     async def graph_neighbourhood(
-        self,
-        tenant_id: str,
-        text: str,
-        *,
-        session_key: str | None,
-        depth: int,
-        limit: int,
+        self, tenant_id: str, text: str, **reach: Unpack[GraphReach]
     ) -> list[tuple[str, str, str]]:
+        session_key, depth, limit = reach["session_key"], reach["depth"], reach["limit"]
         k, session = self._d.graph_id, "" if session_key is None else " AND r.session_key = %s"
         extra: tuple[Any, ...] = () if session_key is None else (session_key,)
         sql = (
