@@ -210,6 +210,16 @@ class Plan:
     start: int = 0
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """Every message of a call checked, governed and embedded, ready to store: the plans, the
+    memories (in plan order) and the non-blocking policy violations by memory id."""
+
+    plans: list[Plan]
+    memories: list[NewMemory]
+    flagged: dict[str, list[dict[str, Any]]]
+
+
 class MessageWrites(MemoryWrites):
     """``add_messages`` and ``add_messages_bulk``."""
 
@@ -307,13 +317,13 @@ class MessageWrites(MemoryWrites):
         who = check_actor(actor)
         if not conversations:
             return []
-        plans, new, flagged = await self._messages_of(tenant, conversations, single, on_progress)
+        prepared = await self._messages_of(tenant, conversations, single, on_progress)
         if inferring:
-            return await self._consolidate_messages(tenant, plans, new, flagged, who)
+            return await self._consolidate_messages(tenant, prepared, who)
         entries = await self._retry.run(
-            "add_messages", lambda: self._store.add_messages(new, actor=who)
+            "add_messages", lambda: self._store.add_messages(prepared.memories, actor=who)
         )
-        return results_of(plans, entries, flagged)
+        return results_of(prepared.plans, entries, prepared.flagged)
 
     async def _add_inferred(
         self,
@@ -335,12 +345,7 @@ class MessageWrites(MemoryWrites):
         return added[0].memories[0].model_copy(update={"facts": added[0].facts})
 
     async def _consolidate_messages(
-        self,
-        tenant: str,
-        plans: list[Plan],
-        new: list[NewMemory],
-        flagged: dict[str, list[dict[str, Any]]],
-        actor: str | None,
+        self, tenant: str, prepared: Prepared, actor: str | None
     ) -> list[AddedMessages]:
         """``infer=True``: lamina.memory.consolidation supplies it."""
         raise invalid("infer=True needs the consolidation part of the memory service", "infer")
@@ -351,10 +356,8 @@ class MessageWrites(MemoryWrites):
         conversations: Sequence[Mapping[str, Any]],
         single: bool,
         on_progress: OnProgress | None,
-    ) -> tuple[list[Plan], list[NewMemory], dict[str, list[dict[str, Any]]]]:
-        """Every message of a call checked, governed and embedded, ready to store (all
-        checked before anything is embedded): the plans, the memories (in plan order) and
-        the non-blocking policy violations by memory id."""
+    ) -> Prepared:
+        """The call's messages, prepared (all checked before anything is embedded)."""
         now = datetime.now(UTC)
         plans: list[Plan] = []
         room = MAX_MESSAGES
@@ -403,7 +406,7 @@ class MessageWrites(MemoryWrites):
                 new.append(
                     NewMemory(mid, tenant, plan.scope, message.content, meta, None, lifetime=life)
                 )
-        return plans, await self._embed_all(tenant, new, on_progress), flagged
+        return Prepared(plans, await self._embed_all(tenant, new, on_progress), flagged)
 
     async def _plan(
         self, tenant: str, conv: Mapping[str, Any], where: str, now: datetime, room: int

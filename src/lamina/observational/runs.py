@@ -25,6 +25,7 @@ from lamina.observational.prompts import (
     render_messages,
     render_notes,
 )
+from lamina.tokens import batches
 
 log = logging.getLogger("lamina.observational.service")
 
@@ -42,24 +43,6 @@ def _refused(exc: LaminaError) -> bool:
 
 #: Tokens each message adds to the observer's input besides its content ("[time] [role]: ").
 LINE_OVERHEAD = 16
-
-
-def token_batches(messages: list[SessionMessage], limit: int) -> list[list[SessionMessage]]:
-    """Consecutive batches of at most ``limit`` tokens as the observer sees them (content
-    and line overhead; a longer message is a batch alone, clipped when rendered)."""
-    batches: list[list[SessionMessage]] = []
-    current: list[SessionMessage] = []
-    used = 0
-    for m in messages:
-        cost = m.token_count + LINE_OVERHEAD
-        if current and used + cost > limit:
-            batches.append(current)
-            current, used = [], 0
-        current.append(m)
-        used += cost
-    if current:
-        batches.append(current)
-    return batches
 
 
 def observer_llm_settings(om: ObservationalMemorySettings, primary: LLMSettings) -> LLMSettings:
@@ -239,7 +222,10 @@ class ObserverRuns(SessionBase):
         if not pending or (not force and tokens < self.settings.message_token_threshold):
             return None
         notes: list[Note] = []
-        for batch in token_batches(pending, self.settings.observer_batch_tokens):
+        # Batches as the observer sees them (content and line overhead; a longer message is a
+        # batch alone, clipped when rendered).
+        budget = self.settings.observer_batch_tokens
+        for batch in batches(pending, lambda m: m.token_count + LINE_OVERHEAD, budget):
             made = await self._observe_batch(key, batch, quiet)
             if made is None:
                 break
