@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from pydantic import ValidationError
 
@@ -58,6 +58,8 @@ _MESSAGE_KEYS = ("role", "content", "name", "timestamp", "metadata")
 
 #: ``on_progress(done, total)``: messages embedded so far, out of all.
 OnProgress = Callable[[int, int | None], None]
+
+T = TypeVar("T")
 
 
 class MessageRole(StrEnum):
@@ -472,6 +474,14 @@ def _number(plans: Sequence[Plan]) -> None:
         nxt[cid] = plan.start + len(plan.messages)
 
 
+def per_plan(plans: Sequence[Plan], items: Sequence[T]) -> Iterator[tuple[Plan, Sequence[T]]]:
+    """Each plan with its share of ``items``: one item per message, in plan order."""
+    taken = 0
+    for plan in plans:
+        yield plan, items[taken : taken + len(plan.messages)]
+        taken += len(plan.messages)
+
+
 def results_of(
     plans: Sequence[Plan],
     entries: Sequence[MemoryEntry],
@@ -480,10 +490,7 @@ def results_of(
 ) -> list[AddedMessages]:
     """One result per plan: its messages' entries (in order) and, when inferred, its facts."""
     out: list[AddedMessages] = []
-    taken = 0
-    for i, plan in enumerate(plans):
-        mine = entries[taken : taken + len(plan.messages)]
-        taken += len(plan.messages)
+    for i, (plan, mine) in enumerate(per_plan(plans, entries)):
         out.append(
             AddedMessages(
                 conversation_id=plan.conversation_id or "",

@@ -39,7 +39,7 @@ from lamina.memory.consolidation.prompts import (
     shown,
 )
 from lamina.memory.filters import MetadataFilter
-from lamina.memory.messages import MessageWrites, Plan, Prepared, results_of
+from lamina.memory.messages import MessageWrites, Plan, Prepared, per_plan, results_of
 from lamina.memory.models import AddedMessages, FactEvent, FactOutcome, MemoryEntry, SearchMode
 from lamina.memory.ports import (
     Consolidated,
@@ -164,10 +164,7 @@ class Consolidating(MessageWrites):
         self, tenant: str, model: ChatModel, plans: list[Plan], new: list[NewMemory]
     ) -> list[Extracted]:
         facts: list[Extracted] = []
-        taken = 0
-        for p, plan in enumerate(plans):
-            mine = new[taken : taken + len(plan.messages)]
-            taken += len(plan.messages)
+        for p, (_, mine) in enumerate(per_plan(plans, new)):
             facts += await self._extract(model, p, mine)
         vectors = await self._embed_texts(tenant, [f.text for f in facts])
         for fact, vector in zip(facts, vectors, strict=True):
@@ -175,7 +172,7 @@ class Consolidating(MessageWrites):
         return facts
 
     async def _extract(
-        self, model: ChatModel, p: int, messages: list[NewMemory]
+        self, model: ChatModel, p: int, messages: Sequence[NewMemory]
     ) -> list[Extracted]:
         lines = []
         for i, m in enumerate(messages):
