@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.observational.ports import NewMessage, NewNote
+from lamina.observational.ports import NewGraph, NewMessage, NewNote
 from tests.conformance.conftest import Harness
 
 
@@ -152,18 +152,22 @@ def test_graph_upserts_and_walks_within_depth_and_session(harness: Harness) -> N
         s.add_graph(
             "t1",
             "a",
-            [("Alice", "person"), ("ALICE", "person")],
-            [
-                ("Alice", "operates", "Staging  Cluster"),
-                ("staging cluster", "runs", "PostgreSQL 16"),
-                ("PostgreSQL 16", "stores", "Billing"),
-            ],
+            NewGraph(
+                [("Alice", "person"), ("ALICE", "person")],
+                [
+                    ("Alice", "operates", "Staging  Cluster"),
+                    ("staging cluster", "runs", "PostgreSQL 16"),
+                    ("PostgreSQL 16", "stores", "Billing"),
+                ],
+            ),
         )
     )
     assert new == (4, 3)  # Alice once, whatever the case
-    assert h.run(s.add_graph("t1", "a", [], [("Alice", "operates", "staging cluster")])) == (0, 0)
-    h.run(s.add_graph("t1", "b", [], [("Alice", "likes", "Coffee")]))
-    h.run(s.add_graph("t2", "a", [], [("Alice", "secret", "Tenant Two")]))
+    assert h.run(
+        s.add_graph("t1", "a", NewGraph([], [("Alice", "operates", "staging cluster")]))
+    ) == (0, 0)
+    h.run(s.add_graph("t1", "b", NewGraph([], [("Alice", "likes", "Coffee")])))
+    h.run(s.add_graph("t2", "a", NewGraph([], [("Alice", "secret", "Tenant Two")])))
 
     def walk(text: str, session: str | None, depth: int, limit: int = 10) -> list[str]:
         rows = h.run(

@@ -285,8 +285,11 @@ class ExportPage(TypedDict):
 
 
 class MemoryListing(TypedDict):
-    """The page ``list`` reads; ``window`` (absent or None: now, valid only)."""
+    """What ``list`` reads: the memories of ``scopes`` that ``flt`` selects, valid in
+    ``window`` (absent or None: now, valid only); one page of them."""
 
+    scopes: Sequence[Scope]
+    flt: MetadataFilter
     limit: int
     cursor: str | None
     window: NotRequired[TimeWindow | None]
@@ -431,13 +434,7 @@ class MemoryStore(Protocol):
 
     async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
 
-    async def list(
-        self,
-        tenant_id: str,
-        scopes: Sequence[Scope],
-        flt: MetadataFilter,
-        **listing: Unpack[MemoryListing],
-    ) -> MemoryPage:
+    async def list(self, tenant_id: str, **listing: Unpack[MemoryListing]) -> MemoryPage:
         """Newest first; ``window`` (None: now, valid only) as in LayerSearch."""
         ...
 

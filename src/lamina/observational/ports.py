@@ -37,6 +37,14 @@ class NewNote:
     source: tuple[int, int]
 
 
+@dataclass(frozen=True)
+class NewGraph:
+    """Entities (name, type) and relations (source, relation, target) to upsert."""
+
+    entities: Sequence[tuple[str, str]]
+    relations: Sequence[tuple[str, str, str]]
+
+
 class GraphReach(TypedDict):
     """How far ``graph_neighbourhood`` looks: one session's relations (None: all), hops,
     relations."""
@@ -109,16 +117,9 @@ class SessionStore(Protocol):
         """(session key, message count) of every session of the tenant."""
         ...
 
-    async def add_graph(
-        self,
-        tenant_id: str,
-        session_key: str,
-        entities: Sequence[tuple[str, str]],
-        relations: Sequence[tuple[str, str, str]],
-    ) -> tuple[int, int]:
-        """Upsert entities (name, type) and relations (source, relation, target) — names are
-        matched case- and space-insensitively, endpoints created when unknown; returns the
-        new (entities, relations)."""
+    async def add_graph(self, tenant_id: str, session_key: str, graph: NewGraph) -> tuple[int, int]:
+        """Upsert the entities and relations: names are matched case- and space-insensitively,
+        endpoints created when unknown; returns the new (entities, relations)."""
         ...
 
     async def graph_neighbourhood(

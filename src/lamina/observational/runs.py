@@ -17,7 +17,7 @@ from lamina.llm.base import ChatModel, request
 from lamina.observational.base import Key, SessionBase, check_session_key
 from lamina.observational.graph import GraphExtraction, parse_extraction
 from lamina.observational.models import Note, SessionMessage
-from lamina.observational.ports import NewNote
+from lamina.observational.ports import NewGraph, NewNote
 from lamina.observational.prompts import (
     GRAPH_SYSTEM,
     OBSERVER_SYSTEM,
@@ -362,8 +362,10 @@ class ObserverRuns(SessionBase):
             lambda: self._sessions.add_graph(
                 tenant,
                 key,
-                [(e.name, e.type) for e in graph.entities],
-                [(r.source, r.relation, r.target) for r in graph.relations],
+                NewGraph(
+                    [(e.name, e.type) for e in graph.entities],
+                    [(r.source, r.relation, r.target) for r in graph.relations],
+                ),
             ),
         )
         return result

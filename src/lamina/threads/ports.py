@@ -9,7 +9,7 @@ columns ListTasks filters and sorts on. Times are seconds since the epoch (float
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol, TypedDict, Unpack
+from typing import NotRequired, Protocol, TypedDict, Unpack
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,16 @@ class CleanupCounts:
     tasks_purged: int
 
 
+class ContextWrite(TypedDict):
+    """What ``save_context`` writes: the context (a JSON object) expiring at ``expires_at``,
+    and the identifiers (absent: none), if the thread's version is still ``expected_version``."""
+
+    context: str
+    expires_at: float
+    expected_version: int
+    identifiers: NotRequired[str]
+
+
 class TaskListing(TypedDict):
     """The page of tasks ``list_tasks`` reads: filters (None: any), cursor, size."""
 
@@ -70,13 +80,7 @@ class ThreadStore(Protocol):
     async def get_thread(self, tenant_id: str, thread_id: str) -> StoredThread | None: ...
 
     async def save_context(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        context: str,
-        expires_at: float,
-        expected_version: int,
-        identifiers: str = "{}",
+        self, tenant_id: str, thread_id: str, **write: Unpack[ContextWrite]
     ) -> bool:
         """Replace the conversation context (expiring at ``expires_at``) and the thread's
         identifiers (expiring with the thread) if the version is still ``expected_version``

@@ -10,7 +10,6 @@ from typing import Any, Unpack
 
 import numpy as np
 
-from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import (
     HistoryEvent,
     MemoryEntry,
@@ -22,7 +21,6 @@ from lamina.memory.ports import (
     LayerHits,
     LayerSearch,
     MemoryListing,
-    Scope,
     ScoredMemory,
 )
 from lamina.memory.scoring import Candidate, rank
@@ -119,13 +117,8 @@ class SqlMemoryReads(SqlTiming):
 
         return await self._exec.read(tenant_id, "history", read())
 
-    async def list(
-        self,
-        tenant_id: str,
-        scopes: Sequence[Scope],
-        flt: MetadataFilter,
-        **listing: Unpack[MemoryListing],
-    ) -> MemoryPage:
+    async def list(self, tenant_id: str, **listing: Unpack[MemoryListing]) -> MemoryPage:
+        scopes, flt = listing["scopes"], listing["flt"]
         cursor, limit, window = listing["cursor"], listing["limit"], listing.get("window")
         before = decode_cursor(cursor) if cursor else None
         if not scopes:

@@ -16,6 +16,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.observational.models import Note, SessionMessage
 from lamina.observational.ports import (
     GraphReach,
+    NewGraph,
     NewMessage,
     NewNote,
     normalise_entity,
@@ -379,15 +380,9 @@ class SqlSessions:
 
     # -- the entity graph -------------------------------------------------------------------
 
-    async def add_graph(
-        self,
-        tenant_id: str,
-        session_key: str,
-        entities: Sequence[tuple[str, str]],
-        relations: Sequence[tuple[str, str, str]],
-    ) -> tuple[int, int]:
+    async def add_graph(self, tenant_id: str, session_key: str, graph: NewGraph) -> tuple[int, int]:
         return await self._exec.write(
-            tenant_id, "save graph", self._add_graph(tenant_id, session_key, entities, relations)
+            tenant_id, "save graph", self._add_graph(tenant_id, session_key, graph)
         )
 
     def _entity(self, tenant_id: str, name: str, kind: str, now: Any) -> Program[tuple[int, int]]:
@@ -409,19 +404,15 @@ class SqlSessions:
         return int(found[0]), int(created)
 
     def _add_graph(
-        self,
-        tenant_id: str,
-        session_key: str,
-        entities: Sequence[tuple[str, str]],
-        relations: Sequence[tuple[str, str, str]],
+        self, tenant_id: str, session_key: str, graph: NewGraph
     ) -> Program[tuple[int, int]]:
         now = self._d.time(datetime.now(UTC))
         new_entities = new_relations = 0
-        for name, kind in entities:
+        for name, kind in graph.entities:
             _, created = yield from self._entity(tenant_id, name, kind, now)
             new_entities += created
         key = self._d.graph_id
-        for source, relation, target in relations:
+        for source, relation, target in graph.relations:
             source_key, created = yield from self._entity(tenant_id, source, "", now)
             new_entities += created
             target_key, created = yield from self._entity(tenant_id, target, "", now)

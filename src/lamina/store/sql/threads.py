@@ -12,7 +12,13 @@ from typing import Any, Unpack
 
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Program, count, first, row, rows
-from lamina.threads.ports import CleanupCounts, StoredTask, StoredThread, TaskListing
+from lamina.threads.ports import (
+    CleanupCounts,
+    ContextWrite,
+    StoredTask,
+    StoredThread,
+    TaskListing,
+)
 
 _THREAD = (
     "thread_id, created_at, updated_at, expired_at, context, context_expires_at, version, "
@@ -100,25 +106,19 @@ class SqlThreads(ABC):
         )
 
     async def save_context(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        context: str,
-        expires_at: float,
-        expected_version: int,
-        identifiers: str = "{}",
+        self, tenant_id: str, thread_id: str, **write: Unpack[ContextWrite]
     ) -> bool:
         def save() -> Program[bool]:
             changed = yield count(
                 "UPDATE a2a_threads SET context = %s, context_expires_at = %s, "
                 "identifiers = %s, version = version + 1 WHERE tenant_id = %s "
                 "AND thread_id = %s AND version = %s AND expired_at IS NULL",
-                context,
-                expires_at,
-                identifiers,
+                write["context"],
+                write["expires_at"],
+                write.get("identifiers", "{}"),
                 tenant_id,
                 thread_id,
-                expected_version,
+                write["expected_version"],
             )
             return bool(changed == 1)
 
