@@ -257,17 +257,11 @@ class SqlContextItems(ABC):
         cursor, limit = listing["cursor"], listing["limit"]
         after = 0 if cursor is None else decode_cursor(cursor)
         where, params = self.latest_where(tenant_id, kind, listing["category"], listing["tags"])
-        seq = self._d.seq
 
         def page() -> Program[tuple[list[ContextRecord], str | None, int]]:
             total = yield row(f"SELECT count(*) FROM context_items WHERE {where}", *params)  # noqa: S608
-            found = yield rows(
-                f"SELECT {self._columns} FROM context_items WHERE {where} "  # noqa: S608
-                f"AND {seq} > %s ORDER BY {seq} LIMIT %s",
-                *params,
-                after,
-                limit + 1,
-            )
+            select = f"SELECT {self._columns} FROM context_items"  # noqa: S608
+            found = yield rows(self._d.seq_page(select, where), *params, after, limit + 1)
             more = len(found) > limit
             found = found[:limit]
             next_cursor = encode_cursor(found[-1][0]) if more else None

@@ -265,27 +265,17 @@ class Reembedding(ABC):
     def _stale_memories(
         self, tenant: str, model: str, dims: int, size: int, after: Any
     ) -> Program[list[Any]]:
-        seq = self._d.seq
-        found: list[Any] = yield rows(
-            f"SELECT {seq}, id, content FROM memories WHERE tenant_id = %s "  # noqa: S608
-            f"AND {self._stale()} AND {seq} > %s ORDER BY {seq} LIMIT %s",
-            tenant,
-            model,
-            dims,
-            after,
-            size,
-        )
+        d = self._d
+        select = f"SELECT {d.seq}, id, content FROM memories"  # noqa: S608
+        where = f"tenant_id = %s AND {self._stale()}"
+        found: list[Any] = yield rows(d.seq_page(select, where), tenant, model, dims, after, size)
         return found
 
     def _pending_items(self, tenant: str, size: int, after: Any) -> Program[list[Any]]:
-        seq = self._d.seq
-        found: list[Any] = yield rows(
-            f"SELECT {seq}, {RECORD}, embedding FROM context_items "  # noqa: S608
-            f"WHERE tenant_id = %s AND {_PENDING_ITEM} AND {seq} > %s ORDER BY {seq} LIMIT %s",
-            tenant,
-            after,
-            size,
-        )
+        d = self._d
+        select = f"SELECT {d.seq}, {RECORD}, embedding FROM context_items"  # noqa: S608
+        where = f"tenant_id = %s AND {_PENDING_ITEM}"
+        found: list[Any] = yield rows(d.seq_page(select, where), tenant, after, size)
         return found
 
     def _store_vectors(
