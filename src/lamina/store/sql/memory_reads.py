@@ -26,7 +26,7 @@ from lamina.memory.ports import (
 from lamina.memory.scoring import Candidate, rank
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row
-from lamina.store.sql.program import Program, count, first, row, rows
+from lamina.store.sql.program import Program, count, every, first, row, rows
 from lamina.store.sql.timing import SqlTiming
 
 #: Where a search row's neighbourhood vector is (after ``{seq}, ENTRY``).
@@ -106,16 +106,14 @@ class SqlMemoryReads(SqlTiming):
         return await self._exec.read(tenant_id, "get", get)
 
     async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
-        def read() -> Program[list[HistoryEvent]]:
-            found = yield rows(
-                f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
-                "AND memory_id = %s ORDER BY seq",
-                tenant_id,
-                memory_id,
-            )
-            return [self._event(r) for r in found]
-
-        return await self._exec.read(tenant_id, "history", read())
+        read = every(
+            self._event,
+            f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
+            "AND memory_id = %s ORDER BY seq",
+            tenant_id,
+            memory_id,
+        )
+        return await self._exec.read(tenant_id, "history", read)
 
     async def list(self, tenant_id: str, **listing: Unpack[MemoryListing]) -> MemoryPage:
         scopes, flt = listing["scopes"], listing["flt"]

@@ -22,7 +22,7 @@ from lamina.observational.ports import (
     normalise_entity,
 )
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Executor, Lock, Program, count, many, row, rows
+from lamina.store.sql.program import Executor, Lock, Program, count, every, many, row, rows
 
 SUMMARY_PREFIX = "[Compacted Summary]\n"
 
@@ -121,18 +121,16 @@ class SqlSessions:
     async def list_messages(
         self, tenant_id: str, session_key: str, *, start: int = 0, limit: int | None = None
     ) -> list[SessionMessage]:
-        def read() -> Program[list[SessionMessage]]:
-            found = yield rows(
-                f"SELECT {_MSG} FROM session_messages WHERE tenant_id = %s "  # noqa: S608
-                "AND session_key = %s AND idx >= %s ORDER BY idx LIMIT %s",
-                tenant_id,
-                session_key,
-                start,
-                self._d.no_limit if limit is None else limit,
-            )
-            return [self._message(r) for r in found]
-
-        return await self._exec.read(tenant_id, "list messages", read())
+        read = every(
+            self._message,
+            f"SELECT {_MSG} FROM session_messages WHERE tenant_id = %s "  # noqa: S608
+            "AND session_key = %s AND idx >= %s ORDER BY idx LIMIT %s",
+            tenant_id,
+            session_key,
+            start,
+            self._d.no_limit if limit is None else limit,
+        )
+        return await self._exec.read(tenant_id, "list messages", read)
 
     async def last_index(self, tenant_id: str, session_key: str) -> int:
         def read() -> Program[int]:
@@ -242,15 +240,13 @@ class SqlSessions:
         return message
 
     async def list_sessions(self, tenant_id: str) -> list[tuple[str, int]]:
-        def read() -> Program[list[tuple[str, int]]]:
-            found = yield rows(
-                "SELECT session_key, count(*) FROM session_messages WHERE tenant_id = %s "
-                "GROUP BY session_key ORDER BY session_key",
-                tenant_id,
-            )
-            return [(str(k), int(n)) for k, n in found]
-
-        return await self._exec.read(tenant_id, "list sessions", read())
+        read = every(
+            lambda r: (str(r[0]), int(r[1])),
+            "SELECT session_key, count(*) FROM session_messages WHERE tenant_id = %s "
+            "GROUP BY session_key ORDER BY session_key",
+            tenant_id,
+        )
+        return await self._exec.read(tenant_id, "list sessions", read)
 
     # -- observations and reflections -------------------------------------------------------
 
@@ -456,8 +452,5 @@ class SqlSessions:
         params = (tenant_id, f" {normalise_entity(text)} ", tenant_id, *extra, depth)
         params += (tenant_id, *extra, depth, limit)
 
-        def read() -> Program[list[tuple[str, str, str]]]:
-            found = yield rows(sql, *params)
-            return [(str(a), str(b), str(c)) for a, b, c, _ in found]
-
-        return await self._exec.read(tenant_id, "graph", read())
+        read = every(lambda r: (str(r[0]), str(r[1]), str(r[2])), sql, *params)
+        return await self._exec.read(tenant_id, "graph", read)
