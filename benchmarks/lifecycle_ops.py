@@ -75,7 +75,7 @@ async def load(store: Any, size: int, stale: float) -> float:
                     t,
                     {},
                     vectors[j],
-                    lifetime(at + j, stale),
+                    lifetime=lifetime(at + j, stale),
                 )
                 for j, t in enumerate(chunk)
             ]
