@@ -75,7 +75,7 @@ async def load(store: Any, size: int, stale: float) -> float:
                     t,
                     {},
                     vectors[j],
-                    lifetime(at + j, stale),
+                    lifetime=lifetime(at + j, stale),
                 )
                 for j, t in enumerate(chunk)
             ]
@@ -112,7 +112,7 @@ async def searches(store: Any, n: int) -> dict[str, Any]:
     times = []
     for _ in range(20):
         start = time.perf_counter()
-        await store.list("default", [SCOPE], MetadataFilter(), limit=50, cursor=None)
+        await store.list("default", scopes=[SCOPE], flt=MetadataFilter(), limit=50, cursor=None)
         times.append((time.perf_counter() - start) * 1000)
     out["list_p50_ms"] = round(statistics.median(times), 2)
     return out

@@ -14,12 +14,20 @@ import pytest
 from lamina import ErrorCode, Lamina, LaminaError
 from lamina.config import LLMSettings, ObservationalMemorySettings, Settings
 from lamina.observational.service import observer_llm_settings
-from lamina.tokens import default_counter
+from lamina.tokens import batches, default_counter
 from tests.conftest import fast_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
 
 S = "slack:T1:C9"
 LINE = "message {i}: the staging cluster shows replication lag after the nightly deploy"
+
+
+def test_batches_keep_order_and_bounds() -> None:
+    """One way to cut a backlog, shared by the observer and consolidation: consecutive,
+    at most the budget (an item over it alone) and, when given, at most ``size`` items."""
+    assert batches([3, 3, 3, 9, 1], lambda n: n, 6) == [[3, 3], [3], [9], [1]]
+    assert batches([1, 1, 1, 1, 1], lambda n: n, 100, size=2) == [[1, 1], [1, 1], [1]]
+    assert batches([], lambda n: n, 5) == []
 
 
 @pytest.fixture

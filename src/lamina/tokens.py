@@ -3,14 +3,17 @@
 The default is exact: OpenAI's cl100k_base BPE (``ExactTokenCounter``, through toktok-rs,
 whose vocabularies are compiled in: it works offline and downloads nothing). The documented
 fallback is a heuristic (``HeuristicTokenCounter``): Latin characters / 4 + CJK characters
-/ 2. Both add 4 tokens of overhead per chat message.
+/ 2. Both add 4 tokens of overhead per chat message. ``batches`` cuts what a prompt shows
+into batches of at most a budget of tokens.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Protocol
+from collections.abc import Callable, Iterable
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 
 class TokenCounter(Protocol):
@@ -54,6 +57,26 @@ def default_counter() -> TokenCounter:
         return ExactTokenCounter()
     except (ImportError, KeyError, OSError):  # pragma: no cover - toktok ships with lamina
         return HeuristicTokenCounter()
+
+
+def batches(
+    items: Iterable[T], cost: Callable[[T], int], budget: int, *, size: int | None = None
+) -> list[list[T]]:
+    """``items`` in order, in consecutive batches of at most ``budget`` cost and ``size``
+    items (None: any number); an item costing more than the budget is a batch alone."""
+    out: list[list[T]] = []
+    current: list[T] = []
+    used = 0
+    for item in items:
+        c = cost(item)
+        if current and (used + c > budget or (size is not None and len(current) >= size)):
+            out.append(current)
+            current, used = [], 0
+        current.append(item)
+        used += c
+    if current:
+        out.append(current)
+    return out
 
 
 def _is_cjk(ch: str) -> bool:

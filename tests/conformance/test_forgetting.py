@@ -206,14 +206,14 @@ def test_delete_where_selects_by_identifiers(harness: Harness, tmp_path: Path) -
 
 def _session(h: Harness, key: str, words: str, tenant: str = T1) -> None:
     """A session with messages, an observation, a reflection, graph relations and a lease."""
-    from lamina.observational.ports import NewMessage
+    from lamina.observational.ports import NewGraph, NewMessage, NewNote
 
     s = h.store.sessions
     messages = [NewMessage("user", f"{words} said hello", 3), NewMessage("assistant", "ok", 1)]
     h.run(s.append_messages(tenant, key, messages))
-    h.run(s.add_note(tenant, key, f"observed {words}", 2, 0, (0, 1)))
-    h.run(s.add_note(tenant, key, f"reflected {words}", 2, 1, (0, 1)))
-    h.run(s.add_graph(tenant, key, [], [(f"{words} person", "likes", "tea")]))
+    h.run(s.add_note(tenant, key, NewNote(f"observed {words}", 2, 0, (0, 1))))
+    h.run(s.add_note(tenant, key, NewNote(f"reflected {words}", 2, 1, (0, 1))))
+    h.run(s.add_graph(tenant, key, NewGraph([], [(f"{words} person", "likes", "tea")])))
     assert h.run(s.acquire_lease(tenant, key, "worker", 60.0))
 
 

@@ -50,7 +50,9 @@ def found(
 
 def listed(h: Harness, window: TimeWindow | None) -> list[str]:
     page = h.run(
-        h.store.list(T1, [scope()], MetadataFilter(), limit=100, cursor=None, window=window)
+        h.store.list(
+            T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None, window=window
+        )
     )
     return sorted(m.content for m in page.items)
 

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.observational.ports import NewMessage
+from lamina.observational.ports import NewGraph, NewMessage, NewNote
 from tests.conformance.conftest import Harness
 
 
@@ -58,8 +58,8 @@ def test_messages_are_deleted_from_an_index_on_per_session_and_tenant(harness: H
 def test_compaction_is_atomic_and_moves_indexes_and_ranges(harness: Harness) -> None:
     h, s = harness, harness.store.sessions
     h.run(s.append_messages("t1", "a", msgs(*[f"m{i}" for i in range(8)])))
-    early = h.run(s.add_note("t1", "a", "obs 0-3", 4, 0, (0, 3)))
-    late = h.run(s.add_note("t1", "a", "obs 4-6", 4, 0, (4, 6)))
+    early = h.run(s.add_note("t1", "a", NewNote("obs 0-3", 4, 0, (0, 3))))
+    late = h.run(s.add_note("t1", "a", NewNote("obs 4-6", 4, 0, (4, 6))))
     summary = h.run(s.compact_messages("t1", "a", 5, "User discussed weather", 6))
     assert (summary.index, summary.role) == (0, "system")
     assert summary.content == "[Compacted Summary]\nUser discussed weather"
@@ -89,18 +89,18 @@ def test_compaction_is_atomic_and_moves_indexes_and_ranges(harness: Harness) -> 
 
 def test_notes_recent_first_replacement_and_deletes(harness: Harness) -> None:
     h, s = harness, harness.store.sessions
-    obs = [h.run(s.add_note("t1", "a", f"o{i}", 10, 0, (i, i))) for i in range(5)]
-    h.run(s.add_note("t1", "b", "other session", 10, 0, (0, 0)))
+    obs = [h.run(s.add_note("t1", "a", NewNote(f"o{i}", 10, 0, (i, i)))) for i in range(5)]
+    h.run(s.add_note("t1", "b", NewNote("other session", 10, 0, (0, 0))))
     recent = h.run(s.list_notes("t1", "a", reflections=False, limit=3))
     assert [n.content for n in recent] == ["o2", "o3", "o4"]  # the 3 most recent, oldest first
     assert h.run(s.observed_through("t1", "a")) == 4
-    ref = h.run(s.add_note("t1", "a", "r1", 7, 1, (0, 4), replaces=[n.id for n in obs]))
+    ref = h.run(s.add_note("t1", "a", NewNote("r1", 7, 1, (0, 4)), replaces=[n.id for n in obs]))
     assert h.run(s.list_notes("t1", "a", reflections=False)) == []
     assert [
         (n.content, n.generation) for n in h.run(s.list_notes("t1", "a", reflections=True))
     ] == [("r1", 1)]
     assert h.run(s.observed_through("t1", "a")) == 4  # the reflection keeps the range
-    h.run(s.add_note("t1", "a", "r2", 7, 2, (0, 4), replaces=[ref.id]))
+    h.run(s.add_note("t1", "a", NewNote("r2", 7, 2, (0, 4)), replaces=[ref.id]))
     assert [n.generation for n in h.run(s.list_notes("t1", "a", reflections=True))] == [2]
     assert h.run(s.delete_notes("t1", "a", reflections=True)) == 1
     assert h.run(s.delete_notes("t1", "a", reflections=True)) == 0  # empty: a no-op
@@ -152,18 +152,22 @@ def test_graph_upserts_and_walks_within_depth_and_session(harness: Harness) -> N
         s.add_graph(
             "t1",
             "a",
-            [("Alice", "person"), ("ALICE", "person")],
-            [
-                ("Alice", "operates", "Staging  Cluster"),
-                ("staging cluster", "runs", "PostgreSQL 16"),
-                ("PostgreSQL 16", "stores", "Billing"),
-            ],
+            NewGraph(
+                [("Alice", "person"), ("ALICE", "person")],
+                [
+                    ("Alice", "operates", "Staging  Cluster"),
+                    ("staging cluster", "runs", "PostgreSQL 16"),
+                    ("PostgreSQL 16", "stores", "Billing"),
+                ],
+            ),
         )
     )
     assert new == (4, 3)  # Alice once, whatever the case
-    assert h.run(s.add_graph("t1", "a", [], [("Alice", "operates", "staging cluster")])) == (0, 0)
-    h.run(s.add_graph("t1", "b", [], [("Alice", "likes", "Coffee")]))
-    h.run(s.add_graph("t2", "a", [], [("Alice", "secret", "Tenant Two")]))
+    assert h.run(
+        s.add_graph("t1", "a", NewGraph([], [("Alice", "operates", "staging cluster")]))
+    ) == (0, 0)
+    h.run(s.add_graph("t1", "b", NewGraph([], [("Alice", "likes", "Coffee")])))
+    h.run(s.add_graph("t2", "a", NewGraph([], [("Alice", "secret", "Tenant Two")])))
 
     def walk(text: str, session: str | None, depth: int, limit: int = 10) -> list[str]:
         rows = h.run(

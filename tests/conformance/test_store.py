@@ -199,7 +199,7 @@ def test_filters_agree_with_reference_semantics(harness: Harness) -> None:
     for tags, filters in FILTER_CASES:
         flt = parse_filter(tags, filters)
         expected = {e.id for e in entries if matches(flt, e.metadata)}
-        page = h.run(h.store.list(T1, [scope()], flt, limit=100, cursor=None))
+        page = h.run(h.store.list(T1, scopes=[scope()], flt=flt, limit=100, cursor=None))
         assert {e.id for e in page.items} == expected, (tags, filters)
         assert page.total_count == len(expected)
         found = search(h, "filter document", threshold=-1.0, limit=100, flt=flt)
@@ -255,17 +255,17 @@ def test_bulk_add_and_bulk_delete(harness: Harness) -> None:
     items = [new(h, f"bulk memory number {i}") for i in range(30)]
     entries = h.run(h.store.bulk_add(items))
     assert [e.id for e in entries] == [m.id for m in items]
-    page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=100, cursor=None))
+    page = h.run(h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None))
     assert page.total_count == 30
     removed = h.run(h.store.bulk_delete(T1, [m.id for m in items[:10]] + ["absent"]))
     assert removed == 10
-    page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=100, cursor=None))
+    page = h.run(h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None))
     assert page.total_count == 20
     duplicate = items[15]
     with pytest.raises(LaminaError) as err:
         h.run(h.store.bulk_add([new(h, "fresh one"), duplicate]))
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
-    page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=100, cursor=None))
+    page = h.run(h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None))
     assert page.total_count == 20  # all or nothing
 
 
@@ -277,7 +277,9 @@ def test_list_pages_are_stable_while_others_insert(harness: Harness) -> None:
     cursor = None
     counter = itertools.count()
     while True:
-        page = h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=7, cursor=cursor))
+        page = h.run(
+            h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=7, cursor=cursor)
+        )
         seen += [e.content for e in page.items]
         h.run(h.store.add(new(h, f"inserted meanwhile {next(counter)}")))
         if page.next_cursor is None:
@@ -285,7 +287,9 @@ def test_list_pages_are_stable_while_others_insert(harness: Harness) -> None:
         cursor = page.next_cursor
     assert seen == [f"listed memory {i}" for i in reversed(range(25))]
     with pytest.raises(LaminaError) as err:
-        h.run(h.store.list(T1, [scope()], MetadataFilter(), limit=5, cursor="not-a-cursor"))
+        h.run(
+            h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=5, cursor="not-a-cursor")
+        )
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
 
 
@@ -295,7 +299,9 @@ def test_list_across_scopes(harness: Harness) -> None:
     h.run(h.store.add(new(h, "user memory")))
     h.run(h.store.add(new(h, "project memory", sc=project)))
     h.run(h.store.add(new(h, "other project", sc=scope(MemoryLayer.PROJECT, project_id="p2"))))
-    page = h.run(h.store.list(T1, [scope(), project], MetadataFilter(), limit=10, cursor=None))
+    page = h.run(
+        h.store.list(T1, scopes=[scope(), project], flt=MetadataFilter(), limit=10, cursor=None)
+    )
     assert sorted(e.content for e in page.items) == ["project memory", "user memory"]
     counts = h.run(h.store.count_by_layer(T1))
     assert counts == {"user": 1, "project": 2}

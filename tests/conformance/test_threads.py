@@ -21,8 +21,12 @@ def test_threads_open_touch_and_expire_when_idle(harness: Harness) -> None:
     again, created = h.run(t.open_thread("t1", "a", 1050.0, TTL))
     assert not created and again.updated_at == 1050.0 and again.created_at == 1000.0
     assert h.run(t.get_thread("t2", "a")) is None  # another tenant's thread is invisible
-    assert h.run(t.save_context("t1", "a", '{"k": 1}', 2000.0, 0))
-    assert not h.run(t.save_context("t1", "a", '{"k": 2}', 2000.0, 0))  # stale version
+    assert h.run(
+        t.save_context("t1", "a", context='{"k": 1}', expires_at=2000.0, expected_version=0)
+    )
+    assert not h.run(
+        t.save_context("t1", "a", context='{"k": 2}', expires_at=2000.0, expected_version=0)
+    )  # stale version
     stored = h.run(t.get_thread("t1", "a"))
     assert stored is not None
     assert (stored.context, stored.context_expires_at, stored.version) == ('{"k": 1}', 2000.0, 1)
@@ -31,7 +35,9 @@ def test_threads_open_touch_and_expire_when_idle(harness: Harness) -> None:
     assert late.expired and not created and late.context == "{}"
     expired = h.run(t.get_thread("t1", "a"))
     assert expired is not None and expired.expired and expired.context == "{}"
-    assert not h.run(t.save_context("t1", "a", "{}", 9999.0, expired.version))
+    assert not h.run(
+        t.save_context("t1", "a", context="{}", expires_at=9999.0, expected_version=expired.version)
+    )
     still, _ = h.run(t.open_thread("t1", "a", 1060.0 + TTL, TTL))
     assert still.expired
 
@@ -39,9 +45,27 @@ def test_threads_open_touch_and_expire_when_idle(harness: Harness) -> None:
 def test_cleanup_and_counts_cross_tenants(harness: Harness) -> None:
     h, t = harness, harness.store.threads
     h.run(t.open_thread("t1", "idle", 0.0, TTL))
-    assert h.run(t.save_context("t1", "idle", "{}", 500.0, 0, '{"user_id": "i"}'))
+    assert h.run(
+        t.save_context(
+            "t1",
+            "idle",
+            context="{}",
+            expires_at=500.0,
+            expected_version=0,
+            identifiers='{"user_id": "i"}',
+        )
+    )
     h.run(t.open_thread("t2", "stale-context", 50.0, TTL))
-    assert h.run(t.save_context("t2", "stale-context", '{"x": 1}', 60.0, 0, '{"user_id": "u"}'))
+    assert h.run(
+        t.save_context(
+            "t2",
+            "stale-context",
+            context='{"x": 1}',
+            expires_at=60.0,
+            expected_version=0,
+            identifiers='{"user_id": "u"}',
+        )
+    )
     h.run(t.open_thread("t2", "live", 90.0, TTL))
     h.run(t.save_task("t1", StoredTask("task-1", "idle", 1, 5, "{}")))
     assert h.run(t.count_active(90.0, TTL)) == 3

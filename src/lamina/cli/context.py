@@ -39,9 +39,8 @@ class Layer:
     """A stored context layer as the CLI shows it."""
 
     command: str  # the group: lamina context <command> …
-    attr: str  # the store: ms.context.<attr>
+    attr: str  # the store, ms.context.<attr>: named after its items, as help texts say
     noun: str  # one item, in help texts
-    plural: str  # the items, in help texts
     help: str
     #: The search and list filter (--category or --type): its option, and the keyword
     #: argument of the store's search and list that gets its value.
@@ -89,7 +88,6 @@ LAYERS = (
         command="knowledge",
         attr="knowledge",
         noun="knowledge item",
-        plural="knowledge",
         help="What the user taught the agent (saving a key again adds a version).",
         filter_option=("--category", "category"),
         filter_arg="category",
@@ -115,7 +113,6 @@ LAYERS = (
         command="learning",
         attr="learnings",
         noun="learning",
-        plural="learnings",
         help="What the agent learned from errors: trigger, diagnosis, fix.",
         filter_option=("--category", "category"),
         filter_arg="category",
@@ -138,7 +135,6 @@ LAYERS = (
         command="skill",
         attr="skills",
         noun="skill",
-        plural="skills",
         help="Reusable procedures by name.",
         filter_option=("--type", "skill_type"),
         filter_arg="type",
@@ -161,7 +157,6 @@ LAYERS = (
         command="ref",
         attr="references",
         noun="reference",
-        plural="references",
         help="External references: documents, URLs, repositories.",
         filter_option=("--type", "ref_type"),
         filter_arg="ref_type",
@@ -223,7 +218,7 @@ def _layer_group(layer: Layer) -> click.Group:
         item = _save(layer, getattr(state.ms().context, layer.attr), kw)
         emit(kw["as_json"], item, lambda: _show(item))
 
-    @group.command("search", help=f"Search {layer.plural}{latest}.")
+    @group.command("search", help=f"Search {layer.attr}{latest}.")
     @click.argument("query")
     @options(
         filter_option,
@@ -244,7 +239,7 @@ def _layer_group(layer: Layer) -> click.Group:
         rows = [[f"{hit.score:.3f}", *_row(hit.item)] for hit in hits]
         emit(kw["as_json"], hits, lambda: print_hits(["score", *_COLUMNS], rows))
 
-    @group.command("list", help=f"List {layer.plural}{latest}, oldest first.")
+    @group.command("list", help=f"List {layer.attr}{latest}, oldest first.")
     @options(
         filter_option,
         click.option("--limit", type=int, default=None, help="Page size (default 50)."),

@@ -7,7 +7,7 @@ LaminaError with INVALID_ARGUMENT (unknown or missing fields) or the store's cod
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -88,6 +88,24 @@ def _search_tool(
     return schema, search
 
 
+def _save_tool(
+    save: Callable[..., Awaitable[Any]],
+    schema: dict[str, Any],
+    positional: Sequence[str],
+    **defaults: Any,
+) -> Handler:
+    """The handler of a tool saving an item through ``save``: the arguments given (and
+    ``defaults`` for those not given), ``positional`` ones first, in order."""
+
+    async def handler(arguments: Mapping[str, Any]) -> dict[str, Any]:
+        a = {**defaults, **_args(schema, arguments)}
+        first = [a.pop(name) for name in positional]
+        item = await save(*first, **a)
+        return {"saved": _dump(item)}
+
+    return handler
+
+
 def agent_tools(context: ContextService) -> list[AgentTool]:
     """save_knowledge, search_knowledge, save_learning, search_learnings, create_skill,
     list_skills, bound to ``context``."""
@@ -100,17 +118,9 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
         tags=_TAGS,
         source={**_TEXT, "description": "Where it came from (a user, a document)."},
     )
-
-    async def save_knowledge(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        a = _args(save_knowledge_schema, arguments)
-        item = await context.knowledge.save(
-            a["key"],
-            a["content"],
-            category=a.get("category", "fact"),
-            tags=a.get("tags"),
-            source=a.get("source", ""),
-        )
-        return {"saved": _dump(item)}
+    save_knowledge = _save_tool(
+        context.knowledge.save, save_knowledge_schema, ("key", "content"), category="fact"
+    )
 
     search_knowledge_schema, search_knowledge = _search_tool(context.knowledge, KnowledgeCategory)
 
@@ -123,18 +133,9 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
         category={"type": "string", "enum": [c.value for c in LearningCategory]},
         tags=_TAGS,
     )
-
-    async def save_learning(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        a = _args(save_learning_schema, arguments)
-        item = await context.learnings.save(
-            a["trigger"],
-            a.get("fix", ""),
-            error_pattern=a.get("error_pattern", ""),
-            diagnosis=a.get("diagnosis", ""),
-            category=a.get("category", "general"),
-            tags=a.get("tags"),
-        )
-        return {"saved": _dump(item)}
+    save_learning = _save_tool(
+        context.learnings.save, save_learning_schema, ("trigger", "fix"), fix="", category="general"
+    )
 
     search_learnings_schema, search_learnings = _search_tool(context.learnings, LearningCategory)
 
@@ -147,18 +148,9 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
         parameters={"type": "object"},
         tags=_TAGS,
     )
-
-    async def create_skill(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        a = _args(create_skill_schema, arguments)
-        item = await context.skills.save(
-            a["name"],
-            a["description"],
-            type=a.get("type", "composite"),
-            definition=a.get("definition", ""),
-            parameters=a.get("parameters"),
-            tags=a.get("tags"),
-        )
-        return {"saved": _dump(item)}
+    create_skill = _save_tool(
+        context.skills.save, create_skill_schema, ("name", "description"), type="composite"
+    )
 
     list_skills_schema = _schema(
         [],

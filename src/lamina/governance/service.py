@@ -26,6 +26,7 @@ from lamina.knowledge.document import check_layer
 from lamina.knowledge.models import KnowledgeItem, KnowledgeLayer, KnowledgeType
 from lamina.knowledge.policy import MergeStrategy, PolicyMode, Severity, Violation
 from lamina.knowledge.service import KnowledgeService
+from lamina.knowledge.writes import GuardedWrite
 
 #: Memory layers shared beyond one person or agent, and the knowledge layer each maps to.
 SHARED_MEMORY_LAYERS = {
@@ -295,25 +296,15 @@ class GovernanceService:
         if views:
             _raise_blocking(await asyncio.to_thread(self._secret_scan, views, set()))
 
-    async def check_knowledge_write(
-        self,
-        tenant: str,
-        layer: KnowledgeLayer,
-        layer_id: str | None,
-        path: str,
-        content: str,
-        *,
-        extra: Mapping[str, Any] | None = None,
-    ) -> list[Violation]:
-        """The guard of knowledge writes (the write lock is held: no index sync here).
-        ``extra``: other fields scanned for secrets (tags, related)."""
+    async def check_knowledge_write(self, write: GuardedWrite) -> list[Violation]:
+        """The guard of knowledge writes (the write lock is held: no index sync here)."""
         return await self._guard(
-            tenant,
-            layer,
-            layer_id,
-            ValidationContext(path=path, content=content),
+            write.tenant,
+            write.layer,
+            write.layer_id,
+            ValidationContext(path=write.path, content=write.content),
             sync=False,
-            extra=extra,
+            extra=write.extra,
         )
 
     async def check_memory_write(

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from lamina.knowledge.document import MANIFEST, dump_yaml
 from lamina.knowledge.models import KnowledgeItem, KnowledgeLayer
@@ -16,20 +16,22 @@ from lamina.knowledge.policy import Violation
 from lamina.knowledge.repository import Repository
 
 
-class WriteGuard(Protocol):
-    """Checks content about to enter a shared layer: raises POLICY_VIOLATION on a block and
-    returns the violations that do not block."""
+@dataclass(frozen=True)
+class GuardedWrite:
+    """Content about to enter a shared layer: where it goes, its text, and ``extra``: other
+    fields scanned for secrets (tags, related)."""
 
-    async def __call__(
-        self,
-        tenant: str,
-        layer: KnowledgeLayer,
-        layer_id: str | None,
-        path: str,
-        content: str,
-        *,
-        extra: Mapping[str, Any] | None = None,
-    ) -> list[Violation]: ...
+    tenant: str
+    layer: KnowledgeLayer
+    layer_id: str | None
+    path: str
+    content: str
+    extra: Mapping[str, Any] | None = None
+
+
+#: Checks a write: raises POLICY_VIOLATION on a block and returns the violations that do not
+#: block.
+WriteGuard = Callable[[GuardedWrite], Awaitable[list[Violation]]]
 
 
 #: Refuses (POLICY_VIOLATION) a secret in any text of the named fields (a commit message).
@@ -130,11 +132,7 @@ class Writer(Repository):
         if self.guard is None:
             return []
         text = "\n".join([item.title, item.summary, *item.constraints, item.body])
+        extra = {"tags": item.tags, "related": item.related}
         return await self.guard(
-            tenant,
-            item.layer,
-            item.layer_id,
-            item.path,
-            text,
-            extra={"tags": item.tags, "related": item.related},
+            GuardedWrite(tenant, item.layer, item.layer_id, item.path, text, extra)
         )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from typing import Any, Unpack
+from typing import Any, TypedDict, Unpack
 
 from lamina.checks import invalid
 from lamina.errors import ErrorCode, LaminaError
@@ -26,6 +26,26 @@ from lamina.memory.ports import Scope
 
 #: The parent a project, team or org has when neither it nor the tenant registered one.
 DEFAULT_PARENT = "default"
+
+
+class HierarchyArgs(TypedDict, total=False):
+    """The keyword arguments of both hierarchy calls: the parents (a project's team, a team's
+    org, an org's company; None: not given) and the tenant."""
+
+    team_id: str | None
+    org_id: str | None
+    company_id: str | None
+    tenant_id: str | None
+
+
+def _hierarchy_args(call: str, args: HierarchyArgs) -> tuple[str | None, dict[str, str | None]]:
+    """(tenant_id, the parents given); an unknown name is the TypeError any unexpected keyword
+    argument is."""
+    given: dict[str, Any] = dict(args)
+    for name in given:
+        if name not in HierarchyArgs.__annotations__:
+            raise TypeError(f"{call}() got an unexpected keyword argument {name!r}")
+    return given.pop("tenant_id", None), given
 
 
 class Hierarchy(MemoryBase):
@@ -75,20 +95,13 @@ class Hierarchy(MemoryBase):
         )
 
     async def register_hierarchy(
-        self,
-        *,
-        project_id: str | None = None,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
-        tenant_id: str | None = None,
+        self, *, project_id: str | None = None, **args: Unpack[HierarchyArgs]
     ) -> list[HierarchyLink]:
         """Register the links given: project → team, team → org, org → company."""
+        tenant_id, parents = _hierarchy_args("register_hierarchy", args)
 
         def links() -> list[HierarchyLink]:
-            ids = Identifiers(
-                project_id=project_id, team_id=team_id, org_id=org_id, company_id=company_id
-            )
+            ids = Identifiers(project_id=project_id, **parents)
             chain = [
                 ("project", ids.project_id),
                 ("team", ids.team_id),
@@ -109,18 +122,12 @@ class Hierarchy(MemoryBase):
             "org_id+company_id",
         )
 
-    async def set_hierarchy_defaults(
-        self,
-        *,
-        team_id: str | None = None,
-        org_id: str | None = None,
-        company_id: str | None = None,
-        tenant_id: str | None = None,
-    ) -> list[HierarchyLink]:
+    async def set_hierarchy_defaults(self, **args: Unpack[HierarchyArgs]) -> list[HierarchyLink]:
         """Tenant-wide parents for projects, teams and orgs that registered none."""
+        tenant_id, parents = _hierarchy_args("set_hierarchy_defaults", args)
 
         def links() -> list[HierarchyLink]:
-            ids = Identifiers(team_id=team_id, org_id=org_id, company_id=company_id)
+            ids = Identifiers(**parents)
             return [
                 HierarchyLink(level=child_level, child_id="*", parent_id=parent)
                 for child_level, parent in (

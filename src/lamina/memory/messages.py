@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 from pydantic import ValidationError
 
@@ -58,6 +58,8 @@ _MESSAGE_KEYS = ("role", "content", "name", "timestamp", "metadata")
 
 #: ``on_progress(done, total)``: messages embedded so far, out of all.
 OnProgress = Callable[[int, int | None], None]
+
+T = TypeVar("T")
 
 
 class MessageRole(StrEnum):
@@ -210,6 +212,16 @@ class Plan:
     start: int = 0
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """Every message of a call checked, governed and embedded, ready to store: the plans, the
+    memories (in plan order) and the non-blocking policy violations by memory id."""
+
+    plans: list[Plan]
+    memories: list[NewMemory]
+    flagged: dict[str, list[dict[str, Any]]]
+
+
 class MessageWrites(MemoryWrites):
     """``add_messages`` and ``add_messages_bulk``."""
 
@@ -307,13 +319,13 @@ class MessageWrites(MemoryWrites):
         who = check_actor(actor)
         if not conversations:
             return []
-        plans, new, flagged = await self._messages_of(tenant, conversations, single, on_progress)
+        prepared = await self._messages_of(tenant, conversations, single, on_progress)
         if inferring:
-            return await self._consolidate_messages(tenant, plans, new, flagged, who)
+            return await self._consolidate_messages(tenant, prepared, who)
         entries = await self._retry.run(
-            "add_messages", lambda: self._store.add_messages(new, actor=who)
+            "add_messages", lambda: self._store.add_messages(prepared.memories, actor=who)
         )
-        return results_of(plans, entries, flagged)
+        return results_of(prepared.plans, entries, prepared.flagged)
 
     async def _add_inferred(
         self,
@@ -335,12 +347,7 @@ class MessageWrites(MemoryWrites):
         return added[0].memories[0].model_copy(update={"facts": added[0].facts})
 
     async def _consolidate_messages(
-        self,
-        tenant: str,
-        plans: list[Plan],
-        new: list[NewMemory],
-        flagged: dict[str, list[dict[str, Any]]],
-        actor: str | None,
+        self, tenant: str, prepared: Prepared, actor: str | None
     ) -> list[AddedMessages]:
         """``infer=True``: lamina.memory.consolidation supplies it."""
         raise invalid("infer=True needs the consolidation part of the memory service", "infer")
@@ -351,10 +358,8 @@ class MessageWrites(MemoryWrites):
         conversations: Sequence[Mapping[str, Any]],
         single: bool,
         on_progress: OnProgress | None,
-    ) -> tuple[list[Plan], list[NewMemory], dict[str, list[dict[str, Any]]]]:
-        """Every message of a call checked, governed and embedded, ready to store (all
-        checked before anything is embedded): the plans, the memories (in plan order) and
-        the non-blocking policy violations by memory id."""
+    ) -> Prepared:
+        """The call's messages, prepared (all checked before anything is embedded)."""
         now = datetime.now(UTC)
         plans: list[Plan] = []
         room = MAX_MESSAGES
@@ -403,7 +408,7 @@ class MessageWrites(MemoryWrites):
                 new.append(
                     NewMemory(mid, tenant, plan.scope, message.content, meta, None, lifetime=life)
                 )
-        return plans, await self._embed_all(tenant, new, on_progress), flagged
+        return Prepared(plans, await self._embed_all(tenant, new, on_progress), flagged)
 
     async def _plan(
         self, tenant: str, conv: Mapping[str, Any], where: str, now: datetime, room: int
@@ -469,6 +474,14 @@ def _number(plans: Sequence[Plan]) -> None:
         nxt[cid] = plan.start + len(plan.messages)
 
 
+def per_plan(plans: Sequence[Plan], items: Sequence[T]) -> Iterator[tuple[Plan, Sequence[T]]]:
+    """Each plan with its share of ``items``: one item per message, in plan order."""
+    taken = 0
+    for plan in plans:
+        yield plan, items[taken : taken + len(plan.messages)]
+        taken += len(plan.messages)
+
+
 def results_of(
     plans: Sequence[Plan],
     entries: Sequence[MemoryEntry],
@@ -477,10 +490,7 @@ def results_of(
 ) -> list[AddedMessages]:
     """One result per plan: its messages' entries (in order) and, when inferred, its facts."""
     out: list[AddedMessages] = []
-    taken = 0
-    for i, plan in enumerate(plans):
-        mine = entries[taken : taken + len(plan.messages)]
-        taken += len(plan.messages)
+    for i, (plan, mine) in enumerate(per_plan(plans, entries)):
         out.append(
             AddedMessages(
                 conversation_id=plan.conversation_id or "",

@@ -12,7 +12,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, NotRequired, Protocol, TypedDict, Unpack
 
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
@@ -259,6 +259,42 @@ ReembedProgress = Callable[[int, int | None], None]
 ItemText = Callable[["ContextRecord"], str]
 
 
+class MemoryChange(TypedDict, total=False):
+    """What ``update`` changes (absent or None: unchanged), and who changes it."""
+
+    content: str | None
+    embedding: Vector | None
+    metadata_patch: dict[str, Any] | None
+    actor: str | None
+
+
+class Forgetting(TypedDict, total=False):
+    """More sessions ``forget_where`` forgets (the memories' own always go), and who."""
+
+    session_keys: Sequence[str]
+    actor: str | None
+
+
+class ExportPage(TypedDict):
+    """The page ``export_page`` reads, and what each memory carries along."""
+
+    cursor: str | None
+    limit: int
+    vectors: bool
+    history: bool
+
+
+class MemoryListing(TypedDict):
+    """What ``list`` reads: the memories of ``scopes`` that ``flt`` selects, valid in
+    ``window`` (absent or None: now, valid only); one page of them."""
+
+    scopes: Sequence[Scope]
+    flt: MetadataFilter
+    limit: int
+    cursor: str | None
+    window: NotRequired[TimeWindow | None]
+
+
 class MemoryStore(Protocol):
     """Persistence and search of memories, their history, embeddings and hierarchy."""
 
@@ -311,14 +347,7 @@ class MemoryStore(Protocol):
         ...
 
     async def update(
-        self,
-        tenant_id: str,
-        memory_id: str,
-        *,
-        content: str | None = None,
-        embedding: Vector | None = None,
-        metadata_patch: dict[str, Any] | None = None,
-        actor: str | None = None,
+        self, tenant_id: str, memory_id: str, **change: Unpack[MemoryChange]
     ) -> MemoryEntry:
         """MEMORY_NOT_FOUND when absent. A patch value of None removes that key."""
         ...
@@ -338,12 +367,7 @@ class MemoryStore(Protocol):
         ...
 
     async def forget_where(
-        self,
-        tenant_id: str,
-        selection: Selection,
-        *,
-        session_keys: Sequence[str] = (),
-        actor: str | None = None,
+        self, tenant_id: str, selection: Selection, **forgetting: Unpack[Forgetting]
     ) -> ForgetResult:
         """``delete_where``, and in the same transaction the observational memory (session
         messages, observations, reflections, graph relations, leases) of the sessions
@@ -351,14 +375,7 @@ class MemoryStore(Protocol):
         ...
 
     async def export_page(
-        self,
-        tenant_id: str,
-        selection: Selection,
-        *,
-        cursor: str | None,
-        limit: int,
-        vectors: bool,
-        history: bool,
+        self, tenant_id: str, selection: Selection, **page: Unpack[ExportPage]
     ) -> tuple[list[StoredMemory], str | None]:
         """Up to ``limit`` selected memories, oldest first, after ``cursor``; and the cursor
         of the next page (None: no more). Each page is one consistent read."""
@@ -417,16 +434,7 @@ class MemoryStore(Protocol):
 
     async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
 
-    async def list(
-        self,
-        tenant_id: str,
-        scopes: Sequence[Scope],
-        flt: MetadataFilter,
-        *,
-        limit: int,
-        cursor: str | None,
-        window: TimeWindow | None = None,
-    ) -> MemoryPage:
+    async def list(self, tenant_id: str, **listing: Unpack[MemoryListing]) -> MemoryPage:
         """Newest first; ``window`` (None: now, valid only) as in LayerSearch."""
         ...
 
@@ -501,6 +509,15 @@ class ItemQuery:
 DataChange = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
+class ItemListing(TypedDict):
+    """The page ``list_items`` reads: filters (None, []: any) and cursor."""
+
+    category: str | None
+    tags: Sequence[str]
+    limit: int
+    cursor: str | None
+
+
 class ContextItemStore(Protocol):
     async def put_item(self, item: NewContextRecord, *, versioned: bool) -> ContextRecord:
         """Save ``item`` under its key. ``versioned``: a new version becomes the latest and the
@@ -516,14 +533,7 @@ class ContextItemStore(Protocol):
         ...
 
     async def list_items(
-        self,
-        tenant_id: str,
-        kind: ItemKind,
-        *,
-        category: str | None,
-        tags: Sequence[str],
-        limit: int,
-        cursor: str | None,
+        self, tenant_id: str, kind: ItemKind, **listing: Unpack[ItemListing]
     ) -> tuple[list[ContextRecord], str | None, int]:
         """Latest versions, oldest first: (page, next cursor, total matching)."""
         ...

@@ -237,7 +237,12 @@ class MemoryReads(Hierarchy):
             return await self._retry.run(
                 "list",
                 lambda: self._store.list(
-                    tenant, scopes, flt, limit=count, cursor=cursor or None, window=window
+                    tenant,
+                    scopes=scopes,
+                    flt=flt,
+                    limit=count,
+                    cursor=cursor or None,
+                    window=window,
                 ),
             )
 

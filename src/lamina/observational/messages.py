@@ -10,7 +10,7 @@ from typing import Any
 from lamina.checks import check_content, check_int, invalid
 from lamina.observational.base import ROLES, check_session_key, check_tool_calls
 from lamina.observational.models import Note, SessionMessage, SessionView
-from lamina.observational.ports import NewMessage, StoredMessage, StoredNote
+from lamina.observational.ports import NewMessage
 from lamina.observational.runs import ObserverRuns
 
 #: Messages read at a time by recent_messages, from the end.
@@ -74,7 +74,7 @@ class SessionRecords(ObserverRuns):
         )
         if self.settings.enabled:
             await self._note_tokens((tenant, key), sum(m.token_count for m in stored))
-        return [SessionMessage.of(m) for m in stored]
+        return [m for m in stored]
 
     async def messages(
         self,
@@ -92,7 +92,7 @@ class SessionRecords(ObserverRuns):
             "list messages",
             lambda: self._sessions.list_messages(tenant, key, start=start, limit=limit),
         )
-        return [SessionMessage.of(m) for m in rows]
+        return [m for m in rows]
 
     async def recent_messages(
         self, session_key: str, *, tenant_id: str | None = None
@@ -107,7 +107,7 @@ class SessionRecords(ObserverRuns):
             self._call("observed through", lambda: self._sessions.observed_through(tenant, key)),
             self._call("last index", lambda: self._sessions.last_index(tenant, key)),
         )
-        kept: list[StoredMessage] = []
+        kept: list[SessionMessage] = []
         end = last
         while end > through:
             start = max(through + 1, end - RECENT_PAGE + 1)
@@ -115,14 +115,14 @@ class SessionRecords(ObserverRuns):
             for m in reversed(rows):
                 cost = m.token_count + self._counter.per_message
                 if cost > budget:
-                    return [SessionMessage.of(m) for m in reversed(kept)]
+                    return [m for m in reversed(kept)]
                 kept.append(m)
                 budget -= cost
             end = start - 1
-        return [SessionMessage.of(m) for m in reversed(kept)]
+        return [m for m in reversed(kept)]
 
-    async def _page(self, tenant: str, key: str, start: int, count: int) -> list[StoredMessage]:
-        rows: list[StoredMessage] = await self._call(
+    async def _page(self, tenant: str, key: str, start: int, count: int) -> list[SessionMessage]:
+        rows: list[SessionMessage] = await self._call(
             "list messages",
             lambda: self._sessions.list_messages(tenant, key, start=start, limit=count),
         )
@@ -158,14 +158,14 @@ class SessionRecords(ObserverRuns):
         key = check_session_key(session_key)
         check_int("up_to_index", up_to_index)
         text = check_content(summary, self._max_content)
-        message = await self._call(
+        message: SessionMessage = await self._call(
             "compact",
             lambda: self._sessions.compact_messages(
                 tenant, key, up_to_index, text, self._counter.count(text)
             ),
         )
         self._unobserved.pop((tenant, key), None)
-        return SessionMessage.of(message)
+        return message
 
     async def list_sessions(self, *, tenant_id: str | None = None) -> list[tuple[str, int]]:
         tenant = self._tenant(tenant_id)
@@ -187,17 +187,17 @@ class SessionRecords(ObserverRuns):
         reflections = await self._notes(tenant, key, reflections=True, limit=None)
         return SessionView(
             session_key=key,
-            messages=[SessionMessage.of(m) for m in messages],
-            observations=[Note.of(n) for n in observations],
-            reflections=[Note.of(n) for n in reflections],
+            messages=[m for m in messages],
+            observations=[n for n in observations],
+            reflections=[n for n in reflections],
             observed_through=through,
             unobserved_tokens=sum(m.token_count for m in messages if m.index > through),
         )
 
     async def _notes(
         self, tenant: str, key: str, *, reflections: bool, limit: int | None
-    ) -> list[StoredNote]:
-        result: list[StoredNote] = await self._call(
+    ) -> list[Note]:
+        result: list[Note] = await self._call(
             "list notes",
             lambda: self._sessions.list_notes(tenant, key, reflections=reflections, limit=limit),
         )
@@ -224,7 +224,7 @@ class SessionRecords(ObserverRuns):
             reflections=reflections,
             limit=_limit(limit),
         )
-        return [Note.of(n) for n in notes]
+        return [n for n in notes]
 
     async def delete_observations(self, session_key: str, *, tenant_id: str | None = None) -> int:
         return await self._delete_notes(session_key, tenant_id, reflections=False)

@@ -1,4 +1,5 @@
-"""The public shapes of session messages, observations and reflections."""
+"""The public shapes of session messages, observations and reflections: the session store
+returns them as they are (lamina.observational.ports)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,6 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from lamina.observational.ports import StoredMessage, StoredNote
 
 
 class SessionMessage(BaseModel):
@@ -20,10 +19,6 @@ class SessionMessage(BaseModel):
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     token_count: int
     created_at: datetime
-
-    @classmethod
-    def of(cls, m: StoredMessage) -> SessionMessage:
-        return cls.model_validate(m, from_attributes=True)
 
 
 class Note(BaseModel):
@@ -39,10 +34,6 @@ class Note(BaseModel):
     source_start: int
     source_end: int
     created_at: datetime
-
-    @classmethod
-    def of(cls, n: StoredNote) -> Note:
-        return cls.model_validate(n, from_attributes=True)
 
 
 class SessionView(BaseModel):

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict, Unpack
 
+from lamina.observational.models import Note, SessionMessage
 from lamina.text import words
 
 
@@ -26,40 +27,43 @@ class NewMessage:
 
 
 @dataclass(frozen=True)
-class StoredMessage:
-    session_key: str
-    index: int
-    role: str
-    content: str
-    tool_calls: list[dict[str, Any]]
-    token_count: int
-    created_at: datetime
+class NewNote:
+    """An observation (generation 0) or a reflection (1, 2, ...) of the messages from index
+    ``source[0]`` to ``source[1]``."""
 
-
-@dataclass(frozen=True)
-class StoredNote:
-    """An observation (generation 0) or a reflection (generation >= 1)."""
-
-    id: str
-    session_key: str
     content: str
     token_count: int
     generation: int
-    source_start: int
-    source_end: int
-    created_at: datetime
+    source: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class NewGraph:
+    """Entities (name, type) and relations (source, relation, target) to upsert."""
+
+    entities: Sequence[tuple[str, str]]
+    relations: Sequence[tuple[str, str, str]]
+
+
+class GraphReach(TypedDict):
+    """How far ``graph_neighbourhood`` looks: one session's relations (None: all), hops,
+    relations."""
+
+    session_key: str | None
+    depth: int
+    limit: int
 
 
 class SessionStore(Protocol):
     async def append_messages(
         self, tenant_id: str, session_key: str, messages: Sequence[NewMessage]
-    ) -> list[StoredMessage]:
+    ) -> list[SessionMessage]:
         """Append in order; indexes continue from the last message."""
         ...
 
     async def list_messages(
         self, tenant_id: str, session_key: str, *, start: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]: ...
+    ) -> list[SessionMessage]: ...
 
     async def last_index(self, tenant_id: str, session_key: str) -> int:
         """The index of the session's last message; -1 when it has none."""
@@ -71,7 +75,7 @@ class SessionStore(Protocol):
 
     async def compact_messages(
         self, tenant_id: str, session_key: str, up_to_index: int, summary: str, tokens: int
-    ) -> StoredMessage:
+    ) -> SessionMessage:
         """Atomically: delete messages 0..up_to_index, insert the system message
         "[Compacted Summary]\\n<summary>" at index 0 dated before the remaining messages,
         renumber the rest from 1, and move the source ranges of observations and
@@ -80,23 +84,15 @@ class SessionStore(Protocol):
         ...
 
     async def add_note(
-        self,
-        tenant_id: str,
-        session_key: str,
-        content: str,
-        tokens: int,
-        generation: int,
-        source: tuple[int, int],
-        *,
-        replaces: Sequence[str] = (),
-    ) -> StoredNote:
+        self, tenant_id: str, session_key: str, note: NewNote, *, replaces: Sequence[str] = ()
+    ) -> Note:
         """Store an observation (generation 0) or reflection; delete the notes ``replaces``
         names in the same transaction."""
         ...
 
     async def list_notes(
         self, tenant_id: str, session_key: str, *, reflections: bool, limit: int | None = None
-    ) -> list[StoredNote]:
+    ) -> list[Note]:
         """The ``limit`` most recent observations or reflections (all if None), oldest
         first."""
         ...
@@ -121,26 +117,13 @@ class SessionStore(Protocol):
         """(session key, message count) of every session of the tenant."""
         ...
 
-    async def add_graph(
-        self,
-        tenant_id: str,
-        session_key: str,
-        entities: Sequence[tuple[str, str]],
-        relations: Sequence[tuple[str, str, str]],
-    ) -> tuple[int, int]:
-        """Upsert entities (name, type) and relations (source, relation, target) — names are
-        matched case- and space-insensitively, endpoints created when unknown; returns the
-        new (entities, relations)."""
+    async def add_graph(self, tenant_id: str, session_key: str, graph: NewGraph) -> tuple[int, int]:
+        """Upsert the entities and relations: names are matched case- and space-insensitively,
+        endpoints created when unknown; returns the new (entities, relations)."""
         ...
 
     async def graph_neighbourhood(
-        self,
-        tenant_id: str,
-        text: str,
-        *,
-        session_key: str | None,
-        depth: int,
-        limit: int,
+        self, tenant_id: str, text: str, **reach: Unpack[GraphReach]
     ) -> list[tuple[str, str, str]]:
         """Relations (source, relation, target) within ``depth`` hops of the entities whose
         name occurs in ``text`` (as whole words, any case), nearest first; only the

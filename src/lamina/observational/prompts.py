@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from lamina.observational.ports import StoredMessage, StoredNote
+from lamina.observational.models import Note, SessionMessage
 
 OBSERVER_SYSTEM = """You compress a conversation between a user and an AI assistant into one \
 observation note for the assistant's long-term memory.
@@ -39,7 +39,7 @@ def _when(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M")
 
 
-def render_messages(messages: Sequence[StoredMessage], *, max_tokens: int | None = None) -> str:
+def render_messages(messages: Sequence[SessionMessage], *, max_tokens: int | None = None) -> str:
     """One line per message ``[time] [role]: content`` (time in UTC); tool calls as
     ``  [tool:name] input`` and ``  [result] output`` (clipped: the observer is told not to
     copy them). A message of more than ``max_tokens`` tokens is clipped to about that many."""
@@ -57,7 +57,7 @@ def render_messages(messages: Sequence[StoredMessage], *, max_tokens: int | None
     return "\n".join(lines)
 
 
-def render_notes(notes: Sequence[StoredNote]) -> str:
+def render_notes(notes: Sequence[Note]) -> str:
     """``Observation N:`` blocks, or ``Reflection N (gen G):`` blocks."""
     blocks = []
     for n, note in enumerate(notes, 1):

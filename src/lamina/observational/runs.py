@@ -16,8 +16,8 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.llm.base import ChatModel, request
 from lamina.observational.base import Key, SessionBase, check_session_key
 from lamina.observational.graph import GraphExtraction, parse_extraction
-from lamina.observational.models import Note
-from lamina.observational.ports import StoredMessage, StoredNote
+from lamina.observational.models import Note, SessionMessage
+from lamina.observational.ports import NewGraph, NewNote
 from lamina.observational.prompts import (
     GRAPH_SYSTEM,
     OBSERVER_SYSTEM,
@@ -25,6 +25,7 @@ from lamina.observational.prompts import (
     render_messages,
     render_notes,
 )
+from lamina.tokens import batches
 
 log = logging.getLogger("lamina.observational.service")
 
@@ -42,24 +43,6 @@ def _refused(exc: LaminaError) -> bool:
 
 #: Tokens each message adds to the observer's input besides its content ("[time] [role]: ").
 LINE_OVERHEAD = 16
-
-
-def token_batches(messages: list[StoredMessage], limit: int) -> list[list[StoredMessage]]:
-    """Consecutive batches of at most ``limit`` tokens as the observer sees them (content
-    and line overhead; a longer message is a batch alone, clipped when rendered)."""
-    batches: list[list[StoredMessage]] = []
-    current: list[StoredMessage] = []
-    used = 0
-    for m in messages:
-        cost = m.token_count + LINE_OVERHEAD
-        if current and used + cost > limit:
-            batches.append(current)
-            current, used = [], 0
-        current.append(m)
-        used += cost
-    if current:
-        batches.append(current)
-    return batches
 
 
 def observer_llm_settings(om: ObservationalMemorySettings, primary: LLMSettings) -> LLMSettings:
@@ -234,12 +217,15 @@ class ObserverRuns(SessionBase):
         made (None if none). A failing batch stops the run: what was observed before it
         stays, and the next trigger starts from it."""
         through = await self._sessions.observed_through(*key)
-        pending: list[StoredMessage] = await self._sessions.list_messages(*key, start=through + 1)
+        pending: list[SessionMessage] = await self._sessions.list_messages(*key, start=through + 1)
         tokens = sum(m.token_count for m in pending)
         if not pending or (not force and tokens < self.settings.message_token_threshold):
             return None
-        notes: list[StoredNote] = []
-        for batch in token_batches(pending, self.settings.observer_batch_tokens):
+        notes: list[Note] = []
+        # Batches as the observer sees them (content and line overhead; a longer message is a
+        # batch alone, clipped when rendered).
+        budget = self.settings.observer_batch_tokens
+        for batch in batches(pending, lambda m: m.token_count + LINE_OVERHEAD, budget):
             made = await self._observe_batch(key, batch, quiet)
             if made is None:
                 break
@@ -251,11 +237,11 @@ class ObserverRuns(SessionBase):
             await self._sessions.compact_messages(
                 *key, notes[-1].source_end, summary, self._counter.count(summary)
             )
-        return Note.of(notes[-1])
+        return notes[-1]
 
     async def _observe_batch(
-        self, key: Key, batch: list[StoredMessage], quiet: bool
-    ) -> list[StoredNote] | None:
+        self, key: Key, batch: list[SessionMessage], quiet: bool
+    ) -> list[Note] | None:
         """One observation of ``batch``; on a refusal (an error not worth retrying as is,
         such as a request too long) the batch is split in two and each half observed. A
         single message refused MAX_MESSAGE_FAILURES times is recorded as it is (clipped),
@@ -281,15 +267,14 @@ class ObserverRuns(SessionBase):
                 )
                 return None
             text = kept
-        note = await self._sessions.add_note(
-            *key, text, self._counter.count(text), 0, (batch[0].index, batch[-1].index)
-        )
+        new = NewNote(text, self._counter.count(text), 0, (batch[0].index, batch[-1].index))
+        note = await self._sessions.add_note(*key, new)
         self._failures.pop((*key, batch[0].index), None)
         if self.settings.graph and self.graph_buffer.running:
             self.graph_buffer.trigger((*key, note.id, text))
         return [note]
 
-    def _give_up(self, key: Key, message: StoredMessage, exc: LaminaError) -> str | None:
+    def _give_up(self, key: Key, message: SessionMessage, exc: LaminaError) -> str | None:
         """The message itself as its observation, once it has failed often enough."""
         slot = (*key, message.index)
         self._failures[slot] = self._failures.get(slot, 0) + 1
@@ -335,21 +320,15 @@ class ObserverRuns(SessionBase):
         return await self._condense(key, reflections, generation, "meta-reflection", quiet)
 
     async def _condense(
-        self, key: Key, notes: list[StoredNote], generation: int, what: str, quiet: bool
+        self, key: Key, notes: list[Note], generation: int, what: str, quiet: bool
     ) -> Note | None:
         text = await self._generate(REFLECTOR_SYSTEM, render_notes(notes), what, quiet)
         if text is None:
             return None
         source = (min(n.source_start for n in notes), max(n.source_end for n in notes))
-        note = await self._sessions.add_note(
-            *key,
-            text,
-            self._counter.count(text),
-            generation,
-            source,
-            replaces=[n.id for n in notes],
-        )
-        return Note.of(note)
+        new = NewNote(text, self._counter.count(text), generation, source)
+        note = await self._sessions.add_note(*key, new, replaces=[n.id for n in notes])
+        return note
 
     async def _extract_graph(self, item: tuple[str, str, str, str]) -> None:
         tenant, key, _note_id, text = item
@@ -383,8 +362,10 @@ class ObserverRuns(SessionBase):
             lambda: self._sessions.add_graph(
                 tenant,
                 key,
-                [(e.name, e.type) for e in graph.entities],
-                [(r.source, r.relation, r.target) for r in graph.relations],
+                NewGraph(
+                    [(e.name, e.type) for e in graph.entities],
+                    [(r.source, r.relation, r.target) for r in graph.relations],
+                ),
             ),
         )
         return result

@@ -9,7 +9,7 @@ columns ListTasks filters and sorts on. Times are seconds since the epoch (float
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NotRequired, Protocol, TypedDict, Unpack
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,26 @@ class CleanupCounts:
     tasks_purged: int
 
 
+class ContextWrite(TypedDict):
+    """What ``save_context`` writes: the context (a JSON object) expiring at ``expires_at``,
+    and the identifiers (absent: none), if the thread's version is still ``expected_version``."""
+
+    context: str
+    expires_at: float
+    expected_version: int
+    identifiers: NotRequired[str]
+
+
+class TaskListing(TypedDict):
+    """The page of tasks ``list_tasks`` reads: filters (None: any), cursor, size."""
+
+    context_id: str | None
+    state: int | None
+    updated_after_ns: int | None
+    before: tuple[int, str] | None
+    limit: int
+
+
 class ThreadStore(Protocol):
     async def open_thread(
         self, tenant_id: str, thread_id: str, now: float, idle_ttl: float
@@ -60,13 +80,7 @@ class ThreadStore(Protocol):
     async def get_thread(self, tenant_id: str, thread_id: str) -> StoredThread | None: ...
 
     async def save_context(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        context: str,
-        expires_at: float,
-        expected_version: int,
-        identifiers: str = "{}",
+        self, tenant_id: str, thread_id: str, **write: Unpack[ContextWrite]
     ) -> bool:
         """Replace the conversation context (expiring at ``expires_at``) and the thread's
         identifiers (expiring with the thread) if the version is still ``expected_version``
@@ -89,14 +103,7 @@ class ThreadStore(Protocol):
     async def get_task(self, tenant_id: str, task_id: str) -> StoredTask | None: ...
 
     async def list_tasks(
-        self,
-        tenant_id: str,
-        *,
-        context_id: str | None,
-        state: int | None,
-        updated_after_ns: int | None,
-        before: tuple[int, str] | None,
-        limit: int,
+        self, tenant_id: str, **listing: Unpack[TaskListing]
     ) -> tuple[list[StoredTask], int]:
         """One page, newest first by (updated_ns, task_id), strictly after the cursor
         ``before``; and the number of tasks matching the filters."""

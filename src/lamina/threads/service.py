@@ -177,7 +177,12 @@ class ThreadService:
                 context.get("identifiers") or {}, ensure_ascii=False, separators=(",", ":")
             )
             if await self._store.save_context(
-                tenant_id, thread_id, text, expires, version, identifiers
+                tenant_id,
+                thread_id,
+                context=text,
+                expires_at=expires,
+                expected_version=version,
+                identifiers=identifiers,
             ):
                 return context
         raise LaminaError(

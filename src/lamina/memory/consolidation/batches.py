@@ -1,16 +1,13 @@
 """Bounded prompts: messages cut into batches of at most a token budget (a message longer
-than the budget is cut into pieces at word boundaries), and facts into decision batches."""
+than the budget is cut into pieces at word boundaries)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 from lamina.memory.consolidation.prompts import Said
-from lamina.tokens import TokenCounter
-
-T = TypeVar("T")
+from lamina.tokens import TokenCounter, batches
 
 
 def pieces(text: str, budget: int, counter: TokenCounter) -> list[str]:
@@ -58,35 +55,10 @@ def batch_lines(
 
 
 def _raw_batches(lines: Sequence[Line], budget: int, counter: TokenCounter) -> list[list[Said]]:
-    out: list[list[Said]] = []
-    current: list[Said] = []
-    used = 0
-    for line in lines:
-        for piece in pieces(line.content, budget, counter):
-            cost = counter.count(piece) + 8  # the speaker and time around it
-            if current and used + cost > budget:
-                out.append(current)
-                current, used = [], 0
-            current.append(Said(line.index, line.speaker, line.timestamp, piece))
-            used += cost
-    if current:
-        out.append(current)
-    return out
-
-
-def chunks(items: Sequence[T], size: int, cost: Callable[[T], int], budget: int) -> list[list[T]]:
-    """``items`` in order, in chunks of at most ``size`` items and ``budget`` cost (an item
-    costing more than the budget goes alone)."""
-    out: list[list[T]] = []
-    current: list[T] = []
-    used = 0
-    for item in items:
-        c = cost(item)
-        if current and (len(current) >= size or used + c > budget):
-            out.append(current)
-            current, used = [], 0
-        current.append(item)
-        used += c
-    if current:
-        out.append(current)
-    return out
+    said = [
+        Said(line.index, line.speaker, line.timestamp, piece)
+        for line in lines
+        for piece in pieces(line.content, budget, counter)
+    ]
+    # A piece costs its tokens and the speaker and time around it.
+    return batches(said, lambda s: counter.count(s.content) + 8, budget)

@@ -30,7 +30,7 @@ from lamina.memory.consolidation.answers import (
     parse_facts,
     sources_of,
 )
-from lamina.memory.consolidation.batches import Line, batch_lines, chunks
+from lamina.memory.consolidation.batches import Line, batch_lines
 from lamina.memory.consolidation.prompts import (
     DECIDE_SYSTEM,
     EXTRACT_SYSTEM,
@@ -39,7 +39,7 @@ from lamina.memory.consolidation.prompts import (
     shown,
 )
 from lamina.memory.filters import MetadataFilter
-from lamina.memory.messages import MessageWrites, Plan, results_of
+from lamina.memory.messages import MessageWrites, Plan, Prepared, per_plan, results_of
 from lamina.memory.models import AddedMessages, FactEvent, FactOutcome, MemoryEntry, SearchMode
 from lamina.memory.ports import (
     Consolidated,
@@ -54,7 +54,7 @@ from lamina.memory.scoring import QuerySignals
 from lamina.memory.timing import Lifetime, TimeWindow, now
 from lamina.memory.writes import CONVERSATION_KEY
 from lamina.text import analyze
-from lamina.tokens import TokenCounter, default_counter
+from lamina.tokens import TokenCounter, batches, default_counter
 
 #: Times the decisions are taken again when a memory changed while they were taken.
 CONFLICT_ATTEMPTS = 3
@@ -110,13 +110,9 @@ class Consolidating(MessageWrites):
         return self.chat_model()
 
     async def _consolidate_messages(
-        self,
-        tenant: str,
-        plans: list[Plan],
-        new: list[NewMemory],
-        flagged: dict[str, list[dict[str, Any]]],
-        actor: str | None,
+        self, tenant: str, prepared: Prepared, actor: str | None
     ) -> list[AddedMessages]:
+        plans, new = prepared.plans, prepared.memories
         model = self._model()
         facts = await self._extract_all(tenant, model, plans, new)
         for attempt in range(CONFLICT_ATTEMPTS):
@@ -135,7 +131,7 @@ class Consolidating(MessageWrites):
                     ) from None
                 continue
             outcomes = _outcomes(len(plans), steps, stored, fact_flags)
-            return results_of(plans, stored.messages, flagged, outcomes)
+            return results_of(plans, stored.messages, prepared.flagged, outcomes)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _write(self, change: Consolidation, actor: str | None) -> Consolidated:
@@ -168,10 +164,7 @@ class Consolidating(MessageWrites):
         self, tenant: str, model: ChatModel, plans: list[Plan], new: list[NewMemory]
     ) -> list[Extracted]:
         facts: list[Extracted] = []
-        taken = 0
-        for p, plan in enumerate(plans):
-            mine = new[taken : taken + len(plan.messages)]
-            taken += len(plan.messages)
+        for p, (_, mine) in enumerate(per_plan(plans, new)):
             facts += await self._extract(model, p, mine)
         vectors = await self._embed_texts(tenant, [f.text for f in facts])
         for fact, vector in zip(facts, vectors, strict=True):
@@ -179,7 +172,7 @@ class Consolidating(MessageWrites):
         return facts
 
     async def _extract(
-        self, model: ChatModel, p: int, messages: list[NewMemory]
+        self, model: ChatModel, p: int, messages: Sequence[NewMemory]
     ) -> list[Extracted]:
         lines = []
         for i, m in enumerate(messages):
@@ -257,7 +250,7 @@ class Consolidating(MessageWrites):
 
         for p in range(len(plans)):
             mine = [f for f in facts if f.plan == p]
-            for batch in chunks(mine, self._settings.infer_facts_per_call, cost, budget):
+            for batch in batches(mine, cost, budget, size=self._settings.infer_facts_per_call):
                 steps += await self._decide(model, batch, claims)
         return await self._change(tenant, plans, new, steps)
 

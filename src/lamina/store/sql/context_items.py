@@ -11,10 +11,17 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import ContextRecord, DataChange, ItemKind, ItemQuery, NewContextRecord
+from lamina.memory.ports import (
+    ContextRecord,
+    DataChange,
+    ItemKind,
+    ItemListing,
+    ItemQuery,
+    NewContextRecord,
+)
 from lamina.memory.scoring import rank_fused, rank_single
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
@@ -245,28 +252,16 @@ class SqlContextItems(ABC):
         return where, params
 
     async def list_items(
-        self,
-        tenant_id: str,
-        kind: ItemKind,
-        *,
-        category: str | None,
-        tags: Sequence[str],
-        limit: int,
-        cursor: str | None,
+        self, tenant_id: str, kind: ItemKind, **listing: Unpack[ItemListing]
     ) -> tuple[list[ContextRecord], str | None, int]:
+        cursor, limit = listing["cursor"], listing["limit"]
         after = 0 if cursor is None else decode_cursor(cursor)
-        where, params = self.latest_where(tenant_id, kind, category, tags)
-        seq = self._d.seq
+        where, params = self.latest_where(tenant_id, kind, listing["category"], listing["tags"])
 
         def page() -> Program[tuple[list[ContextRecord], str | None, int]]:
             total = yield row(f"SELECT count(*) FROM context_items WHERE {where}", *params)  # noqa: S608
-            found = yield rows(
-                f"SELECT {self._columns} FROM context_items WHERE {where} "  # noqa: S608
-                f"AND {seq} > %s ORDER BY {seq} LIMIT %s",
-                *params,
-                after,
-                limit + 1,
-            )
+            select = f"SELECT {self._columns} FROM context_items"  # noqa: S608
+            found = yield rows(self._d.seq_page(select, where), *params, after, limit + 1)
             more = len(found) > limit
             found = found[:limit]
             next_cursor = encode_cursor(found[-1][0]) if more else None

@@ -51,6 +51,11 @@ class Dialect(ABC):
     #: else it sorts every matching row for each page of an export).
     tenant_in_seq_order: ClassVar[str] = "tenant_id"
 
+    def seq_page(self, select: str, where: str) -> str:
+        """One page of a walk in insertion order: ``select`` (``SELECT … FROM table``) of the
+        rows ``where`` holds, after a ``seq`` and up to a limit (the last two parameters)."""
+        return f"{select} WHERE {where} AND {self.seq} > %s ORDER BY {self.seq} LIMIT %s"
+
     @abstractmethod
     def json(self, value: Any) -> Any:
         """A JSON value as a parameter."""

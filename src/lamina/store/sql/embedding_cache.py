@@ -12,7 +12,7 @@ import numpy as np
 
 from lamina.embeddings.base import Vector
 from lamina.store.sql.memory_rows import CHUNK, SqlMemoryRows
-from lamina.store.sql.program import Program, count, many, rows
+from lamina.store.sql.program import Program, count, every, many, rows
 
 #: The indexed expression finding the memories holding a text (migrations 0008 / 0010).
 _PREFIX = "substr(content, 1, 64)"
@@ -80,16 +80,14 @@ class SqlEmbeddingCache(SqlMemoryRows):
         )
 
     async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
-        def read() -> Program[list[tuple[str, str]]]:
-            found = yield rows(
-                "SELECT id, content FROM memories WHERE tenant_id = %s AND embedding IS NULL "  # noqa: S608
-                f"ORDER BY {self._d.seq} LIMIT %s",
-                tenant_id,
-                limit,
-            )
-            return [(str(i), str(c)) for i, c in found]
-
-        return await self._exec.read(tenant_id, "unembedded", read())
+        read = every(
+            lambda r: (str(r[0]), str(r[1])),
+            "SELECT id, content FROM memories WHERE tenant_id = %s AND embedding IS NULL "  # noqa: S608
+            f"ORDER BY {self._d.seq} LIMIT %s",
+            tenant_id,
+            limit,
+        )
+        return await self._exec.read(tenant_id, "unembedded", read)
 
     async def set_embeddings(self, tenant_id: str, items: Sequence[tuple[str, str, Vector]]) -> int:
         if self.embedding.stale:  # pending until ``reembed``, which embeds them too

@@ -16,7 +16,7 @@ from lamina.memory.ports import (
 )
 from lamina.store.sql.forgetting import SqlForgetting
 from lamina.store.sql.memory_writes import SqlMemoryWrites
-from lamina.store.sql.program import Program, count, row, rows
+from lamina.store.sql.program import Program, count, every, row, rows
 from lamina.store.sql.timing import HISTORY, conflict, missing
 
 
@@ -106,11 +106,8 @@ class SqlInvalidation(SqlMemoryWrites, SqlForgetting):
     # -- expiry -----------------------------------------------------------------------------
 
     async def expired_tenants(self, at: datetime, limit: int) -> list[str]:
-        def read() -> Program[list[str]]:
-            found = yield rows(self.expired_tenants_sql, self._d.time(at), limit)
-            return [str(r[0]) for r in found]
-
-        return await self._exec.read(None, "expired tenants", read())
+        read = every(lambda r: str(r[0]), self.expired_tenants_sql, self._d.time(at), limit)
+        return await self._exec.read(None, "expired tenants", read)
 
     async def purge_expired(
         self, tenant_id: str, at: datetime, limit: int, *, actor: str | None = None

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.memory.layers import MemoryLayer, scope_key
 from lamina.memory.models import ForgetResult, HistoryEvent
-from lamina.memory.ports import NewMemory, Scope, Selection, StoredMemory
+from lamina.memory.ports import ExportPage, Forgetting, NewMemory, Scope, Selection, StoredMemory
 from lamina.memory.timing import Lifetime
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.conversations import ConversationScope, Neighbourhood, place_of
@@ -74,14 +74,10 @@ class SqlMemoryLifecycle(SqlMemories):
         return await self._exec.write(tenant_id, "delete_all", write())
 
     async def forget_where(
-        self,
-        tenant_id: str,
-        selection: Selection,
-        *,
-        session_keys: Sequence[str] = (),
-        actor: str | None = None,
+        self, tenant_id: str, selection: Selection, **forgetting: Unpack[Forgetting]
     ) -> ForgetResult:
         where, params = self._selected(selection)
+        actor = forgetting.get("actor")
 
         def write() -> Program[ForgetResult]:
             found = yield rows(
@@ -89,7 +85,7 @@ class SqlMemoryLifecycle(SqlMemories):
                 tenant_id,
                 *params,
             )
-            keys = dict.fromkeys(session_keys)
+            keys = dict.fromkeys(forgetting.get("session_keys", ()))
             for r in found:
                 session = self._d.from_json(r[1]).get("session_id")
                 if isinstance(session, str):
@@ -145,15 +141,14 @@ class SqlMemoryLifecycle(SqlMemories):
     # -- export -----------------------------------------------------------------------------
 
     async def export_page(
-        self,
-        tenant_id: str,
-        selection: Selection,
-        *,
-        cursor: str | None,
-        limit: int,
-        vectors: bool,
-        history: bool,
+        self, tenant_id: str, selection: Selection, **page: Unpack[ExportPage]
     ) -> tuple[list[StoredMemory], str | None]:
+        cursor, limit, vectors, history = (
+            page["cursor"],
+            page["limit"],
+            page["vectors"],
+            page["history"],
+        )
         where, params = self._selected(selection)
         after = decode_cursor(cursor) if cursor else 0
         seq = self._d.seq

@@ -6,12 +6,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 import numpy as np
 
 from lamina.embeddings.base import Vector
-from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import (
     HistoryEvent,
     MemoryEntry,
@@ -22,14 +21,13 @@ from lamina.memory.models import (
 from lamina.memory.ports import (
     LayerHits,
     LayerSearch,
-    Scope,
+    MemoryListing,
     ScoredMemory,
 )
 from lamina.memory.scoring import Candidate, Ranked, rank
-from lamina.memory.timing import TimeWindow
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row
-from lamina.store.sql.program import Program, count, first, row, rows
+from lamina.store.sql.program import Program, count, every, first, row, rows
 from lamina.store.sql.timing import SqlTiming
 
 
@@ -128,27 +126,18 @@ class SqlMemoryReads(SqlTiming):
         return await self._exec.read(tenant_id, "get", get)
 
     async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
-        def read() -> Program[list[HistoryEvent]]:
-            found = yield rows(
-                f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
-                "AND memory_id = %s ORDER BY seq",
-                tenant_id,
-                memory_id,
-            )
-            return [self._event(r) for r in found]
+        read = every(
+            self._event,
+            f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
+            "AND memory_id = %s ORDER BY seq",
+            tenant_id,
+            memory_id,
+        )
+        return await self._exec.read(tenant_id, "history", read)
 
-        return await self._exec.read(tenant_id, "history", read())
-
-    async def list(
-        self,
-        tenant_id: str,
-        scopes: Sequence[Scope],
-        flt: MetadataFilter,
-        *,
-        limit: int,
-        cursor: str | None,
-        window: TimeWindow | None = None,
-    ) -> MemoryPage:
+    async def list(self, tenant_id: str, **listing: Unpack[MemoryListing]) -> MemoryPage:
+        scopes, flt = listing["scopes"], listing["flt"]
+        cursor, limit, window = listing["cursor"], listing["limit"], listing.get("window")
         before = decode_cursor(cursor) if cursor else None
         if not scopes:
             return MemoryPage(items=[], next_cursor=None, total_count=0)

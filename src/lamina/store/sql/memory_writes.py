@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
@@ -16,6 +16,7 @@ from lamina.memory.models import (
     MemoryEntry,
 )
 from lamina.memory.ports import (
+    MemoryChange,
     NewMemory,
     updated_entry,
 )
@@ -227,19 +228,14 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         }
 
     async def update(
-        self,
-        tenant_id: str,
-        memory_id: str,
-        *,
-        content: str | None = None,
-        embedding: Vector | None = None,
-        metadata_patch: dict[str, Any] | None = None,
-        actor: str | None = None,
+        self, tenant_id: str, memory_id: str, **change: Unpack[MemoryChange]
     ) -> MemoryEntry:
+        content, embedding = change.get("content"), change.get("embedding")
+        patch, actor = change.get("metadata_patch"), change.get("actor")
         return await self._exec.write(
             tenant_id,
             "update",
-            self._update(tenant_id, memory_id, content, embedding, metadata_patch, actor),
+            self._update(tenant_id, memory_id, content, embedding, patch, actor),
         )
 
     def _update(

@@ -63,6 +63,12 @@ def first(into: Callable[[Sequence[Any]], T], sql: str, *params: Any) -> Program
     return None if found is None else into(found)
 
 
+def every(into: Callable[[Sequence[Any]], T], sql: str, *params: Any) -> Program[list[T]]:
+    """A program reading every row of ``sql``, each made a value by ``into``."""
+    found = yield rows(sql, *params)
+    return [into(r) for r in found]
+
+
 def drive(program: Program[T], execute: Callable[[Step | Lock], Any]) -> T:
     """Run ``program``, executing each step with ``execute`` (blocking)."""
     try:

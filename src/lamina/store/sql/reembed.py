@@ -23,7 +23,7 @@ from lamina.store.sql.context_items import RECORD
 from lamina.store.sql.conversations import ConversationScope
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, EmbeddingState
-from lamina.store.sql.program import Executor, Program, count, row, rows
+from lamina.store.sql.program import Executor, Program, count, every, row, rows
 
 #: Context items without a vector of their own (the knowledge index's state row).
 _UNEMBEDDED_KINDS = "('document_index')"
@@ -68,14 +68,16 @@ class Reembedding(ABC):
     def _lacking_neighbourhoods(self, tenant: str) -> Program[list[ConversationScope]]:
         """Conversations (per scope) holding a message past their first two that has a
         vector but no neighbourhood vector: those whose vectors were re-embedded."""
-        found = yield rows(
-            "SELECT DISTINCT conversation_id, layer, scope_key FROM memories "
-            "WHERE tenant_id = %s AND conversation_id IS NOT NULL "
-            "AND context_embedding IS NULL AND embedding IS NOT NULL "
-            "AND conversation_position > 0",
-            tenant,
+        return (
+            yield from every(
+                lambda r: ConversationScope(tenant, r[0], r[1], r[2]),
+                "SELECT DISTINCT conversation_id, layer, scope_key FROM memories "
+                "WHERE tenant_id = %s AND conversation_id IS NOT NULL "
+                "AND context_embedding IS NULL AND embedding IS NOT NULL "
+                "AND conversation_position > 0",
+                tenant,
+            )
         )
-        return [ConversationScope(tenant, c, layer, key) for c, layer, key in found]
 
     def _renew_conversation(self, thread: ConversationScope) -> Program[None]:
         yield from self._lock_conversations(thread.tenant_id, {thread.conversation_id})
@@ -265,27 +267,17 @@ class Reembedding(ABC):
     def _stale_memories(
         self, tenant: str, model: str, dims: int, size: int, after: Any
     ) -> Program[list[Any]]:
-        seq = self._d.seq
-        found: list[Any] = yield rows(
-            f"SELECT {seq}, id, content FROM memories WHERE tenant_id = %s "  # noqa: S608
-            f"AND {self._stale()} AND {seq} > %s ORDER BY {seq} LIMIT %s",
-            tenant,
-            model,
-            dims,
-            after,
-            size,
-        )
+        d = self._d
+        select = f"SELECT {d.seq}, id, content FROM memories"  # noqa: S608
+        where = f"tenant_id = %s AND {self._stale()}"
+        found: list[Any] = yield rows(d.seq_page(select, where), tenant, model, dims, after, size)
         return found
 
     def _pending_items(self, tenant: str, size: int, after: Any) -> Program[list[Any]]:
-        seq = self._d.seq
-        found: list[Any] = yield rows(
-            f"SELECT {seq}, {RECORD}, embedding FROM context_items "  # noqa: S608
-            f"WHERE tenant_id = %s AND {_PENDING_ITEM} AND {seq} > %s ORDER BY {seq} LIMIT %s",
-            tenant,
-            after,
-            size,
-        )
+        d = self._d
+        select = f"SELECT {d.seq}, {RECORD}, embedding FROM context_items"  # noqa: S608
+        where = f"tenant_id = %s AND {_PENDING_ITEM}"
+        found: list[Any] = yield rows(d.seq_page(select, where), tenant, after, size)
         return found
 
     def _store_vectors(

@@ -10,12 +10,19 @@ import time
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.observational.ports import NewMessage, StoredMessage, StoredNote, normalise_entity
+from lamina.observational.models import Note, SessionMessage
+from lamina.observational.ports import (
+    GraphReach,
+    NewGraph,
+    NewMessage,
+    NewNote,
+    normalise_entity,
+)
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Executor, Lock, Program, count, many, row, rows
+from lamina.store.sql.program import Executor, Lock, Program, count, every, many, row, rows
 
 SUMMARY_PREFIX = "[Compacted Summary]\n"
 
@@ -38,22 +45,29 @@ class SqlSessions:
         self._exec = executor
         self._d = dialect
 
-    def _message(self, values: Sequence[Any]) -> StoredMessage:
+    def _message(self, values: Sequence[Any]) -> SessionMessage:
         d = self._d
-        return StoredMessage(
-            values[0],
-            values[1],
-            values[2],
-            values[3],
-            list(d.from_json(values[4])),
-            values[5],
-            d.from_time(values[6]),
+        return SessionMessage(
+            session_key=values[0],
+            index=values[1],
+            role=values[2],
+            content=values[3],
+            tool_calls=list(d.from_json(values[4])),
+            token_count=values[5],
+            created_at=d.from_time(values[6]),
         )
 
-    def _note(self, values: Sequence[Any]) -> StoredNote:
+    def _note(self, values: Sequence[Any]) -> Note:
         id_, session_key, content, tokens, generation, start, end, created = values
-        return StoredNote(
-            id_, session_key, content, tokens, generation, start, end, self._d.from_time(created)
+        return Note(
+            id=id_,
+            session_key=session_key,
+            content=content,
+            token_count=tokens,
+            generation=generation,
+            source_start=start,
+            source_end=end,
+            created_at=self._d.from_time(created),
         )
 
     def _session_lock(self, tenant_id: str, session_key: str) -> Lock:
@@ -63,14 +77,14 @@ class SqlSessions:
 
     async def append_messages(
         self, tenant_id: str, session_key: str, messages: Sequence[NewMessage]
-    ) -> list[StoredMessage]:
+    ) -> list[SessionMessage]:
         return await self._exec.write(
             tenant_id, "append", self._append(tenant_id, session_key, list(messages))
         )
 
     def _append(
         self, tenant_id: str, session_key: str, messages: list[NewMessage]
-    ) -> Program[list[StoredMessage]]:
+    ) -> Program[list[SessionMessage]]:
         now = datetime.now(UTC)
         yield self._session_lock(tenant_id, session_key)
         top = yield row(
@@ -80,14 +94,14 @@ class SqlSessions:
         )
         start = -1 if top is None or top[0] is None else int(top[0])
         stored = [
-            StoredMessage(
-                session_key,
-                start + 1 + i,
-                m.role,
-                m.content,
-                list(m.tool_calls),
-                m.token_count,
-                m.created_at or now,
+            SessionMessage(
+                session_key=session_key,
+                index=start + 1 + i,
+                role=m.role,
+                content=m.content,
+                tool_calls=list(m.tool_calls),
+                token_count=m.token_count,
+                created_at=m.created_at or now,
             )
             for i, m in enumerate(messages)
         ]
@@ -106,19 +120,17 @@ class SqlSessions:
 
     async def list_messages(
         self, tenant_id: str, session_key: str, *, start: int = 0, limit: int | None = None
-    ) -> list[StoredMessage]:
-        def read() -> Program[list[StoredMessage]]:
-            found = yield rows(
-                f"SELECT {_MSG} FROM session_messages WHERE tenant_id = %s "  # noqa: S608
-                "AND session_key = %s AND idx >= %s ORDER BY idx LIMIT %s",
-                tenant_id,
-                session_key,
-                start,
-                self._d.no_limit if limit is None else limit,
-            )
-            return [self._message(r) for r in found]
-
-        return await self._exec.read(tenant_id, "list messages", read())
+    ) -> list[SessionMessage]:
+        read = every(
+            self._message,
+            f"SELECT {_MSG} FROM session_messages WHERE tenant_id = %s "  # noqa: S608
+            "AND session_key = %s AND idx >= %s ORDER BY idx LIMIT %s",
+            tenant_id,
+            session_key,
+            start,
+            self._d.no_limit if limit is None else limit,
+        )
+        return await self._exec.read(tenant_id, "list messages", read)
 
     async def last_index(self, tenant_id: str, session_key: str) -> int:
         def read() -> Program[int]:
@@ -147,7 +159,7 @@ class SqlSessions:
 
     async def compact_messages(
         self, tenant_id: str, session_key: str, up_to_index: int, summary: str, tokens: int
-    ) -> StoredMessage:
+    ) -> SessionMessage:
         return await self._exec.write(
             tenant_id,
             "compact",
@@ -156,7 +168,7 @@ class SqlSessions:
 
     def _compact(
         self, tenant_id: str, session_key: str, up_to: int, summary: str, tokens: int
-    ) -> Program[StoredMessage]:
+    ) -> Program[SessionMessage]:
         d = self._d
         key = (tenant_id, session_key)
         yield self._session_lock(tenant_id, session_key)
@@ -206,8 +218,13 @@ class SqlSessions:
             )
         earliest = None if first is None or first[0] is None else d.from_time(first[0])
         dated = earliest - timedelta(milliseconds=1) if earliest else datetime.now(UTC)
-        message = StoredMessage(
-            session_key, 0, "system", SUMMARY_PREFIX + summary, [], tokens, dated
+        message = SessionMessage(
+            session_key=session_key,
+            index=0,
+            role="system",
+            content=SUMMARY_PREFIX + summary,
+            token_count=tokens,
+            created_at=dated,
         )
         yield count(
             _INSERT_MESSAGE,
@@ -223,48 +240,38 @@ class SqlSessions:
         return message
 
     async def list_sessions(self, tenant_id: str) -> list[tuple[str, int]]:
-        def read() -> Program[list[tuple[str, int]]]:
-            found = yield rows(
-                "SELECT session_key, count(*) FROM session_messages WHERE tenant_id = %s "
-                "GROUP BY session_key ORDER BY session_key",
-                tenant_id,
-            )
-            return [(str(k), int(n)) for k, n in found]
-
-        return await self._exec.read(tenant_id, "list sessions", read())
+        read = every(
+            lambda r: (str(r[0]), int(r[1])),
+            "SELECT session_key, count(*) FROM session_messages WHERE tenant_id = %s "
+            "GROUP BY session_key ORDER BY session_key",
+            tenant_id,
+        )
+        return await self._exec.read(tenant_id, "list sessions", read)
 
     # -- observations and reflections -------------------------------------------------------
 
     async def add_note(
-        self,
-        tenant_id: str,
-        session_key: str,
-        content: str,
-        tokens: int,
-        generation: int,
-        source: tuple[int, int],
-        *,
-        replaces: Sequence[str] = (),
-    ) -> StoredNote:
-        note = StoredNote(
-            str(uuid.uuid4()),
-            session_key,
-            content,
-            tokens,
-            generation,
-            source[0],
-            source[1],
-            datetime.now(UTC),
+        self, tenant_id: str, session_key: str, new: NewNote, *, replaces: Sequence[str] = ()
+    ) -> Note:
+        note = Note(
+            id=str(uuid.uuid4()),
+            session_key=session_key,
+            content=new.content,
+            token_count=new.token_count,
+            generation=new.generation,
+            source_start=new.source[0],
+            source_end=new.source[1],
+            created_at=datetime.now(UTC),
         )
 
         def write() -> Program[None]:
-            values = (tenant_id, note.id, session_key, content, tokens)
-            if generation == 0:
+            values = (tenant_id, note.id, session_key, note.content, note.token_count)
+            if note.generation == 0:
                 yield count(
                     "INSERT INTO observations (tenant_id, id, session_key, content, token_count, "
                     "source_start, source_end, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                     *values,
-                    *source,
+                    *new.source,
                     self._d.time(note.created_at),
                 )
             else:
@@ -273,8 +280,8 @@ class SqlSessions:
                     "generation, source_start, source_end, created_at) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     *values,
-                    generation,
-                    *source,
+                    note.generation,
+                    *new.source,
                     self._d.time(note.created_at),
                 )
             if replaces:
@@ -291,10 +298,10 @@ class SqlSessions:
 
     async def list_notes(
         self, tenant_id: str, session_key: str, *, reflections: bool, limit: int | None = None
-    ) -> list[StoredNote]:
+    ) -> list[Note]:
         columns = _NOTE.format(generation="generation" if reflections else "0")
 
-        def read() -> Program[list[StoredNote]]:
+        def read() -> Program[list[Note]]:
             found = yield rows(
                 f"SELECT {columns} FROM {_table(reflections)} WHERE tenant_id = %s "  # noqa: S608
                 f"AND session_key = %s ORDER BY {self._d.seq} DESC LIMIT %s",
@@ -369,15 +376,9 @@ class SqlSessions:
 
     # -- the entity graph -------------------------------------------------------------------
 
-    async def add_graph(
-        self,
-        tenant_id: str,
-        session_key: str,
-        entities: Sequence[tuple[str, str]],
-        relations: Sequence[tuple[str, str, str]],
-    ) -> tuple[int, int]:
+    async def add_graph(self, tenant_id: str, session_key: str, graph: NewGraph) -> tuple[int, int]:
         return await self._exec.write(
-            tenant_id, "save graph", self._add_graph(tenant_id, session_key, entities, relations)
+            tenant_id, "save graph", self._add_graph(tenant_id, session_key, graph)
         )
 
     def _entity(self, tenant_id: str, name: str, kind: str, now: Any) -> Program[tuple[int, int]]:
@@ -399,19 +400,15 @@ class SqlSessions:
         return int(found[0]), int(created)
 
     def _add_graph(
-        self,
-        tenant_id: str,
-        session_key: str,
-        entities: Sequence[tuple[str, str]],
-        relations: Sequence[tuple[str, str, str]],
+        self, tenant_id: str, session_key: str, graph: NewGraph
     ) -> Program[tuple[int, int]]:
         now = self._d.time(datetime.now(UTC))
         new_entities = new_relations = 0
-        for name, kind in entities:
+        for name, kind in graph.entities:
             _, created = yield from self._entity(tenant_id, name, kind, now)
             new_entities += created
         key = self._d.graph_id
-        for source, relation, target in relations:
+        for source, relation, target in graph.relations:
             source_key, created = yield from self._entity(tenant_id, source, "", now)
             new_entities += created
             target_key, created = yield from self._entity(tenant_id, target, "", now)
@@ -430,14 +427,9 @@ class SqlSessions:
         return new_entities, new_relations
 
     async def graph_neighbourhood(
-        self,
-        tenant_id: str,
-        text: str,
-        *,
-        session_key: str | None,
-        depth: int,
-        limit: int,
+        self, tenant_id: str, text: str, **reach: Unpack[GraphReach]
     ) -> list[tuple[str, str, str]]:
+        session_key, depth, limit = reach["session_key"], reach["depth"], reach["limit"]
         k, session = self._d.graph_id, "" if session_key is None else " AND r.session_key = %s"
         extra: tuple[Any, ...] = () if session_key is None else (session_key,)
         sql = (
@@ -460,8 +452,5 @@ class SqlSessions:
         params = (tenant_id, f" {normalise_entity(text)} ", tenant_id, *extra, depth)
         params += (tenant_id, *extra, depth, limit)
 
-        def read() -> Program[list[tuple[str, str, str]]]:
-            found = yield rows(sql, *params)
-            return [(str(a), str(b), str(c)) for a, b, c, _ in found]
-
-        return await self._exec.read(tenant_id, "graph", read())
+        read = every(lambda r: (str(r[0]), str(r[1]), str(r[2])), sql, *params)
+        return await self._exec.read(tenant_id, "graph", read)

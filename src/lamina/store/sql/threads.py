@@ -8,11 +8,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Program, count, first, row, rows
-from lamina.threads.ports import CleanupCounts, StoredTask, StoredThread
+from lamina.threads.ports import (
+    CleanupCounts,
+    ContextWrite,
+    StoredTask,
+    StoredThread,
+    TaskListing,
+)
 
 _THREAD = (
     "thread_id, created_at, updated_at, expired_at, context, context_expires_at, version, "
@@ -100,25 +106,19 @@ class SqlThreads(ABC):
         )
 
     async def save_context(
-        self,
-        tenant_id: str,
-        thread_id: str,
-        context: str,
-        expires_at: float,
-        expected_version: int,
-        identifiers: str = "{}",
+        self, tenant_id: str, thread_id: str, **write: Unpack[ContextWrite]
     ) -> bool:
         def save() -> Program[bool]:
             changed = yield count(
                 "UPDATE a2a_threads SET context = %s, context_expires_at = %s, "
                 "identifiers = %s, version = version + 1 WHERE tenant_id = %s "
                 "AND thread_id = %s AND version = %s AND expired_at IS NULL",
-                context,
-                expires_at,
-                identifiers,
+                write["context"],
+                write["expires_at"],
+                write.get("identifiers", "{}"),
                 tenant_id,
                 thread_id,
-                expected_version,
+                write["expected_version"],
             )
             return bool(changed == 1)
 
@@ -151,21 +151,15 @@ class SqlThreads(ABC):
         return await self._exec.read(tenant_id, "get_task", get)
 
     async def list_tasks(
-        self,
-        tenant_id: str,
-        *,
-        context_id: str | None,
-        state: int | None,
-        updated_after_ns: int | None,
-        before: tuple[int, str] | None,
-        limit: int,
+        self, tenant_id: str, **listing: Unpack[TaskListing]
     ) -> tuple[list[StoredTask], int]:
         where: list[str] = ["tenant_id = %s"]
         args: list[Any] = [tenant_id]
+        before = listing["before"]
         for condition, value in (
-            ("context_id = %s", context_id),
-            ("state = %s", state),
-            ("updated_ns >= %s", updated_after_ns),
+            ("context_id = %s", listing["context_id"]),
+            ("state = %s", listing["state"]),
+            ("updated_ns >= %s", listing["updated_after_ns"]),
         ):
             if value is not None:
                 where.append(condition)
@@ -183,7 +177,7 @@ class SqlThreads(ABC):
                 f"SELECT {_TASK} FROM a2a_tasks WHERE {' AND '.join(where)} "  # noqa: S608
                 "ORDER BY updated_ns DESC, task_id DESC LIMIT %s",
                 *args,
-                limit,
+                listing["limit"],
             )
             return [_task(r) for r in found], int(total[0])
 

@@ -12,12 +12,12 @@ import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, Unpack
 
 from lamina.embeddings.base import Embedder
 from lamina.memory.filters import Condition, MetadataFilter, matches
 from lamina.memory.models import ForgetResult, SearchMode
-from lamina.memory.ports import LayerHits, LayerSearch, Selection
+from lamina.memory.ports import Forgetting, LayerHits, LayerSearch, Selection
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
 from lamina.store.sql.memory_rows import Row
 from lamina.store.sqlite.db import SQLITE, Database, dumps
@@ -93,16 +93,9 @@ class SQLiteMemories(SqlMemoryLifecycle):
         return deleted
 
     async def forget_where(
-        self,
-        tenant_id: str,
-        selection: Selection,
-        *,
-        session_keys: Sequence[str] = (),
-        actor: str | None = None,
+        self, tenant_id: str, selection: Selection, **forgetting: Unpack[Forgetting]
     ) -> ForgetResult:
-        done = await super().forget_where(
-            tenant_id, selection, session_keys=session_keys, actor=actor
-        )
+        done = await super().forget_where(tenant_id, selection, **forgetting)
         await self._checkpoint(
             done.memories + done.session_messages + done.observations + done.reflections
         )
