@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from datetime import datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -137,10 +137,19 @@ class Database:
         )
 
     @asynccontextmanager
-    async def transaction(self, tenant_id: str | None, operation: str) -> AsyncIterator[Any]:
-        """One transaction as lamina_app, scoped to ``tenant_id``."""
+    async def transaction(
+        self, tenant_id: str | None, operation: str, *, pipeline: bool = False
+    ) -> AsyncIterator[Any]:
+        """One transaction as lamina_app, scoped to ``tenant_id``. With ``pipeline`` the
+        connection is in pipeline mode: statements go out as they are executed and the
+        client waits only when it fetches a result (BEGIN, the tenant and the statements
+        before the first fetch cost one round trip)."""
         try:
-            async with self._pool.connection() as conn, conn.transaction():
+            async with (
+                self._pool.connection() as conn,
+                conn.pipeline() if pipeline else nullcontext(),
+                conn.transaction(),
+            ):
                 if tenant_id is not None:
                     await conn.execute(
                         "SELECT set_config('lamina.tenant_id', %s, true)", (tenant_id,)

@@ -81,11 +81,18 @@ class PostgresMemories(SqlMemoryLifecycle):
         pool = max(req.limit * 5, 50)
         found: dict[Any, Row] = {}
         keywords: dict[Any, float] = {}
-        async with self._db.transaction(req.tenant_id, "search") as conn:
+        terms = list(dict.fromkeys(req.terms))
+        async with self._db.transaction(req.tenant_id, "search", pipeline=True) as conn:
+            # Both candidate statements go out together (one round trip), then are read.
+            nearest = postings = None
             if req.mode is not SearchMode.KEYWORD:
-                found.update((r[0], r) for r, _ in await self._semantic(conn, req, None, pool))
-            if req.mode is not SearchMode.SEMANTIC:
-                keywords = await self._bm25(conn, req, pool, found)
+                nearest = await self._nearest(conn, req, pool)
+            if req.mode is not SearchMode.SEMANTIC and terms:
+                postings = await self._postings(conn, req, terms)
+            if nearest is not None:
+                found.update((r[0], tuple(r)) for r in await nearest.fetchall())
+            if postings is not None:
+                keywords = await self._bm25(conn, req, pool, found, terms, postings)
             ranked = self._rank(req, found, keywords)
             keys = [key for _, key in ranked.hits]
             rows: dict[Any, Row] = {}
@@ -101,32 +108,37 @@ class PostgresMemories(SqlMemoryLifecycle):
         timing, times = self._candidates(req)
         return f"{where} AND {timing}", [*params, *times]
 
+    async def _postings(self, conn: Any, req: LayerSearch, terms: list[str]) -> Any:
+        """Send the statement reading the query terms' postings (a cursor to fetch).
+
+        Each term's postings come back as one byte string: its blocks (``memory_postings``,
+        migration 0014) joined in sequence order, 16 bytes a posting, beside the scope's
+        statistics."""
+        return await conn.execute(
+            # One index range scan per term, its rows already in block order.
+            "SELECT s.docs, s.length, t.term, (SELECT string_agg(b.postings, ''::bytea "
+            "ORDER BY b.block) FROM memory_postings b WHERE b.tenant_id = s.tenant_id "
+            "AND b.layer = s.layer AND b.scope_key = s.scope_key AND b.term = t.term) "
+            "FROM memory_scope_stats s CROSS JOIN unnest(%s::text[]) AS t(term) "
+            "WHERE s.tenant_id = %s AND s.layer = %s AND s.scope_key = %s AND s.docs > 0",
+            (terms, req.tenant_id, req.scope.layer.value, req.scope.key),
+            binary=True,
+        )
+
     async def _bm25(
-        self, conn: Any, req: LayerSearch, pool: int, found: dict[Any, Row]
+        self,
+        conn: Any,
+        req: LayerSearch,
+        pool: int,
+        found: dict[Any, Row],
+        terms: list[str],
+        postings: Any,
     ) -> dict[Any, float]:
         """The keyword part of every candidate: the ``pool`` best BM25 matches that pass the
         filter and the time window are added to ``found`` (rows read), and those already
-        there get theirs.
-
-        The query terms' postings come back in one round trip, each term's as one byte
-        string: its blocks (``memory_postings``, migration 0014) joined in sequence order,
-        16 bytes a posting. They are scored by lamina.memory.bm25: the code and the stored
-        floats the embedded store scores with."""
-        terms = list(dict.fromkeys(req.terms))
-        if not terms:
-            return {}
-        rows = await (
-            await conn.execute(
-                # One index range scan per term, its rows already in block order.
-                "SELECT s.docs, s.length, t.term, (SELECT string_agg(b.postings, ''::bytea "
-                "ORDER BY b.block) FROM memory_postings b WHERE b.tenant_id = s.tenant_id "
-                "AND b.layer = s.layer AND b.scope_key = s.scope_key AND b.term = t.term) "
-                "FROM memory_scope_stats s CROSS JOIN unnest(%s::text[]) AS t(term) "
-                "WHERE s.tenant_id = %s AND s.layer = %s AND s.scope_key = %s AND s.docs > 0",
-                (terms, req.tenant_id, req.scope.layer.value, req.scope.key),
-                binary=True,
-            )
-        ).fetchall()
+        there get theirs. The postings (``_postings``) are scored by lamina.memory.bm25: the
+        code and the stored floats the embedded store scores with."""
+        rows = await postings.fetchall()
         if not rows:
             return {}
         held = {str(r[2]): _postings(r[3]) for r in rows if r[3] is not None}
@@ -184,43 +196,36 @@ class PostgresMemories(SqlMemoryLifecycle):
                 return out  # every candidate was read
             cap *= 8
 
-    async def _semantic(
-        self, conn: Any, req: LayerSearch, min_score: float | None, want: int
-    ) -> list[tuple[Row, float]]:
+    async def _nearest(self, conn: Any, req: LayerSearch, want: int) -> Any:
+        """Send the statement reading the ``want`` nearest candidates (a cursor to fetch)."""
         assert req.vector is not None
         where, params = self._conditions(req)
         query = self._d.vector(req.vector)
-        threshold = "" if min_score is None else " AND 1 - (embedding <=> %s) >= %s"
-        extra: list[Any] = [] if min_score is None else [query, min_score]
         # Iterative scans return rows in relaxed order: fetch more than wanted, sort, cut.
         # Measured at 1M memories (benchmarks/pg_hnsw_sweep.py, 40 rows fetched): recall@10
         # 0.970 at ef_search 100, 0.980 at 200 (the default), 0.982 at 400.
         fetch = min(1000, max(40, want * 2))
         await conn.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, fetch)}")
-        # The index scan yields ``fetch`` candidates (ids and distances only); whole rows are
-        # read for the ``want`` nearest of them.
-        rows = await (
-            await conn.execute(
-                "WITH c AS MATERIALIZED (SELECT id, embedding <=> %s AS d FROM memories "  # noqa: S608
-                "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
-                f"AND embedding IS NOT NULL AND {where}{threshold} "
-                "ORDER BY embedding <=> %s LIMIT %s) "
-                f"SELECT m.seq, {self._scoring_columns('m')}, 1 - c.d AS score "
-                "FROM c JOIN memories m "
-                "ON m.tenant_id = %s AND m.id = c.id ORDER BY c.d, m.seq LIMIT %s",
-                (
-                    query,
-                    req.tenant_id,
-                    req.scope.layer.value,
-                    req.scope.key,
-                    *params,
-                    *extra,
-                    query,
-                    fetch,
-                    req.tenant_id,
-                    want,
-                ),
-                binary=True,  # vectors as float32 bytes, not text to parse
-            )
-        ).fetchall()
-        return [(tuple(r[:-1]), float(r[-1])) for r in rows]
+        # The index scan yields ``fetch`` candidates (ids and distances only); the ranking's
+        # columns are read for the ``want`` nearest of them.
+        return await conn.execute(
+            "WITH c AS MATERIALIZED (SELECT id, embedding <=> %s AS d FROM memories "  # noqa: S608
+            "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
+            f"AND embedding IS NOT NULL AND {where} "
+            "ORDER BY embedding <=> %s LIMIT %s) "
+            f"SELECT m.seq, {self._scoring_columns('m')} "
+            "FROM c JOIN memories m "
+            "ON m.tenant_id = %s AND m.id = c.id ORDER BY c.d, m.seq LIMIT %s",
+            (
+                query,
+                req.tenant_id,
+                req.scope.layer.value,
+                req.scope.key,
+                *params,
+                query,
+                fetch,
+                req.tenant_id,
+                want,
+            ),
+            binary=True,  # vectors as float32 bytes, not text to parse
+        )
