@@ -331,6 +331,10 @@ class MemoryStore(Protocol):
         self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
     ) -> int: ...
 
+    async def count_where(self, tenant_id: str, selection: Selection) -> int:
+        """How many memories ``delete_where`` would delete now."""
+        ...
+
     async def delete_where(
         self, tenant_id: str, selection: Selection, *, actor: str | None = None
     ) -> int:

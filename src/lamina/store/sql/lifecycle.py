@@ -26,7 +26,8 @@ SESSION_TABLES = ("session_messages", "observations", "reflections", "graph_rela
 
 
 class SqlMemoryLifecycle(SqlMemories):
-    """``delete_where``, ``export_page`` and ``import_memories`` over the shared SQL."""
+    """``count_where``, ``delete_where``, ``export_page`` and ``import_memories`` over the
+    shared SQL."""
 
     def _selected(self, selection: Selection) -> tuple[str, list[Any]]:
         """The condition selecting memories (lamina.memory.ports.Selection), and its
@@ -55,6 +56,20 @@ class SqlMemoryLifecycle(SqlMemories):
         return f"({' OR '.join(terms)})", params
 
     # -- delete_all -------------------------------------------------------------------------
+
+    async def count_where(self, tenant_id: str, selection: Selection) -> int:
+        where, params = self._selected(selection)
+        read = row(
+            f"SELECT count(*) FROM memories WHERE tenant_id = %s AND {where}",  # noqa: S608
+            tenant_id,
+            *params,
+        )
+
+        def counted() -> Program[int]:
+            found = yield read
+            return int(found[0])
+
+        return await self._exec.read(tenant_id, "count_all", counted())
 
     async def delete_where(
         self, tenant_id: str, selection: Selection, *, actor: str | None = None
