@@ -209,62 +209,65 @@ class Inspector:
         a POST also needs this server's Origin and the session's CSRF token."""
 
         async def endpoint(request: Request) -> Response:
-            session = self.codec.load(request.cookies.get(COOKIE))
-            fresh = session is None
-            session = session or self.codec.new(None)
-            principal = self.principal(session)
-            if principal is None and not public:
-                target = quote(
-                    request.url.path + (f"?{request.url.query}" if request.url.query else "")
-                )
-                response: Response = RedirectResponse(f"{PREFIX}/login?next={target}", 303)
-                self.set_cookie(request, response, session)
-                response.headers.update(SECURITY_HEADERS)
-                return response
-            viewer = Viewer(
-                principal or Principal("", "default"),
-                session,
-                Params({}),
-                signed_in=self.keys.enabled and principal is not None,
-            )
-            try:
-                if request.method == "POST" and not same_origin(
-                    request.headers.get("origin"),
-                    request.headers.get("referer"),
-                    request.headers.get("host"),
-                ):
-                    raise LaminaError(
-                        ErrorCode.UNAUTHORIZED,
-                        "this form was not sent from a page of this server (Origin check)",
-                    )
-                params = await self.read_params(request)
-                if request.method == "POST" and not csrf_matches(
-                    None if fresh else session, params.get(CSRF_FIELD)
-                ):
-                    raise LaminaError(
-                        ErrorCode.UNAUTHORIZED,
-                        "the form's CSRF token does not match this session: reload the page "
-                        "and send it again",
-                    )
-                viewer = Viewer(viewer.principal, session, params, viewer.signed_in)
-                if principal is not None:
-                    limited = await self.limiter.check(principal.tenant, principal.tier, SKILL)
-                    if limited is not None:
-                        raise LaminaError(
-                            ErrorCode.RATE_LIMITED,
-                            f"rate limit reached: retry in {int(limited.retry_after)} s",
-                        )
-                response = await handler(self, request, viewer)
-            except LaminaError as exc:
-                if exc.code is ErrorCode.INTERNAL_ERROR:
-                    log.error("inspector %s %s: %s", request.method, request.url.path, exc)
-                response = self.error(viewer, exc)
-            if fresh:
-                self.set_cookie(request, response, session)
+            response = await self._serve(request, handler, public)
             response.headers.update(SECURITY_HEADERS)
             return response
 
         return Route(PREFIX + path, endpoint, methods=["POST"] if post else ["GET", "HEAD"])
+
+    async def _serve(self, request: Request, handler: Handler, public: bool) -> Response:
+        post = request.method == "POST"
+        found = self.codec.load(request.cookies.get(COOKIE))
+        # A new session cookie only ever comes with a page (a GET): a refused cross-site
+        # post must not replace the session of the person it was aimed at.
+        session = found or self.codec.new(None)
+        principal = self.principal(found)
+        anonymous = Viewer(Principal("", "default"), session, Params({}), signed_in=False)
+        if post and not same_origin(
+            request.headers.get("origin"),
+            request.headers.get("referer"),
+            request.headers.get("host"),
+        ):
+            message = "this form was not sent from a page of this server (Origin check)"
+            return self.error(anonymous, LaminaError(ErrorCode.UNAUTHORIZED, message))
+        if principal is None and not public:
+            query = f"?{request.url.query}" if request.url.query else ""
+            response: Response = RedirectResponse(
+                f"{PREFIX}/login?next={quote(request.url.path + query)}", 303
+            )
+            if found is None and not post:
+                self.set_cookie(request, response, session)
+            return response
+        viewer = Viewer(
+            principal or anonymous.principal,
+            session,
+            Params({}),
+            signed_in=self.keys.enabled and principal is not None,
+        )
+        try:
+            params = await self.read_params(request)
+            if post and not csrf_matches(found, params.get(CSRF_FIELD)):
+                raise LaminaError(
+                    ErrorCode.UNAUTHORIZED,
+                    "the form's CSRF token does not match this session: reload the page and "
+                    "send it again",
+                )
+            viewer = Viewer(viewer.principal, session, params, viewer.signed_in)
+            if principal is not None:
+                limited = await self.limiter.check(principal.tenant, principal.tier, SKILL)
+                if limited is not None:
+                    raise LaminaError(
+                        ErrorCode.RATE_LIMITED,
+                        f"rate limit reached: retry in {int(limited.retry_after)} s",
+                    )
+            response = await handler(self, request, viewer)
+        except LaminaError as exc:
+            if exc.code is ErrorCode.INTERNAL_ERROR:
+                log.error("inspector %s %s: %s", request.method, request.url.path, exc)
+            response = self.error(viewer, exc)
+        if found is None and not post:
+            self.set_cookie(request, response, session)
+        return response
 
 
 def redirect(path: str) -> RedirectResponse:
