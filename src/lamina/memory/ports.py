@@ -430,8 +430,10 @@ class MemoryStore(Protocol):
         limit: int,
         cursor: str | None,
         window: TimeWindow | None = None,
+        count_limit: int | None = None,
     ) -> MemoryPage:
-        """Newest first; ``window`` (None: now, valid only) as in LayerSearch."""
+        """Newest first; ``window`` (None: now, valid only) as in LayerSearch; the total
+        counted up to ``count_limit`` (None: exactly)."""
         ...
 
 

@@ -11,7 +11,7 @@ from typing import Any, Unpack
 
 import numpy as np
 
-from lamina.checks import check_id, check_number, check_query, invalid
+from lamina.checks import check_id, check_int, check_number, check_query, invalid
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import parse_filter
@@ -210,10 +210,13 @@ class MemoryReads(Hierarchy):
         include_invalid: bool = False,
         since: str | datetime | None = None,
         until: str | datetime | None = None,
+        count_limit: int | None = None,
         **scope_ids: Unpack[IdentifierArgs],
     ) -> MemoryPage:
         """Newest first; ``next_cursor`` continues where the page ended, unaffected by
-        inserts. ``include_invalid``, ``since`` and ``until`` as for ``search``."""
+        inserts. ``include_invalid``, ``since`` and ``until`` as for ``search``.
+        ``count_limit``: count the matches only up to this many (counting costs what it
+        reads; ``total_exact`` says whether there were more)."""
 
         given = identifier_args("list", scope_ids)
 
@@ -224,12 +227,19 @@ class MemoryReads(Hierarchy):
             flt = parse_filter(tags, filters)
             if cursor is not None and not isinstance(cursor, str):
                 raise invalid("cursor must be a string")
+            cap = None if count_limit is None else check_int("count_limit", count_limit, minimum=1)
             ids = Identifiers(**given)
             scopes = await self._scopes(tenant, ids, layers)
             return await self._retry.run(
                 "list",
                 lambda: self._store.list(
-                    tenant, scopes, flt, limit=count, cursor=cursor or None, window=window
+                    tenant,
+                    scopes,
+                    flt,
+                    limit=count,
+                    cursor=cursor or None,
+                    window=window,
+                    count_limit=cap,
                 ),
             )
 

@@ -1,6 +1,7 @@
 """Memories in bulk: ``delete_all`` (forget every memory of a user, agent, session, project
-…) and ``count_all`` (how many it would), ``export`` (a stream of records, page by page) and ``import_`` (records back in, with
-their ids: a re-import adds nothing). The record format lives in ``records``."""
+…) and ``count_all`` (how many it would), ``export`` (a stream of records, page by page) and
+``import_`` (records back in, with their ids: a re-import adds nothing). The record format
+lives in ``records``."""
 
 from __future__ import annotations
 

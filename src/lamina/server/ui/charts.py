@@ -7,7 +7,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from lamina.metrics import Sample
@@ -37,9 +37,14 @@ class BarChart:
 
 
 def bar_chart(
-    title: str, rows: Iterable[tuple[str, float]], *, unit: str = "", bad: Sequence[str] = ()
+    title: str,
+    rows: Iterable[tuple[str, float]],
+    *,
+    unit: str = "",
+    bad: Callable[[str], bool] = lambda _: False,
 ) -> BarChart:
-    """Bars for (label, value) rows, largest first (at most 12)."""
+    """Bars for (label, value) rows, largest first (at most 12); ``bad`` says which bars
+    are drawn as trouble (errors, refusals)."""
     ordered = sorted(((k, v) for k, v in rows if v > 0), key=lambda r: -r[1])[:12]
     top = max((v for _, v in ordered), default=0.0)
     span = WIDTH - LABEL - 60
@@ -50,7 +55,7 @@ def bar_chart(
             text=_figure(value, unit),
             y=4 + i * (BAR + 4),
             width=round(span * value / top, 2) if top else 0.0,
-            bad=any(label.startswith(b) for b in bad),
+            bad=bad(label),
         )
         for i, (label, value) in enumerate(ordered)
     ]

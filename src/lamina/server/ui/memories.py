@@ -100,7 +100,11 @@ async def memories(ui: Inspector, request: Request, viewer: Viewer) -> Response:
         return ui.render(viewer, "memories.html", **context)
     cursor = params.get("cursor") or None
     page = await ui.ms.memory.list(
-        limit=size, cursor=cursor, tenant_id=viewer.tenant, **browse.kwargs()
+        limit=size,
+        cursor=cursor,
+        tenant_id=viewer.tenant,
+        count_limit=COUNT_LIMIT,
+        **browse.kwargs(),
     )
     context["page"] = page
     context["cursor"] = cursor
@@ -111,6 +115,9 @@ async def memories(ui: Inspector, request: Request, viewer: Viewer) -> Response:
 
 
 LAYERS = ("agent", "user", "session", "project", "team", "org", "company")
+#: The list counts its matches up to this many ("more than 10,000"): an exact count of a
+#: scope of 100k memories reads all of them.
+COUNT_LIMIT = 10_000
 
 
 async def export(ui: Inspector, request: Request, viewer: Viewer) -> Response:
@@ -121,7 +128,7 @@ async def export(ui: Inspector, request: Request, viewer: Viewer) -> Response:
         raise invalid("tags, metadata and time filters need identifiers", "user_id")
     if browse.ids:
         # Check the filter before the response starts: errors become a page, not a cut file.
-        first = await ms.memory.list(limit=1, tenant_id=tenant, **browse.kwargs())
+        first = await ms.memory.list(limit=1, tenant_id=tenant, count_limit=1, **browse.kwargs())
         del first
 
     async def lines() -> AsyncIterator[bytes]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,14 +37,29 @@ TASK_STATES = {
 FAMILIES = ("a2a_", "memory_")
 
 
+#: How long a health report is shown before the checks run again (seconds): the checks
+#: embed a text and read the repository, too slow to run on every page view.
+HEALTH_TTL = 15.0
+
+
 class Sampler:
     """Samples the registry's totals every ``history.interval`` seconds while the server
-    runs, so the page can chart requests, server errors and refusals over time."""
+    runs, so the page can chart requests, server errors and refusals over time; and keeps
+    the last health report for HEALTH_TTL seconds."""
 
     def __init__(self, ui: Inspector) -> None:
         self.ui = ui
         self.history = charts.History()
         self._task: asyncio.Task[None] | None = None
+        self._health: tuple[float, datetime, dict[str, Any]] | None = None
+
+    async def health(self) -> tuple[datetime, dict[str, Any]]:
+        """The health summary (no paths or counts) and when it was checked."""
+        now = time.monotonic()
+        if self._health is None or now - self._health[0] > HEALTH_TTL:
+            report = summary(await health(self.ui.ms, self.ui.active_threads))
+            self._health = (now, datetime.now(UTC), report)
+        return self._health[1], self._health[2]
 
     def sample(self) -> None:
         self.history.record(self.ui.ms.metrics.samples(*FAMILIES))
@@ -76,7 +92,11 @@ def figures(ui: Inspector, sampler: Sampler) -> dict[str, Any]:
             charts.line_chart("Rate-limit refusals per minute", sampler.history.rates(3)),
         ],
         "bar_charts": [
-            charts.bar_chart("HTTP requests by route / status", http.items(), bad=("5", "4")),
+            charts.bar_chart(
+                "HTTP requests by route / status",
+                http.items(),
+                bad=lambda label: label.rsplit(" / ", 1)[-1][:1] in ("4", "5"),
+            ),
             charts.bar_chart(
                 "Skill requests by skill / outcome",
                 charts.by_label(samples, "a2a_requests_total", "skill", "outcome").items(),
@@ -94,14 +114,14 @@ def figures(ui: Inspector, sampler: Sampler) -> dict[str, Any]:
             charts.bar_chart(
                 "Skill errors by skill / code",
                 charts.by_label(samples, "a2a_errors_total", "skill", "code").items(),
-                bad=("",),
+                bad=lambda _: True,
             ),
             charts.bar_chart(
                 "Rate-limit refusals by tenant / skill",
                 charts.by_label(
                     samples, "a2a_rate_limit_hits_total", "tenant_id", "skill_name"
                 ).items(),
-                bad=("",),
+                bad=lambda _: True,
             ),
             charts.bar_chart(
                 "Memory operations, mean latency (ms)",
@@ -134,7 +154,7 @@ async def _tasks(ui: Inspector, tenant: str) -> list[dict[str, Any]]:
 
 
 async def server_page(ui: Inspector, viewer: Viewer, sampler: Sampler) -> Response:
-    report = summary(await health(ui.ms, ui.active_threads))
+    checked, report = await sampler.health()
     try:
         active: int | None = await ui.active_threads()
     except LaminaError:
@@ -142,6 +162,7 @@ async def server_page(ui: Inspector, viewer: Viewer, sampler: Sampler) -> Respon
     context: dict[str, Any] = {
         "section": "server",
         "health": report,
+        "checked": checked,
         "active_threads": active,
         "tasks": await _tasks(ui, viewer.tenant),
         "figures": figures(ui, sampler) if viewer.admin else None,
