@@ -20,6 +20,7 @@ from tests.server.ui_support import (
     KEY_ACME,
     KEY_ADMIN,
     KEY_GLOBEX,
+    NO_REQUESTS,
     csrf_of,
     memory_ids,
     sign_in,
@@ -271,7 +272,7 @@ def test_delete_all_shows_the_count_before_it_deletes(live: Running, acme: httpx
     assert "7 memories would be deleted" in page.text
     done = acme.post(
         "/ui/memories/delete-all",
-        data={"csrf": csrf_of(page.text), "user_id": "dora", "expected": "7"},
+        data={"csrf": csrf_of(page.text), "user_id": "dora"},
     )
     assert done.status_code == 200 and "Deleted 7 memories" in done.text
     left = live.run(live.server.ms.memory.list(user_id="dora", tenant_id="globex"))
@@ -340,20 +341,13 @@ def test_knowledge_history_diffs_and_governance(
     live.run(
         ms.knowledge.update("adr-0001", body="We use SQLite, then PostgreSQL.", tenant_id="acme")
     )
-    rule = {
-        "id": "no-req",
-        "target": "dependency",
-        "operator": "must_not_use",
-        "value": "requests",
-        "severity": "block",
-    }
     live.run(
         ms.knowledge.create(
             "policy",
             "No requests",
             layer="company",
             status="accepted",
-            rules=[rule],
+            rules=[NO_REQUESTS],
             tenant_id="acme",
         )
     )
@@ -377,7 +371,9 @@ def test_knowledge_history_diffs_and_governance(
             "dependencies": "requests\nhttpx",
         },
     )
-    assert checked.status_code == 200 and "Blocked" in checked.text and "no-req" in checked.text
+    assert (
+        checked.status_code == 200 and "Blocked" in checked.text and "no-requests" in checked.text
+    )
 
 
 def test_server_page_figures_for_admins_and_no_paths(live: Running, acme: httpx.Client) -> None:

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.server.harness import Running, result_of, running_server, send, tool_message
-from tests.server.ui_support import KEY_ACME, KEY_ADMIN, KEY_GLOBEX, ui_settings
+from tests.server.ui_support import KEY_ACME, KEY_ADMIN, KEY_GLOBEX, NO_REQUESTS, ui_settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -140,20 +140,13 @@ def _seed(live: Running) -> None:
             tenant_id="acme",
         )
     )
-    rule = {
-        "id": "no-requests",
-        "target": "dependency",
-        "operator": "must_not_use",
-        "value": "requests",
-        "severity": "block",
-    }
     live.run(
         ms.knowledge.create(
             "policy",
             "Use httpx, not requests",
             layer="company",
             status="accepted",
-            rules=[rule],
+            rules=[NO_REQUESTS],
             tenant_id="acme",
         )
     )

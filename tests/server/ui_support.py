@@ -52,3 +52,13 @@ def _signed_in(client: httpx.Client, key: str) -> httpx.Client:
 def memory_ids(page: str) -> list[str]:
     """The memories a list page links to, in order."""
     return re.findall(r'href="/ui/memories/([0-9a-f-]{36})"', page)
+
+
+#: An accepted company policy's rule: the dependency ``requests`` is blocked.
+NO_REQUESTS = {
+    "id": "no-requests",
+    "target": "dependency",
+    "operator": "must_not_use",
+    "value": "requests",
+    "severity": "block",
+}

@@ -112,13 +112,9 @@ async def delete(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     return redirect(f"/memories?{scope}&deleted=1")
 
 
-async def confirm_delete_all(ui: Inspector, request: Request, viewer: Viewer) -> Response:
-    browse = Browse.of(viewer.params)
-    count = None
-    if browse.ids:
-        count = await ui.ms.memory.count_all(
-            layers=browse.layers or None, tenant_id=viewer.tenant, **browse.ids
-        )
+def _delete_all_page(
+    ui: Inspector, viewer: Viewer, browse: Browse, count: int | None, deleted: int | None
+) -> Response:
     return ui.render(
         viewer,
         "delete_all.html",
@@ -126,25 +122,26 @@ async def confirm_delete_all(ui: Inspector, request: Request, viewer: Viewer) ->
         browse=browse,
         params=viewer.params,
         count=count,
-        deleted=None,
+        deleted=deleted,
     )
+
+
+async def confirm_delete_all(ui: Inspector, request: Request, viewer: Viewer) -> Response:
+    browse = Browse.of(viewer.params)
+    count = None
+    if browse.ids:
+        count = await ui.ms.memory.count_all(
+            layers=browse.layers or None, tenant_id=viewer.tenant, **browse.ids
+        )
+    return _delete_all_page(ui, viewer, browse, count, None)
 
 
 async def delete_all(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     browse = Browse.of(viewer.params)
-    expected = viewer.params.get("expected")
     deleted = await ui.ms.memory.delete_all(
         layers=browse.layers or None, actor=viewer.actor, tenant_id=viewer.tenant, **browse.ids
     )
-    return ui.render(
-        viewer,
-        "delete_all.html",
-        section="memories",
-        browse=browse,
-        params=viewer.params,
-        count=int(expected) if expected.isdigit() else None,
-        deleted=deleted,
-    )
+    return _delete_all_page(ui, viewer, browse, None, deleted)
 
 
 def routes(ui: Inspector) -> list[Route]:
