@@ -88,8 +88,10 @@ async def preview(ui: Inspector, request: Request, viewer: Viewer) -> Response:
             "reflections": await ms.sessions.recent_reflections(session, 1000, tenant_id=tenant),
             "observations": await ms.sessions.recent_observations(session, 1000, tenant_id=tenant),
         }
-        view = await ms.sessions.show(session, tenant_id=tenant)
-        stored = {"reflections": len(view.reflections), "observations": len(view.observations)}
+        stored = {
+            "reflections": len(await ms.sessions.reflections(session, tenant_id=tenant)),
+            "observations": len(await ms.sessions.observations(session, tenant_id=tenant)),
+        }
         for kind, texts in notes.items():
             offered[kind] = len(texts)
             for text in texts:
