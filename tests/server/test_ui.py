@@ -255,6 +255,12 @@ def test_edit_and_delete_through_the_pages(live: Running, acme: httpx.Client) ->
         data={"csrf": token, "content": "Edna likes blues", "metadata": '{"mood": "happy"}'},
     )
     assert unchanged.status_code == 400 and "nothing changed" in unchanged.text
+    invalidated = acme.post(f"/ui/memories/{mid}/invalidate", data={"csrf": token})
+    assert invalidated.status_code == 303
+    stale = acme.get(f"/ui/memories/{mid}").text
+    assert "invalidated" in stale and ">invalidate<" in stale
+    assert mid not in memory_ids(acme.get("/ui/memories?user_id=edna").text)
+    assert mid in memory_ids(acme.get("/ui/memories?user_id=edna&invalid=1").text)
     confirm = acme.get(f"/ui/memories/{mid}/delete")
     assert "Delete this memory?" in confirm.text
     deleted = acme.post(f"/ui/memories/{mid}/delete", data={"csrf": token})

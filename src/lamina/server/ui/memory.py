@@ -1,5 +1,5 @@
-"""One memory: its content, metadata, event time, validity and history as a timeline; edit
-and delete (each confirmed); and delete-all of a scope, with the count shown first."""
+"""One memory: its content, metadata, event time, validity and history as a timeline; edit,
+invalidate and delete (confirmed first); and delete-all of a scope, with the count shown first."""
 
 from __future__ import annotations
 
@@ -99,6 +99,14 @@ async def edit(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     return redirect(f"/memories/{memory_id}?saved=1")
 
 
+async def invalidate(ui: Inspector, request: Request, viewer: Viewer) -> Response:
+    """The fact stopped holding now: ``valid_until`` set, the memory kept."""
+    memory_id = request.path_params["memory_id"]
+    await _entry(ui, viewer, memory_id)
+    await ui.ms.memory.invalidate(memory_id, actor=viewer.actor, tenant_id=viewer.tenant)
+    return redirect(f"/memories/{memory_id}?saved=1")
+
+
 async def confirm_delete(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     entry = await _entry(ui, viewer, request.path_params["memory_id"])
     return ui.render(viewer, "confirm_delete.html", section="memories", m=entry)
@@ -150,6 +158,7 @@ def routes(ui: Inspector) -> list[Route]:
         ui.route("/memories/delete-all", delete_all, post=True),
         ui.route("/memories/{memory_id}", detail),
         ui.route("/memories/{memory_id}/edit", edit, post=True),
+        ui.route("/memories/{memory_id}/invalidate", invalidate, post=True),
         ui.route("/memories/{memory_id}/delete", confirm_delete),
         ui.route("/memories/{memory_id}/delete", delete, post=True),
     ]
