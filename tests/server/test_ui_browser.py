@@ -2,7 +2,8 @@
 driven by Playwright against a real server on 127.0.0.1. Sign in, find a memory added
 through the API, search and read its score parts, edit and delete it through the pages,
 preview a prompt; another tenant sees none of it; a cross-site form post is refused; every
-control is labelled and the keyboard reaches the content.
+control is labelled and the keyboard reaches the content; with JavaScript off (signing in,
+reading, searching) the pages work the same.
 
 ``LAMINA_UI_SCREENSHOTS=docs/ui`` writes a screenshot of each page there (docs/ui.md)."""
 
@@ -56,9 +57,12 @@ def browser() -> Iterator[Browser]:
         found.close()
 
 
-def _page(browser: Browser, live: Running, key: str) -> Page:
-    """A fresh browser context, signed in with ``key`` through the form."""
-    context = browser.new_context(base_url=live.url, viewport={"width": 1280, "height": 900})
+def _page(browser: Browser, live: Running, key: str, *, script: bool = True) -> Page:
+    """A fresh browser context, signed in with ``key`` through the form (``script``: with
+    JavaScript on; the pages need none)."""
+    context = browser.new_context(
+        base_url=live.url, viewport={"width": 1280, "height": 900}, java_script_enabled=script
+    )
     context.set_default_timeout(10_000)
     page = context.new_page()
     page.goto("/ui/memories")
@@ -170,7 +174,7 @@ def test_sign_in_and_find_a_memory_added_through_the_api(browser: Browser, live:
 
 
 def test_search_shows_the_score_parts(browser: Browser, live: Running) -> None:
-    page = _page(browser, live, KEY_ACME)
+    page = _page(browser, live, KEY_ACME, script=False)
     page.goto("/ui/search")
     page.get_by_label("Query").fill("peanut allergy")
     page.get_by_label("Mode").select_option("hybrid")
@@ -234,7 +238,7 @@ def test_another_tenant_sees_none_of_it(browser: Browser, live: Running) -> None
     secret = _api_add(
         live, KEY_ACME, {"content": "Dan's salary is 90k", "layer": "user", "user_id": "dan"}
     )
-    page = _page(browser, live, KEY_GLOBEX)
+    page = _page(browser, live, KEY_GLOBEX, script=False)
     page.goto("/ui/memories?user_id=dan")
     expect(page.get_by_role("heading", name="0 memories")).to_be_visible()
     page.goto("/ui/search?user_id=alice&q=peanuts&threshold=0")
