@@ -368,6 +368,7 @@ def test_knowledge_history_diffs_and_governance(
     assert '<span class="add">+We use SQLite.</span>' in oldest
     gov = acme.get("/ui/governance?layer=project&layer_id=api")
     assert "No requests" in gov.text
+    assert 'Defined by <a href="/ui/knowledge/policy-0001">' in gov.text
     checked = acme.post(
         "/ui/governance/validate",
         data={

@@ -143,6 +143,13 @@ async def _governance_page(
     ui: Inspector, viewer: Viewer, layer: str, layer_id: str | None, result: Any
 ) -> Response:
     policies = await ui.ms.governance.policies(layer, layer_id, tenant_id=viewer.tenant)
+    # The knowledge items that define them (their pages show who changed what, and when).
+    found = await ui.ms.knowledge.list(
+        type="policy", status=None, limit=ui.ms.settings.memory.max_limit, tenant_id=viewer.tenant
+    )
+    defined_by: dict[str, list[Any]] = {}
+    for item in found.items:
+        defined_by.setdefault(item.policy_id or item.id, []).append(item)
     return ui.render(
         viewer,
         "governance.html",
@@ -151,6 +158,7 @@ async def _governance_page(
         layer_id=layer_id or "",
         layers=[x.value for x in KnowledgeLayer],
         policies=policies,
+        defined_by=defined_by,
         result=result,
         params=viewer.params,
     )
