@@ -172,7 +172,14 @@ def test_every_value_is_escaped(live: Running, acme: httpx.Client) -> None:
 
 
 def test_security_headers_on_every_response(live: Running, acme: httpx.Client) -> None:
-    for path in ("/ui/memories", "/ui/login", "/ui/static/ui.css", "/ui", "/ui/memories/nope"):
+    for path in (
+        "/ui/memories",
+        "/ui/login",
+        "/ui/static/ui.css",
+        "/ui",
+        "/ui/memories/nope",
+        "/ui/no/such/page",
+    ):
         response = acme.get(path)
         headers = response.headers
         csp = headers["content-security-policy"]
@@ -182,6 +189,8 @@ def test_security_headers_on_every_response(live: Running, acme: httpx.Client) -
         assert headers["x-content-type-options"] == "nosniff"
     page = acme.get("/ui/memories").text
     assert "<script" not in page and "style=" not in page
+    missing = acme.get("/ui/no/such/page")
+    assert missing.status_code == 404 and "ITEM_NOT_FOUND" in missing.text
 
 
 def test_the_list_pages_with_a_keyset_cursor(live: Running, acme: httpx.Client) -> None:

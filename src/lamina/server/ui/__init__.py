@@ -38,4 +38,4 @@ def inspector_routes(
     routes: list[BaseRoute] = [*static.routes(ui), *login.routes(ui)]
     for module in (memories, memory, search, prompt, sessions, knowledge, status):
         routes += module.routes(ui)
-    return ui, routes
+    return ui, [*routes, *static.fallback(ui)]

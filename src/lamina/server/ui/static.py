@@ -1,4 +1,5 @@
-"""The inspector's files (its stylesheet), read from the package once, and ``/ui`` itself."""
+"""The inspector's files (its stylesheet), read from the package once, ``/ui`` itself, and
+the page for any other path under it (a 404 with the same headers)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,20 @@ from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from lamina.server.ui.base import HERE, PREFIX, SECURITY_HEADERS, Inspector
+from lamina.errors import ErrorCode, LaminaError
+from lamina.server.ui.base import HERE, PREFIX, SECURITY_HEADERS, Inspector, Viewer
 
 #: The files served under /ui/static/, with their media types.
 FILES = {"ui.css": "text/css; charset=utf-8"}
+
+
+async def not_found(ui: Inspector, request: Request, viewer: Viewer) -> Response:
+    raise LaminaError(ErrorCode.ITEM_NOT_FOUND, "there is no such page in the inspector")
+
+
+def fallback(ui: Inspector) -> list[Route]:
+    """Last of all routes: any other path under /ui."""
+    return [ui.route("/{rest:path}", not_found)]
 
 
 def routes(ui: Inspector) -> list[Route]:
