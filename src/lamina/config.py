@@ -279,6 +279,15 @@ class ServerSettings(Section):
     #: Route free text through the LLM (``llm`` settings, ``router_model`` if set).
     llm_router: bool = True
     router_model: str | None = None
+    #: The web inspector at /ui: ``auto`` serves it when ``host`` is a loopback address,
+    #: ``on`` everywhere (behind the API keys), ``off`` never (docs/ui.md).
+    ui: Literal["auto", "on", "off"] = "auto"
+    #: The key that signs the inspector's session cookies (HMAC-SHA256). Unset: a random one
+    #: per process, so signing in again is needed after a restart; set the same secret on
+    #: every replica behind one address.
+    ui_secret: str | None = Field(default=None, min_length=32)
+    #: How long an inspector sign-in lasts (seconds).
+    ui_session_ttl: float = Field(default=8 * 3600.0, gt=0)
 
 
 class IdentifierFields(Section):

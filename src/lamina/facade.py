@@ -56,6 +56,7 @@ class SyncMemory:
     delete = _bridge(MemoryService.delete)
     bulk_delete = _bridge(MemoryService.bulk_delete)
     delete_all = _bridge(MemoryService.delete_all)
+    count_all = _bridge(MemoryService.count_all)
     forget = _bridge(MemoryService.forget)
     import_ = _bridge(MemoryService.import_)
     list = _bridge(MemoryService.list)

@@ -8,6 +8,7 @@ Several runtimes in one process never collide: each owns a ``Metrics`` with its 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -137,6 +138,16 @@ class ServerMetrics:
             self.cleanup.labels(kind).inc(getattr(counts, kind))
 
 
+@dataclass(frozen=True)
+class Sample:
+    """One sample of the registry: its name (``a2a_requests_total``, a histogram's
+    ``…_bucket``), its labels and its value."""
+
+    name: str
+    labels: dict[str, str]
+    value: float
+
+
 class Metrics:
     """The registry of one runtime and the metric families in it."""
 
@@ -150,6 +161,16 @@ class Metrics:
         if self._server is None:
             self._server = ServerMetrics(self.registry)
         return self._server
+
+    def samples(self, *prefixes: str) -> list[Sample]:
+        """Every sample now, of the families whose names start with one of ``prefixes``
+        (all when none are given): what the web inspector charts."""
+        return [
+            Sample(s.name, dict(s.labels), float(s.value))
+            for family in self.registry.collect()
+            if not prefixes or family.name.startswith(prefixes)
+            for s in family.samples
+        ]
 
     def render(self) -> bytes:
         """The registry in the Prometheus text exposition format."""

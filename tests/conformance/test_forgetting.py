@@ -181,8 +181,14 @@ def test_delete_where_selects_by_identifiers(harness: Harness, tmp_path: Path) -
         add(h, "Project memory", sc=scope(MemoryLayer.PROJECT, project_id="alice")),
         add(h, "Alice in another tenant", tenant=T2),
     ]
-    # Only the agent layer: one memory.
+    # Only the agent layer: one memory; count_where counts what delete_where deletes.
     one = Selection((MemoryLayer.AGENT,), {"user_id": "alice"})
+    assert h.run(h.store.count_where(T1, one)) == 1
+    assert h.run(h.store.count_where(T1, Selection((), {"user_id": "alice"}))) == 3
+    assert h.run(h.store.count_where(T1, Selection((), {"agent_id": "bot"}))) == 2
+    assert h.run(h.store.count_where(T2, Selection((), {"user_id": "alice"}))) == 1
+    nothing = Selection((MemoryLayer.PROJECT,), {"user_id": "alice"})
+    assert h.run(h.store.count_where(T1, nothing)) == 0
     assert h.run(h.store.delete_where(T1, one, actor="dpo")) == 1
     assert h.run(h.store.get(T1, alice[1])) is None
     # Every layer: the rest of alice's, nothing else.

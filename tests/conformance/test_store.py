@@ -267,6 +267,16 @@ def test_bulk_add_and_bulk_delete(harness: Harness) -> None:
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
     page = h.run(h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None))
     assert page.total_count == 20  # all or nothing
+    # A count limit stops counting there, and says so; at or above the total it is exact.
+    capped = h.run(
+        h.store.list(T1, [scope()], MetadataFilter(), limit=5, cursor=None, count_limit=7)
+    )
+    assert (capped.total_count, capped.total_exact, len(capped.items)) == (7, False, 5)
+    for cap in (20, 21):
+        exact = h.run(
+            h.store.list(T1, [scope()], MetadataFilter(), limit=5, cursor=None, count_limit=cap)
+        )
+        assert (exact.total_count, exact.total_exact) == (20, True)
 
 
 def test_list_pages_are_stable_while_others_insert(harness: Harness) -> None:

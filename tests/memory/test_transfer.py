@@ -127,6 +127,19 @@ def test_export_filters_and_pages(ms: Lamina) -> None:
     stream.close()
 
 
+def test_list_counts_up_to_its_count_limit(ms: Lamina) -> None:
+    for i in range(12):
+        ms.memory.add(f"counted fact {i}", layer="user", user_id="cora")
+    capped = ms.memory.list(user_id="cora", limit=3, count_limit=10)
+    assert (capped.total_count, capped.total_exact, len(capped.items)) == (10, False, 3)
+    exact = ms.memory.list(user_id="cora", limit=3)
+    assert (exact.total_count, exact.total_exact) == (12, True)
+    for bad in (0, -1, "5", True):
+        with pytest.raises(LaminaError) as err:
+            ms.memory.list(user_id="cora", count_limit=bad)
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT, bad
+
+
 def test_delete_all_forgets_a_user_and_refuses_an_empty_scope(ms: Lamina, data_dir: Path) -> None:
     fill(ms)
     secret = ms.memory.add("Zephyrnox is my pin hint", layer="user", user_id="alice")
@@ -140,9 +153,16 @@ def test_delete_all_forgets_a_user_and_refuses_an_empty_scope(ms: Lamina, data_d
         with pytest.raises(LaminaError) as err:
             ms.memory.delete_all(**bad)
         assert err.value.code is code, bad
+        if "actor" not in bad:  # count_all takes the same selection, and refuses the same
+            with pytest.raises(LaminaError) as err:
+                ms.memory.count_all(**bad)
+            assert err.value.code is code, bad
     assert len(lines(ms)) == 9  # nothing lost
+    assert ms.memory.count_all(user_id="alice", layers="session") == 1
     assert ms.memory.delete_all(user_id="alice", layers="session") == 1
+    assert ms.memory.count_all(user_id="alice") == 6
     assert ms.memory.delete_all(user_id="alice", actor="dpo") == 6
+    assert ms.memory.count_all(user_id="alice") == 0
     assert ms.memory.delete_all(user_id="alice") == 0
     left = [json.loads(r) for r in lines(ms)]
     assert sorted(r["content"] for r in left) == ["Bob likes tea", "The build runs on Fridays"]

@@ -200,11 +200,14 @@ class AddedMessages(BaseModel):
 
 
 class MemoryPage(BaseModel):
-    """One page of ``list``: pass ``next_cursor`` back to get the next one."""
+    """One page of ``list``: pass ``next_cursor`` back to get the next one. ``total_count``
+    memories match in all; with ``list(count_limit=n)`` counting stops at n, and
+    ``total_exact`` is false when there are more."""
 
     items: list[MemoryEntry]
     next_cursor: str | None
     total_count: int
+    total_exact: bool = True
 
 
 class HistoryOperation(StrEnum):

@@ -293,6 +293,8 @@ class MemoryListing(TypedDict):
     limit: int
     cursor: str | None
     window: NotRequired[TimeWindow | None]
+    #: Count the matches only up to this many (absent or None: exactly).
+    count_limit: NotRequired[int | None]
 
 
 class MemoryStore(Protocol):
@@ -359,6 +361,10 @@ class MemoryStore(Protocol):
     async def bulk_delete(
         self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
     ) -> int: ...
+
+    async def count_where(self, tenant_id: str, selection: Selection) -> int:
+        """How many memories ``delete_where`` would delete now."""
+        ...
 
     async def delete_where(
         self, tenant_id: str, selection: Selection, *, actor: str | None = None
@@ -435,7 +441,8 @@ class MemoryStore(Protocol):
     async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
 
     async def list(self, tenant_id: str, **listing: Unpack[MemoryListing]) -> MemoryPage:
-        """Newest first; ``window`` (None: now, valid only) as in LayerSearch."""
+        """Newest first; ``window`` (None: now, valid only) as in LayerSearch; the total
+        counted up to ``count_limit`` (None: exactly)."""
         ...
 
 

@@ -12,7 +12,7 @@ from typing import Any, Unpack
 import numpy as np
 import numpy.typing as npt
 
-from lamina.checks import check_id, check_number, check_query, invalid
+from lamina.checks import check_id, check_int, check_number, check_query, invalid
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import parse_filter
@@ -218,10 +218,13 @@ class MemoryReads(Hierarchy):
         include_invalid: bool = False,
         since: str | datetime | None = None,
         until: str | datetime | None = None,
+        count_limit: int | None = None,
         **scope_ids: Unpack[IdentifierArgs],
     ) -> MemoryPage:
         """Newest first; ``next_cursor`` continues where the page ended, unaffected by
-        inserts. ``include_invalid``, ``since`` and ``until`` as for ``search``."""
+        inserts. ``include_invalid``, ``since`` and ``until`` as for ``search``.
+        ``count_limit``: count the matches only up to this many (counting costs what it
+        reads; ``total_exact`` says whether there were more)."""
 
         given = identifier_args("list", scope_ids)
 
@@ -232,6 +235,7 @@ class MemoryReads(Hierarchy):
             flt = parse_filter(tags, filters)
             if cursor is not None and not isinstance(cursor, str):
                 raise invalid("cursor must be a string")
+            cap = None if count_limit is None else check_int("count_limit", count_limit, minimum=1)
             ids = Identifiers(**given)
             scopes = await self._scopes(tenant, ids, layers)
             return await self._retry.run(
@@ -243,6 +247,7 @@ class MemoryReads(Hierarchy):
                     limit=count,
                     cursor=cursor or None,
                     window=window,
+                    count_limit=cap,
                 ),
             )
 

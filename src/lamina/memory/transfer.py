@@ -1,6 +1,7 @@
 """Memories in bulk: ``delete_all`` (forget every memory of a user, agent, session, project
-…), ``export`` (a stream of records, page by page) and ``import_`` (records back in, with
-their ids: a re-import adds nothing). The record format lives in ``records``."""
+…) and ``count_all`` (how many it would), ``export`` (a stream of records, page by page) and
+``import_`` (records back in, with their ids: a re-import adds nothing). The record format
+lives in ``records``."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ BATCH = 1000
 
 
 class MemoryTransfer(MemoryWrites):
-    """``delete_all``, ``export`` / ``export_pages`` and ``import_``."""
+    """``count_all``, ``delete_all``, ``export`` / ``export_pages`` and ``import_``."""
 
     def _selection(
         self,
@@ -77,6 +78,26 @@ class MemoryTransfer(MemoryWrites):
                 details={"identifier": "user_id"},
             )
         return selection
+
+    async def count_all(
+        self,
+        *,
+        layers: Sequence[str | MemoryLayer] | str | None = None,
+        tenant_id: str | None = None,
+        **scope_ids: Unpack[IdentifierArgs],
+    ) -> int:
+        """How many memories ``delete_all`` with the same arguments would delete now (say
+        so before asking someone to confirm it). At least one identifier is required."""
+        ids = identifier_args("count_all", scope_ids)
+
+        async def run() -> int:
+            tenant = self._tenant(tenant_id)
+            selection = self._checked_selection(ids, layers, "count_all")
+            return await self._retry.run(
+                "count_all", lambda: self._store.count_where(tenant, selection)
+            )
+
+        return await self._observe("count_all", run)
 
     async def delete_all(
         self,

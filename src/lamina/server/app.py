@@ -13,7 +13,7 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.llm.base import ChatModel
@@ -28,6 +28,7 @@ from lamina.server.ratelimit import RateLimiter
 from lamina.server.router import LLMRouter
 from lamina.server.skills import Dispatcher, ToolRegistry
 from lamina.server.tools import ServerTool
+from lamina.server.ui import Inspector, inspector_routes
 from lamina.threads.service import ThreadService
 
 log = logging.getLogger("lamina.server")
@@ -77,10 +78,21 @@ class LaminaServer:
             version=package_version("lamina"),
             fixed_url=settings.public_url is not None,
         )
+        self.inspector: Inspector | None = None
+        ui_routes: list[BaseRoute] = []
+        if settings.ui == "on" or (settings.ui == "auto" and is_loopback(settings.host)):
+            self.inspector, ui_routes = inspector_routes(
+                ms,
+                self.keys,
+                self.limiter,
+                max_body=settings.max_body_bytes,
+                active_threads=self.threads.active,
+            )
         self.app = Starlette(
             routes=[
                 Route("/health", self._health, methods=["GET"]),
                 Route("/metrics", self._metrics, methods=["GET"]),
+                *ui_routes,
                 *self.a2a.routes(),
             ],
             middleware=[
@@ -123,8 +135,12 @@ class LaminaServer:
         await self.ms.start()
         self.metrics.threads_active.set(await self.threads.recover())
         self.threads.start()
+        if self.inspector is not None:
+            self.inspector.start()
 
     async def stop(self) -> None:
+        if self.inspector is not None:
+            await self.inspector.stop()
         await self.threads.stop()
         await self.a2a.aclose()
         await self.limiter.aclose()

@@ -50,6 +50,14 @@ class KeyRing:
             return None
         return Principal(found.tenant_id, found.tier, found.name)
 
+    def resolve_hash(self, key_hash: str) -> Principal | None:
+        """The principal of the configured key with this hash (the web inspector's session
+        keeps the hash, so a key removed from the configuration ends its sessions too)."""
+        found = self._by_hash.get(key_hash)
+        if found is None or not hmac.compare_digest(found.key_hash, key_hash):
+            return None
+        return Principal(found.tenant_id, found.tier, found.name)
+
 
 def presented_key(authorization: str | None, api_key: str | None) -> str | None:
     """The key of ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``."""

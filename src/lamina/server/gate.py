@@ -49,6 +49,8 @@ def route_group(path: str, method: str) -> str:
         return "jsonrpc"
     if path == "/mcp" or path.startswith("/mcp/"):
         return "mcp"
+    if path == "/ui" or path.startswith("/ui/"):
+        return "ui"
     return "rest"
 
 
@@ -182,6 +184,11 @@ class Gate:
     async def _handle(
         self, scope: Scope, receive: Receive, send: Send, path: str, method: str, group: str
     ) -> None:
+        if group == "ui":
+            # The web inspector signs people in with a session cookie and checks its own
+            # forms (CSRF, Origin, body size, rate limits): lamina.server.ui.base.
+            await self.app(scope, receive, send)
+            return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         if path in PUBLIC and method in ("GET", "HEAD"):
             if path == "/health":

@@ -26,35 +26,62 @@ SESSION_TABLES = ("session_messages", "observations", "reflections", "graph_rela
 
 
 class SqlMemoryLifecycle(SqlMemories):
-    """``delete_where``, ``export_page`` and ``import_memories`` over the shared SQL."""
+    """``count_where``, ``delete_where``, ``export_page`` and ``import_memories`` over the
+    shared SQL."""
 
-    def _selected(self, selection: Selection) -> tuple[str, list[Any]]:
-        """The condition selecting memories (lamina.memory.ports.Selection), and its
-        parameters: per layer, its scope key when the identifiers name the whole scope, else
-        each identifier's value; a layer the identifiers cannot scope selects nothing."""
+    def _selected_terms(self, selection: Selection) -> list[tuple[str, list[Any]]]:
+        """The conditions selecting memories (lamina.memory.ports.Selection), one per layer,
+        with their parameters: per layer, its scope key when the identifiers name the whole
+        scope, else each identifier's value; a layer the identifiers cannot scope selects
+        nothing (and has no term)."""
         given = selection.identifiers
-        terms: list[str] = []
-        params: list[Any] = []
+        terms: list[tuple[str, list[Any]]] = []
         for layer in selection.layers or tuple(MemoryLayer):
             required = layer.required_identifiers
             if not set(given) <= set(required):
                 continue
             if not given:
-                terms.append("layer = %s")
-                params.append(layer.value)
+                terms.append(("layer = %s", [layer.value]))
             elif set(given) == set(required):
-                terms.append("(layer = %s AND scope_key = %s)")
-                params += [layer.value, scope_key(layer, given)]
+                terms.append(
+                    ("(layer = %s AND scope_key = %s)", [layer.value, scope_key(layer, given)])
+                )
             else:
                 names = sorted(given)
                 parts = " AND ".join(f"{self._d.json_text('identifiers', n)} = %s" for n in names)
-                terms.append(f"(layer = %s AND {parts})")
-                params += [layer.value, *(given[n] for n in names)]
+                terms.append(
+                    (f"(layer = %s AND {parts})", [layer.value, *(given[n] for n in names)])
+                )
+        return terms
+
+    def _selected(self, selection: Selection) -> tuple[str, list[Any]]:
+        """The condition selecting memories (``_selected_terms`` joined), and its parameters."""
+        terms = self._selected_terms(selection)
         if not terms:
             return self._d.false, []
-        return f"({' OR '.join(terms)})", params
+        params = [p for _, values in terms for p in values]
+        return f"({' OR '.join(t for t, _ in terms)})", params
 
     # -- delete_all -------------------------------------------------------------------------
+
+    async def count_where(self, tenant_id: str, selection: Selection) -> int:
+        # One count per layer, added: each uses the scope index, where one OR of them has
+        # the planner scan the tenant.
+        terms = self._selected_terms(selection)
+        if not terms:
+            return 0
+        counts = " + ".join(
+            f"(SELECT count(*) FROM memories WHERE tenant_id = %s AND {term})"  # noqa: S608
+            for term, _ in terms
+        )
+        params = [p for _, values in terms for p in (tenant_id, *values)]
+        read = row(f"SELECT {counts}", *params)
+
+        def counted() -> Program[int]:
+            found = yield read
+            return int(found[0])
+
+        return await self._exec.read(tenant_id, "count_all", counted())
 
     async def delete_where(
         self, tenant_id: str, selection: Selection, *, actor: str | None = None

@@ -138,6 +138,7 @@ class SqlMemoryReads(SqlTiming):
     async def list(self, tenant_id: str, **listing: Unpack[MemoryListing]) -> MemoryPage:
         scopes, flt = listing["scopes"], listing["flt"]
         cursor, limit, window = listing["cursor"], listing["limit"], listing.get("window")
+        count_limit = listing.get("count_limit")
         before = decode_cursor(cursor) if cursor else None
         if not scopes:
             return MemoryPage(items=[], next_cursor=None, total_count=0)
@@ -155,8 +156,18 @@ class SqlMemoryReads(SqlTiming):
         params += values
         seq = self._d.seq
 
+        if count_limit is None:
+            counting = row(f"SELECT count(*) FROM memories WHERE {where}", *params)  # noqa: S608
+        else:  # stop counting past the limit: the count costs what it reads
+            counting = row(
+                "SELECT count(*) FROM (SELECT 1 FROM memories "  # noqa: S608
+                f"WHERE {where} LIMIT %s) AS capped",
+                *params,
+                count_limit + 1,
+            )
+
         def page() -> Program[MemoryPage]:
-            total = yield row(f"SELECT count(*) FROM memories WHERE {where}", *params)  # noqa: S608
+            total = yield counting
             page_where = where + ("" if before is None else f" AND {seq} < %s")
             page_params = params + ([] if before is None else [before])
             found = yield rows(
@@ -170,7 +181,8 @@ class SqlMemoryReads(SqlTiming):
             return MemoryPage(
                 items=[self._entry(r) for r in found],
                 next_cursor=encode_cursor(found[-1][0]) if more else None,
-                total_count=total[0],
+                total_count=total[0] if count_limit is None else min(total[0], count_limit),
+                total_exact=count_limit is None or total[0] <= count_limit,
             )
 
         return await self._exec.read(tenant_id, "list", page(), snapshot=True)
