@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from benchmarks.memory_ops import build_store, ms_stats
+from lamina.observational.ports import NewNote
 
 KEY = "ms_benchmark-key-0123456789abcdefghijklmnopqrstuvwxyz"
 
@@ -34,11 +35,13 @@ async def _seed(ms: Any) -> None:
         await ms.sessions.append("bench-chat", role, f"message {i} about dinner plans and tea")
     for i in range(30):
         await ms.store.sessions.add_note(
-            "default", "bench-chat", f"The user talked about plan {i}. " * 6, 40, 0, (0, 150)
+            "default",
+            "bench-chat",
+            NewNote(f"The user talked about plan {i}. " * 6, 40, 0, (0, 150)),
         )
     for i in range(3):
         await ms.store.sessions.add_note(
-            "default", "bench-chat", f"Summary {i}: dinner planning.", 8, 1, (0, 150)
+            "default", "bench-chat", NewNote(f"Summary {i}: dinner planning.", 8, 1, (0, 150))
         )
     for i in range(20):
         await ms.knowledge.create(

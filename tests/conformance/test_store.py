@@ -164,6 +164,10 @@ FILTER_DOCS: list[dict[str, Any]] = [
     {"tags": [], "priority": 3.5, "status": "open", "flag": True},
     {"priority": "high", "status": None, "note": "contains O'Reilly; DROP TABLE"},
     {},
+    # Values whose JSON text differs from the filter's (the SQLite store checks the text
+    # before parsing it): floats equal to ints, big numbers, escapes, non-ASCII, nesting.
+    {"n": 5.0, "big": 1e16, "quote": 'say "hi"', "city": "Zürich", "deep": {"a": {"b": 7}}},
+    {"n": -5, "tags": ["x-1", "Ümlaut"], "neg": -0.0, "list": [1, "two", None, False]},
 ]
 FILTER_CASES: list[tuple[Any, Any]] = [
     (["ui"], None),
@@ -187,6 +191,19 @@ FILTER_CASES: list[tuple[Any, Any]] = [
     (None, {"note": {"gte": "c"}}),
     (None, {"nested": {"eq": None}}),
     (None, {"labels": {"contains": "x"}, "status": {"ne": None}}),
+    (None, {"n": 5}),
+    (None, {"n": -5}),
+    (None, {"n": {"in": [5, -5]}}),
+    (None, {"big": 10000000000000000}),
+    (None, {"quote": 'say "hi"'}),
+    (None, {"quote": {"contains": '"hi"'}}),
+    (None, {"city": "Zürich"}),
+    (None, {"deep.a.b": 7}),
+    (None, {"neg": 0}),
+    (None, {"list": {"contains": False}}),
+    (None, {"list": {"contains": "two"}}),
+    (["Ümlaut"], None),
+    (["x-1"], {"n": {"ne": 5}}),
 ]
 
 
@@ -269,12 +286,16 @@ def test_bulk_add_and_bulk_delete(harness: Harness) -> None:
     assert page.total_count == 20  # all or nothing
     # A count limit stops counting there, and says so; at or above the total it is exact.
     capped = h.run(
-        h.store.list(T1, [scope()], MetadataFilter(), limit=5, cursor=None, count_limit=7)
+        h.store.list(
+            T1, scopes=[scope()], flt=MetadataFilter(), limit=5, cursor=None, count_limit=7
+        )
     )
     assert (capped.total_count, capped.total_exact, len(capped.items)) == (7, False, 5)
     for cap in (20, 21):
         exact = h.run(
-            h.store.list(T1, [scope()], MetadataFilter(), limit=5, cursor=None, count_limit=cap)
+            h.store.list(
+                T1, scopes=[scope()], flt=MetadataFilter(), limit=5, cursor=None, count_limit=cap
+            )
         )
         assert (exact.total_count, exact.total_exact) == (20, True)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from lamina.observational.ports import NewNote
 from lamina.runtime import AsyncLamina
 from lamina.server.app import LaminaServer
 from tests.server.harness import Running, running_server, server_settings
@@ -314,7 +315,7 @@ def test_prompt_preview_shows_sections_tokens_and_what_was_dropped(
     live.run(ms.sessions.append("pat-1", "user", "what should I cook tonight?", tenant_id="acme"))
     for i in range(60):
         text = f"Observation {i}: the user discussed recipe number {i} at length. " * 20
-        live.run(ms.store.sessions.add_note("acme", "pat-1", text, 120, 0, (0, 0)))
+        live.run(ms.store.sessions.add_note("acme", "pat-1", NewNote(text, 120, 0, (0, 0))))
     page = acme.get("/ui/prompt?user_id=pat&session_key=pat-1&q=peanuts+cooking").text
     assert "## Relevant Memories" in page and "Pat is allergic to peanuts" in page
     assert "## Conversation Memory" in page
@@ -330,7 +331,11 @@ def test_sessions_page_shows_messages_notes_and_what_waits(
     ms = live.server.ms
     for text in ("hello", "I moved to Lisbon", "and I like sardines"):
         live.run(ms.sessions.append("s-lisbon", "user", text, tenant_id="acme"))
-    live.run(ms.store.sessions.add_note("acme", "s-lisbon", "User moved to Lisbon.", 5, 0, (0, 1)))
+    live.run(
+        ms.store.sessions.add_note(
+            "acme", "s-lisbon", NewNote("User moved to Lisbon.", 5, 0, (0, 1))
+        )
+    )
     listing = acme.get("/ui/sessions").text
     assert "s-lisbon" in listing
     page = acme.get("/ui/sessions/s-lisbon").text

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from lamina.observational.ports import NewNote
 from tests.server.harness import Running, result_of, running_server, send, tool_message
 from tests.server.ui_support import KEY_ACME, KEY_ADMIN, KEY_GLOBEX, NO_REQUESTS, ui_settings
 
@@ -119,12 +120,16 @@ def _seed(live: Running) -> None:
         live.run(ms.sessions.append("alice-chat", role, text, tenant_id="acme"))
     live.run(
         ms.store.sessions.add_note(
-            "acme", "alice-chat", "Alice asked for a peanut-free dinner idea.", 9, 0, (0, 1)
+            "acme",
+            "alice-chat",
+            NewNote("Alice asked for a peanut-free dinner idea.", 9, 0, (0, 1)),
         )
     )
     live.run(
         ms.store.sessions.add_note(
-            "acme", "alice-chat", "Alice plans meals a day ahead and avoids peanuts.", 10, 1, (0, 1)
+            "acme",
+            "alice-chat",
+            NewNote("Alice plans meals a day ahead and avoids peanuts.", 10, 1, (0, 1)),
         )
     )
     live.run(

@@ -51,6 +51,11 @@ class Dialect(ABC):
     #: else it sorts every matching row for each page of an export).
     tenant_in_seq_order: ClassVar[str] = "tenant_id"
 
+    def unindexed(self, column: str) -> str:
+        """``column`` in a condition the planner should check row by row rather than walk
+        an index for (SQLite: unary ``+``; PostgreSQL's planner weighs it itself)."""
+        return column
+
     def seq_page(self, select: str, where: str) -> str:
         """One page of a walk in insertion order: ``select`` (``SELECT … FROM table``) of the
         rows ``where`` holds, after a ``seq`` and up to a limit (the last two parameters)."""

@@ -30,6 +30,9 @@ from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row
 from lamina.store.sql.program import Program, count, every, first, row, rows
 from lamina.store.sql.timing import SqlTiming
 
+#: Matches of a listing past which its page walks the scope in order (``window_sql``).
+_WALK_FROM = 2_000
+
 
 class SqlMemoryReads(SqlTiming):
     """get, history, list, the hierarchy, and search's shared ranking.
@@ -152,6 +155,8 @@ class SqlMemoryReads(SqlTiming):
             where += f" AND {condition}"
             params += values
         timing, values = self._window(window)
+        walking, _ = self._window(window, walk=True)
+        walk_where = f"{where} AND {walking}"
         where += f" AND {timing}"
         params += values
         seq = self._d.seq
@@ -168,7 +173,10 @@ class SqlMemoryReads(SqlTiming):
 
         def page() -> Program[MemoryPage]:
             total = yield counting
-            page_where = where + ("" if before is None else f" AND {seq} < %s")
+            # Many matches: walking the scope newest first meets a page of them soon; few:
+            # the event-time index finds them and sorting them is cheap.
+            chosen = walk_where if total[0] > _WALK_FROM else where
+            page_where = chosen + ("" if before is None else f" AND {seq} < %s")
             page_params = params + ([] if before is None else [before])
             found = yield rows(
                 f"SELECT {self._columns} FROM memories WHERE {page_where} "  # noqa: S608

@@ -30,9 +30,12 @@ HISTORY = (
 )
 
 
-def window_sql(d: Dialect, window: TimeWindow) -> tuple[str, list[Any]]:
+def window_sql(d: Dialect, window: TimeWindow, *, walk: bool = False) -> tuple[str, list[Any]]:
     """The SQL condition of a time window over ``memories`` columns, and its parameters
-    (the same semantics as TimeWindow.admits)."""
+    (the same semantics as TimeWindow.admits). ``walk``: the event-time range is checked
+    row by row, not looked up in the event-time index (a page of a wide range is found
+    sooner walking the scope newest first than sorting the whole range)."""
+    event_at = d.unindexed("event_at") if walk else "event_at"
     at = d.time(window.at)
     parts = ["(expires_at IS NULL OR expires_at > %s)"]
     params: list[Any] = [at]
@@ -41,10 +44,10 @@ def window_sql(d: Dialect, window: TimeWindow) -> tuple[str, list[Any]]:
         parts.append("(valid_until IS NULL OR valid_until > %s)")
         params += [at, at]
     if window.since is not None:
-        parts.append("event_at >= %s")
+        parts.append(f"{event_at} >= %s")
         params.append(d.time(window.since))
     if window.until is not None:
-        parts.append("event_at < %s")
+        parts.append(f"{event_at} < %s")
         params.append(d.time(window.until))
     return " AND ".join(parts), params
 
@@ -72,8 +75,8 @@ class SqlTiming(SqlMemoryRows):
     def _param(self, value: datetime | None) -> Any:
         return None if value is None else self._d.time(value)
 
-    def _window(self, window: TimeWindow | None) -> tuple[str, list[Any]]:
-        return window_sql(self._d, window or TimeWindow())
+    def _window(self, window: TimeWindow | None, *, walk: bool = False) -> tuple[str, list[Any]]:
+        return window_sql(self._d, window or TimeWindow(), walk=walk)
 
     def _candidates(self, req: LayerSearch) -> tuple[str, list[Any]]:
         """The condition a search's candidates meet besides the metadata filter: its time

@@ -249,6 +249,10 @@ def timestamp(value: datetime) -> str:
 class SQLiteDialect(Dialect):
     seq = "pk"
     tenant_in_seq_order = "+tenant_id"
+
+    def unindexed(self, column: str) -> str:
+        return f"+{column}"
+
     graph_id = "pk"
     true = "1"
     false = "0"
