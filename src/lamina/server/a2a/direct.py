@@ -270,13 +270,20 @@ class DirectCalls:
 
     async def _run(self, message: dict[str, Any], tenant: str) -> dict[str, Any]:
         task_id = str(uuid.uuid4())
-        context_id = message.get("contextId") or str(uuid.uuid4())
-        try:
-            thread = await self._dispatcher.open_thread(tenant, context_id)
-        except LaminaError as exc:  # as lamina.server.a2a.executor.ThreadContextBuilder says it
-            raise InvalidParamsError(
-                message=f"{exc.code.value}: {exc.message}", data=exc.to_dict()
-            ) from None
+        threads = self._dispatcher.threads
+        if "contextId" in message:
+            context_id = message["contextId"]
+            try:
+                thread = await self._dispatcher.open_thread(tenant, context_id)
+            except LaminaError as exc:  # as lamina.server.a2a.executor.ThreadContextBuilder
+                raise InvalidParamsError(
+                    message=f"{exc.code.value}: {exc.message}", data=exc.to_dict()
+                ) from None
+        else:
+            # A new thread, written once at the end with the task: nobody can name it before
+            # this answer gives its id.
+            context_id = str(uuid.uuid4())
+            thread = threads.fresh(tenant, context_id)
         parts = [
             ("text", p["text"]) if "text" in p else ("data", p["data"]) for p in message["parts"]
         ]
@@ -286,6 +293,7 @@ class DirectCalls:
             outcome = self._dispatcher.error_outcome("tasks", None, exc)
         else:
             outcome = await self._dispatcher.handle(call, thread)
+        new_thread = None if thread.stored else outcome.new_thread or threads.first_write(thread)
         ts = Timestamp()
         ts.FromDatetime(datetime.now(UTC))
         try:
@@ -297,5 +305,5 @@ class DirectCalls:
             task = task_of(task_id, context_id, message, outcome, ts)
         state = int(STATES[outcome.state])
         stored = StoredTask(task_id, context_id, state, ts.ToNanoseconds(), _dumps(task))
-        await self._tasks.save_stored(tenant, stored)
+        await self._tasks.save_stored(tenant, stored, new_thread)
         return task
