@@ -61,6 +61,15 @@ class KeywordScores:
         i = int(np.searchsorted(self.pks, pk))
         return float(self.scores[i]) if i < len(self.pks) and self.pks[i] == pk else 0.0
 
+    def get_many(self, pks: Sequence[int]) -> list[float]:
+        """``get`` of each of ``pks``, in one lookup."""
+        if not len(self.pks) or not pks:
+            return [0.0] * len(pks)
+        keys = np.asarray(pks, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.pks, keys), len(self.pks) - 1)
+        found: list[float] = np.where(self.pks[at] == keys, self.scores[at], 0.0).tolist()
+        return found
+
 
 NO_SCORES = KeywordScores(np.empty(0, dtype=np.int64), np.empty(0), 0.0)
 

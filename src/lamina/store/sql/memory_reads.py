@@ -3,13 +3,15 @@ hierarchy of scopes, and the ranking of search candidates both backends' searche
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
 
+from lamina.embeddings.base import Vector
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import (
     HistoryEvent,
@@ -24,7 +26,7 @@ from lamina.memory.ports import (
     Scope,
     ScoredMemory,
 )
-from lamina.memory.scoring import Candidate, rank
+from lamina.memory.scoring import CONVERSATION_KEY, Candidate, rank
 from lamina.memory.timing import TimeWindow
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row
@@ -33,6 +35,30 @@ from lamina.store.sql.timing import SqlTiming
 
 #: Where a search row's neighbourhood vector is (after ``{seq}, ENTRY``).
 _AROUND = 15
+
+
+def _cosines(query: Vector, vectors: list[Vector | None], into: list[float | None]) -> None:
+    """``into[i]``: the cosine of ``query`` with ``vectors[i]`` (left alone where it is None or
+    of another size), all in one product. Each row's product is the one ``vector @ query``
+    gives (the same dot kernel), so scores do not depend on how many were computed at once."""
+    at = [(i, v) for i, v in enumerate(vectors) if v is not None and len(v) == len(query)]
+    if not at:
+        return
+    found = np.vecdot(np.stack([v for _, v in at]), query).tolist()
+    for (i, _), cosine in zip(at, found, strict=True):
+        into[i] = float(cosine)
+
+
+def _ranking_metadata(load: Callable[[Any], Any], stored: Any) -> Any:
+    """A candidate's metadata as ranking reads it: ranking reads only the conversation
+    key, so metadata stored as JSON text that cannot hold that key is not parsed (our own
+    writer never escapes a plain ASCII key)."""
+    if isinstance(stored, str) and f'"{CONVERSATION_KEY}"' not in stored:
+        return _NO_METADATA
+    return load(stored)
+
+
+_NO_METADATA: Mapping[str, Any] = MappingProxyType({})
 
 
 class SqlMemoryReads(SqlTiming):
@@ -51,28 +77,32 @@ class SqlMemoryReads(SqlTiming):
         same stored floats and compute the same way: the same scores."""
         d = self._d
         query = req.vector if req.mode is not SearchMode.KEYWORD else None
-        candidates = []
-        for key, values in found.items():
-            cosine = context = None
-            if query is not None and not self.embedding.stale:
-                own = d.from_vector(values[10])
-                if own is not None and len(own) == len(query):
-                    cosine = float(own @ query)
-                    blob = values[_AROUND]
-                    around = None if blob is None else np.frombuffer(blob, np.float32)
-                    if around is not None and len(around) == len(query):
-                        context = float(around @ query)
-            candidates.append(
-                Candidate(
-                    key,
-                    cosine,
-                    context,
-                    keyword.get(key, 0.0),
-                    values[5],
-                    d.from_json(values[6]),
-                    d.from_time(values[8]),
-                )
+        keys = list(found)
+        cosines: list[float | None] = [None] * len(keys)
+        contexts: list[float | None] = [None] * len(keys)
+        if query is not None and not self.embedding.stale:
+            _cosines(query, [d.from_vector(found[k][10]) for k in keys], cosines)
+            blobs = [found[k][_AROUND] for k in keys]
+            arounds = [None if b is None else np.frombuffer(b, np.float32) for b in blobs]
+            _cosines(
+                query,
+                [a if c is not None else None for a, c in zip(arounds, cosines, strict=True)],
+                contexts,
             )
+        candidates = [
+            Candidate(
+                key,
+                cosine,
+                context,
+                keyword.get(key, 0.0),
+                values[5],
+                _ranking_metadata(d.from_json, values[6]),
+                d.from_time(values[8]),
+            )
+            for key, values, cosine, context in zip(
+                keys, (found[k] for k in keys), cosines, contexts, strict=True
+            )
+        ]
         ranked = rank(
             candidates,
             req.signals,
