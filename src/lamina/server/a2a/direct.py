@@ -259,16 +259,18 @@ class DirectCalls:
         """The JSON-RPC response (UTF-8 JSON) to ``message`` from ``one_shot``: a result with
         whole numbers written as integers, or an error in the SDK's form."""
         try:
-            result: dict[str, Any] = {"task": await self._run(message, tenant)}
+            task = await self._run(message, tenant)
         except A2AError as exc:
             return _dumps(build_error_response(rpc_id, exc)).encode()
         except Exception:
             log.exception("one-shot call failed (tenant %s)", tenant)
             internal = InternalError(message="internal error (see the server log)")
             return _dumps(build_error_response(rpc_id, internal)).encode()
-        return _dumps({"result": result, "id": rpc_id, "jsonrpc": "2.0"}).encode()
+        # {"result": {"task": task}, "id": ..., "jsonrpc": "2.0"}, the task's JSON as stored.
+        return f'{{"result":{{"task":{task}}},"id":{_dumps(rpc_id)},"jsonrpc":"2.0"}}'.encode()
 
-    async def _run(self, message: dict[str, Any], tenant: str) -> dict[str, Any]:
+    async def _run(self, message: dict[str, Any], tenant: str) -> str:
+        """The final Task, written, as JSON."""
         task_id = str(uuid.uuid4())
         threads = self._dispatcher.threads
         if "contextId" in message:
@@ -306,4 +308,4 @@ class DirectCalls:
         state = int(STATES[outcome.state])
         stored = StoredTask(task_id, context_id, state, ts.ToNanoseconds(), _dumps(task))
         await self._tasks.save_stored(tenant, stored, new_thread)
-        return task
+        return stored.data
