@@ -138,17 +138,20 @@ class MemoryReads(Hierarchy):
         found.sort(key=lambda s: (s.entry.layer.precedence, -s.parts.raw))
         kept: list[ScoredMemory] = []
         kept_vectors: list[Vector] = []
+        #: The kept vectors stacked, made again only when one is kept (not for every item).
+        stacked: Vector | None = None
         threshold = self._settings.dedup_threshold
         for item in found:
             if (
                 item.vector is not None
-                and kept_vectors
-                and float(np.max(np.stack(kept_vectors) @ item.vector)) >= threshold
+                and stacked is not None
+                and float(np.max(stacked @ item.vector)) >= threshold
             ):
                 continue
             kept.append(item)
             if item.vector is not None:
                 kept_vectors.append(item.vector)
+                stacked = np.stack(kept_vectors)
             if len(kept) == limit:
                 break
         return [
