@@ -248,8 +248,9 @@ def _dumps(value: Any) -> str:
 
 
 class DirectCalls:
-    """Answers the requests ``one_shot`` recognises: the thread opened, the call dispatched,
-    the final Task written once (a GetTask finds it) and returned."""
+    """Answers the requests ``one_shot`` recognises: the thread opened (a new one is only
+    made in memory), the call dispatched, the final Task written once (a GetTask finds it),
+    together with a new thread and its record (one transaction), and returned."""
 
     def __init__(self, dispatcher: Dispatcher, tasks: StoreTaskStore) -> None:
         self._dispatcher = dispatcher
