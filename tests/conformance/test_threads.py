@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from lamina.threads.ports import StoredTask
+import pytest
+
+from lamina.errors import LaminaError
+from lamina.threads.ports import NewThread, StoredTask
 from tests.conformance.conftest import Harness
 
 TTL = 100.0
@@ -111,3 +114,35 @@ def test_tasks_upsert_filter_page_and_delete(harness: Harness) -> None:
     h.run(t.delete_task("t1", "task-4"))
     assert h.run(t.get_task("t1", "task-4")) is None
     assert h.run(t.get_task("t2", "task-0")) is not None
+
+
+def test_a_new_thread_and_its_first_task_are_written_together(harness: Harness) -> None:
+    h, t = harness, harness.store.threads
+    task = StoredTask("task-1", "fresh", 3, 7, '{"id": "task-1"}')
+    thread = NewThread("fresh", 1000.0, '{"turns": []}', 1500.0, 1, '{"user_id": "u"}')
+    h.run(t.create_thread("t1", thread, task))
+    stored = h.run(t.get_thread("t1", "fresh"))
+    assert stored is not None and not stored.expired
+    assert (stored.created_at, stored.updated_at, stored.version) == (1000.0, 1000.0, 1)
+    assert (stored.context, stored.context_expires_at) == ('{"turns": []}', 1500.0)
+    assert stored.identifiers == '{"user_id": "u"}'
+    assert h.run(t.get_task("t1", "task-1")) == task
+    assert h.run(t.get_thread("t2", "fresh")) is None  # the tenant's own
+    # As open_thread would have made it: compare-and-swap and touching work on it.
+    assert h.run(t.save_context("t1", "fresh", "{}", 2000.0, 1))
+    again, created = h.run(t.open_thread("t1", "fresh", 1050.0, TTL))
+    assert not created and again.version == 2
+    # Without a context: the row open_thread creates.
+    h.run(t.create_thread("t1", NewThread("bare", 10.0), StoredTask("task-2", "bare", 1, 8, "{}")))
+    bare = h.run(t.get_thread("t1", "bare"))
+    assert bare is not None
+    assert (bare.context, bare.context_expires_at, bare.version, bare.identifiers) == (
+        "{}",
+        None,
+        0,
+        "{}",
+    )
+    # The id must be new: nothing is written when it is not.
+    with pytest.raises(LaminaError):
+        h.run(t.create_thread("t1", thread, StoredTask("task-3", "fresh", 1, 9, "{}")))
+    assert h.run(t.get_task("t1", "task-3")) is None

@@ -21,7 +21,7 @@ from lamina.config import ServerSettings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.server.app import check_bind
 from lamina.server.auth import KeyRing, hash_key, new_key
-from lamina.server.ratelimit import Limited, RateLimiter
+from lamina.server.ratelimit import Limited, LocalWindows, RateLimiter
 from tests.server.harness import (
     HEADERS,
     Running,
@@ -417,3 +417,16 @@ def test_public_health_says_up_or_down_and_only_an_admin_sees_what_is_behind_it(
     admin = client.get("/health", headers={"X-API-Key": KEY_ADMIN}).json()
     assert admin["checks"]["database"]["path"].startswith(data_dir)
     assert "active" in admin["checks"]["threads"]
+
+
+def test_in_process_windows_count_only_what_they_let_through_and_forget_idle_keys() -> None:
+    windows = LocalWindows()
+    key = ("acme", "t", "*")
+    assert [windows.hit(key, 2, 0.5) for _ in range(2)] == [None, None]
+    refused = [windows.hit(key, 2, 0.5) for _ in range(3)]
+    assert all(r is not None and 0 < r <= 0.5 for r in refused)
+    time.sleep(0.55)  # the two counted left the window; the refused ones were never in it
+    assert windows.hit(key, 2, 0.5) is None
+    time.sleep(0.55)
+    assert windows.hit(("other", "t", "*"), 2, 0.5) is None
+    assert key not in windows._hits  # swept: no request in its window

@@ -176,6 +176,33 @@ def test_calls_in_a_named_thread_answer_as_the_sdk_does(client: httpx.Client) ->
     assert _fresh(direct) == _fresh(sdk)
 
 
+def test_a_new_thread_is_written_once_with_what_the_sdk_path_writes(
+    live: Running, client: httpx.Client
+) -> None:
+    """The direct path writes a new thread once, with its task, at the end of the call: the
+    thread holds what the SDK's open-then-update leaves (identifiers, turns, pending), and
+    later calls in it find them."""
+
+    def thread(context_id: str) -> Any:
+        found = live.run(live.server.threads.get("default", context_id))
+        assert found is not None
+        return found
+
+    for case in ("completed", "input required"):
+        direct, sdk = _both(client, CASES[case])
+        mine, theirs = thread(direct["contextId"]), thread(sdk["contextId"])
+        assert mine.conversation_context.keys() == theirs.conversation_context.keys()
+
+        def turns(t: Any) -> list[tuple[str, str]]:
+            return [(x["tool"], x["result"][-12:]) for x in t.conversation_context.get("turns", [])]
+
+        assert turns(mine) == turns(theirs)
+        assert mine.identifiers == theirs.identifiers and mine.version == theirs.version == 1
+        pending = mine.conversation_context["pending"]
+        assert list(pending) == ([direct["id"]] if case == "input required" else [])
+        assert mine.created_at == mine.updated_at
+
+
 def test_a_thread_no_store_can_name_is_refused_as_the_sdk_does(client: httpx.Client) -> None:
     message = tool_message("memory_list", {}, contextId="bad\u0000id")
     direct = rpc(client, "SendMessage", {"message": message})

@@ -130,6 +130,26 @@ def test_state_over_the_cap_is_refused_and_nothing_is_written(tmp_path: Path) ->
         assert all(big not in str(t) for t in state.conversation_context["turns"])
 
 
+def test_a_new_thread_whose_first_record_does_not_fit_is_still_created(tmp_path: Path) -> None:
+    """A one-shot call in a new thread (the direct path writes the thread with the task)
+    whose record is over the cap: refused as in a named thread, the thread and task exist."""
+    settings = server_settings(tmp_path / "d", max_state_bytes=6000, session_memories=0)
+    with running_server(settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+        big = "x" * 8000
+        task = send(client, tool_message("memory_add", {"content": big, "layer": "user"}))
+        assert task["status"]["state"] == "TASK_STATE_REJECTED"
+        message = task["status"]["message"]["parts"][0]["text"]
+        assert "not remembered in the thread" in message
+        assert rpc(client, "GetTask", {"id": task["id"]})["result"]["id"] == task["id"]
+        thread = live.run(live.server.threads.get("default", task["contextId"]))
+        assert thread is not None and thread.conversation_context == {}
+        later = send(
+            client,
+            tool_message("memory_list", {"user_id": "u"}, **{"contextId": task["contextId"]}),
+        )
+        assert later["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
 def test_many_concurrent_requests_on_one_thread_lose_no_turn(tmp_path: Path) -> None:
     import concurrent.futures
 

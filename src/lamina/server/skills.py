@@ -22,6 +22,7 @@ from lamina.runtime import AsyncLamina
 from lamina.server.router import LLMRouter
 from lamina.server.session import relevant_memories, session_context
 from lamina.server.tools import ServerTool
+from lamina.threads.ports import NewThread
 from lamina.threads.service import IDENTIFIERS, Thread, ThreadService
 
 log = logging.getLogger("lamina.server")
@@ -132,6 +133,9 @@ class Outcome:
     error: dict[str, Any] | None = None
     #: Set on a thread's first request.
     session_context: dict[str, Any] | None = None
+    #: A thread not stored yet (``ThreadService.fresh``): what creates it with this call's
+    #: record, for the caller to write with the call's task (None: its record did not fit).
+    new_thread: NewThread | None = None
 
 
 def _summary(value: Any, limit: int = 400) -> str:
@@ -363,7 +367,10 @@ class Dispatcher:
                 )
 
         try:
-            await self.threads.update(call.tenant, call.thread_id, change, thread)
+            if thread.stored:
+                await self.threads.update(call.tenant, call.thread_id, change, thread)
+            else:
+                outcome.new_thread = self.threads.first_write(thread, change)
         except LaminaError as exc:
             if exc.code is not ErrorCode.THREAD_STATE_TOO_LARGE:
                 raise

@@ -41,6 +41,23 @@ class StoredTask:
 
 
 @dataclass(frozen=True)
+class NewThread:
+    """A thread written once its first call has finished, together with that call's task
+    (``ThreadStore.create_thread``): one transaction instead of opening the thread, saving
+    its context and saving the task. Only for thread ids the server made (no other request
+    can know them before the answer)."""
+
+    thread_id: str
+    #: Also its last activity: the thread was opened when the call began.
+    created_at: float
+    context: str = "{}"
+    context_expires_at: float | None = None
+    #: 0 for a thread created without a context (as ``open_thread`` creates one); 1 with.
+    version: int = 0
+    identifiers: str = "{}"
+
+
+@dataclass(frozen=True)
 class CleanupCounts:
     threads_expired: int
     states_removed: int
@@ -99,6 +116,11 @@ class ThreadStore(Protocol):
         ...
 
     async def save_task(self, tenant_id: str, task: StoredTask) -> None: ...
+
+    async def create_thread(self, tenant_id: str, thread: NewThread, task: StoredTask) -> None:
+        """Create ``thread`` and save ``task`` in one transaction (an existing thread of that
+        id is an error: the id is new)."""
+        ...
 
     async def get_task(self, tenant_id: str, task_id: str) -> StoredTask | None: ...
 

@@ -22,7 +22,7 @@ from typing import Any
 from lamina.checks import invalid, storable
 from lamina.config import ServerSettings
 from lamina.errors import ErrorCode, LaminaError
-from lamina.threads.ports import CleanupCounts, StoredThread, ThreadStore
+from lamina.threads.ports import CleanupCounts, NewThread, StoredThread, ThreadStore
 
 log = logging.getLogger("lamina.server")
 
@@ -43,6 +43,9 @@ class Thread:
     #: True when this call created the thread.
     new: bool
     version: int
+    #: False for a thread made by ``ThreadService.fresh``: not in the store until its first
+    #: call writes it (``ThreadService.first_write``) with the call's task.
+    stored: bool = True
 
     @property
     def identifiers(self) -> dict[str, str]:
@@ -148,6 +151,38 @@ class ThreadService:
         change(context)
         self._encode(context)
 
+    def fresh(self, tenant_id: str, thread_id: str) -> Thread:
+        """A new thread with an id the server just made (a one-shot call in a new thread),
+        not written yet: its first call writes it once, with its context and the call's
+        task (``first_write``, ``ThreadStore.create_thread``)."""
+        now = self._clock()
+        return Thread(thread_id, tenant_id, now, now, {}, True, 0, stored=False)
+
+    def first_write(
+        self, thread: Thread, change: Callable[[dict[str, Any]], None] | None = None
+    ) -> NewThread:
+        """What creates the ``fresh`` thread with ``change`` applied to its context (None:
+        created without a context, as ``open`` creates a thread); THREAD_STATE_TOO_LARGE
+        when that context is too large."""
+        if change is None:
+            return NewThread(thread.thread_id, thread.created_at)
+        context = thread.conversation_context
+        change(context)
+        text, identifiers = self._written(context)
+        expires = self._clock() + self._settings.state_ttl
+        return NewThread(thread.thread_id, thread.created_at, text, expires, 1, identifiers)
+
+    def _written(self, context: dict[str, Any]) -> tuple[str, str]:
+        """The context as stored (its oldest turns past ``max_turns`` dropped) and its
+        identifiers, as JSON; THREAD_STATE_TOO_LARGE when it is too large."""
+        turns = context.get("turns")
+        if isinstance(turns, list) and len(turns) > self._settings.max_turns:
+            del turns[: len(turns) - self._settings.max_turns]
+        identifiers = json.dumps(
+            context.get("identifiers") or {}, ensure_ascii=False, separators=(",", ":")
+        )
+        return self._encode(context), identifiers
+
     async def update(
         self,
         tenant_id: str,
@@ -168,14 +203,8 @@ class ThreadService:
                 context = self._decode(tenant_id, row, False).conversation_context
                 version = row.version
             change(context)
-            turns = context.get("turns")
-            if isinstance(turns, list) and len(turns) > self._settings.max_turns:
-                del turns[: len(turns) - self._settings.max_turns]
-            text = self._encode(context)
+            text, identifiers = self._written(context)
             expires = self._clock() + self._settings.state_ttl
-            identifiers = json.dumps(
-                context.get("identifiers") or {}, ensure_ascii=False, separators=(",", ":")
-            )
             if await self._store.save_context(
                 tenant_id,
                 thread_id,

@@ -248,8 +248,9 @@ def _dumps(value: Any) -> str:
 
 
 class DirectCalls:
-    """Answers the requests ``one_shot`` recognises: the thread opened, the call dispatched,
-    the final Task written once (a GetTask finds it) and returned."""
+    """Answers the requests ``one_shot`` recognises: the thread opened (a new one is only
+    made in memory), the call dispatched, the final Task written once (a GetTask finds it),
+    together with a new thread and its record (one transaction), and returned."""
 
     def __init__(self, dispatcher: Dispatcher, tasks: StoreTaskStore) -> None:
         self._dispatcher = dispatcher
@@ -259,24 +260,33 @@ class DirectCalls:
         """The JSON-RPC response (UTF-8 JSON) to ``message`` from ``one_shot``: a result with
         whole numbers written as integers, or an error in the SDK's form."""
         try:
-            result: dict[str, Any] = {"task": await self._run(message, tenant)}
+            task = await self._run(message, tenant)
         except A2AError as exc:
             return _dumps(build_error_response(rpc_id, exc)).encode()
         except Exception:
             log.exception("one-shot call failed (tenant %s)", tenant)
             internal = InternalError(message="internal error (see the server log)")
             return _dumps(build_error_response(rpc_id, internal)).encode()
-        return _dumps({"result": result, "id": rpc_id, "jsonrpc": "2.0"}).encode()
+        # {"result": {"task": task}, "id": ..., "jsonrpc": "2.0"}, the task's JSON as stored.
+        return f'{{"result":{{"task":{task}}},"id":{_dumps(rpc_id)},"jsonrpc":"2.0"}}'.encode()
 
-    async def _run(self, message: dict[str, Any], tenant: str) -> dict[str, Any]:
+    async def _run(self, message: dict[str, Any], tenant: str) -> str:
+        """The final Task, written, as JSON."""
         task_id = str(uuid.uuid4())
-        context_id = message.get("contextId") or str(uuid.uuid4())
-        try:
-            thread = await self._dispatcher.open_thread(tenant, context_id)
-        except LaminaError as exc:  # as lamina.server.a2a.executor.ThreadContextBuilder says it
-            raise InvalidParamsError(
-                message=f"{exc.code.value}: {exc.message}", data=exc.to_dict()
-            ) from None
+        threads = self._dispatcher.threads
+        if "contextId" in message:
+            context_id = message["contextId"]
+            try:
+                thread = await self._dispatcher.open_thread(tenant, context_id)
+            except LaminaError as exc:  # as lamina.server.a2a.executor.ThreadContextBuilder
+                raise InvalidParamsError(
+                    message=f"{exc.code.value}: {exc.message}", data=exc.to_dict()
+                ) from None
+        else:
+            # A new thread, written once at the end with the task: nobody can name it before
+            # this answer gives its id.
+            context_id = str(uuid.uuid4())
+            thread = threads.fresh(tenant, context_id)
         parts = [
             ("text", p["text"]) if "text" in p else ("data", p["data"]) for p in message["parts"]
         ]
@@ -286,6 +296,7 @@ class DirectCalls:
             outcome = self._dispatcher.error_outcome("tasks", None, exc)
         else:
             outcome = await self._dispatcher.handle(call, thread)
+        new_thread = None if thread.stored else outcome.new_thread or threads.first_write(thread)
         ts = Timestamp()
         ts.FromDatetime(datetime.now(UTC))
         try:
@@ -297,5 +308,5 @@ class DirectCalls:
             task = task_of(task_id, context_id, message, outcome, ts)
         state = int(STATES[outcome.state])
         stored = StoredTask(task_id, context_id, state, ts.ToNanoseconds(), _dumps(task))
-        await self._tasks.save_stored(tenant, stored)
-        return task
+        await self._tasks.save_stored(tenant, stored, new_thread)
+        return stored.data

@@ -24,7 +24,7 @@ from google.protobuf.struct_pb2 import Value
 
 from lamina.checks import storable
 from lamina.governance.builtin import any_secret, redact_secrets
-from lamina.threads.ports import StoredTask, ThreadStore
+from lamina.threads.ports import NewThread, StoredTask, ThreadStore
 
 #: States worth a database write: a client waits on them or they are final.
 WRITTEN = frozenset(
@@ -122,11 +122,17 @@ class StoreTaskStore(TaskStore):
         self._held.pop(key, None)
         await self._threads.save_task(tenant, _stored(task))
 
-    async def save_stored(self, tenant: str, task: StoredTask) -> None:
+    async def save_stored(
+        self, tenant: str, task: StoredTask, thread: NewThread | None = None
+    ) -> None:
         """Write a final task built without the SDK (``lamina.server.a2a.direct``): its
-        messages already redacted, its JSON the SDK's."""
+        messages already redacted, its JSON the SDK's; with ``thread``, create the task's
+        thread in the same transaction."""
         self._held.pop((tenant, task.task_id), None)
-        await self._threads.save_task(tenant, task)
+        if thread is None:
+            await self._threads.save_task(tenant, task)
+        else:
+            await self._threads.create_thread(tenant, thread, task)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         if not storable(task_id):

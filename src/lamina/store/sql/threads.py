@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from typing import Any, Unpack
 
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Executor, Program, count, first, row, rows
+from lamina.store.sql.program import Executor, Program, Step, count, first, row, rows
 from lamina.threads.ports import (
     CleanupCounts,
     ContextWrite,
+    NewThread,
     StoredTask,
     StoredThread,
     TaskListing,
@@ -33,6 +34,21 @@ def _thread(values: Sequence[Any]) -> StoredThread:
 
 def _task(values: Sequence[Any]) -> StoredTask:
     return StoredTask(values[0], values[1], values[2], values[3], values[4])
+
+
+def _save_task(tenant_id: str, task: StoredTask) -> Step:
+    return count(
+        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data) "
+        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
+        "context_id = excluded.context_id, state = excluded.state, "
+        "updated_ns = excluded.updated_ns, data = excluded.data",
+        tenant_id,
+        task.task_id,
+        task.context_id,
+        task.state,
+        task.updated_ns,
+        task.data,
+    )
 
 
 class SqlThreads(ABC):
@@ -126,20 +142,28 @@ class SqlThreads(ABC):
 
     async def save_task(self, tenant_id: str, task: StoredTask) -> None:
         def save() -> Program[None]:
-            yield count(
-                "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
-                "context_id = excluded.context_id, state = excluded.state, "
-                "updated_ns = excluded.updated_ns, data = excluded.data",
-                tenant_id,
-                task.task_id,
-                task.context_id,
-                task.state,
-                task.updated_ns,
-                task.data,
-            )
+            yield _save_task(tenant_id, task)
 
         await self._exec.write(tenant_id, "save_task", save())
+
+    async def create_thread(self, tenant_id: str, thread: NewThread, task: StoredTask) -> None:
+        def create() -> Program[None]:
+            yield count(
+                "INSERT INTO a2a_threads (tenant_id, thread_id, created_at, updated_at, "
+                "context, context_expires_at, version, identifiers) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                tenant_id,
+                thread.thread_id,
+                thread.created_at,
+                thread.created_at,
+                thread.context,
+                thread.context_expires_at,
+                thread.version,
+                thread.identifiers,
+            )
+            yield _save_task(tenant_id, task)
+
+        await self._exec.write(tenant_id, "create_thread", create())
 
     async def get_task(self, tenant_id: str, task_id: str) -> StoredTask | None:
         get = first(

@@ -178,11 +178,16 @@ class SQLiteMemories(SqlMemoryLifecycle):
         return {row[0]: row for row in self._db.connection().execute(sql, params)}
 
     def _passing(
-        self, ranking: Callable[[int | None], list[int]], req: LayerSearch, want: int
+        self,
+        ranking: Callable[[int | None], list[int]],
+        req: LayerSearch,
+        want: int,
+        known: dict[int, Row],
     ) -> dict[int, Row]:
         """Rows of the first ``want`` of the ranking (best first) that pass the filter and
         the time window. ``ranking(cap)`` gives the ``cap`` best (None: all): the first
-        ``want`` are read, and more only when some of them did not pass."""
+        ``want`` are read, and more only when some of them did not pass. ``known``: rows
+        that passed already (an earlier ranking's), not read again."""
         out: dict[int, Row] = {}
         cap: int | None = want if req.filter.empty else None
         done = 0
@@ -191,7 +196,8 @@ class SQLiteMemories(SqlMemoryLifecycle):
             step = max(want - len(out), _CHUNK if done else want)
             for start in range(done, len(ranked), step):
                 chunk = ranked[start : start + step]
-                rows = self._rows(chunk, req)
+                rows = self._rows([pk for pk in chunk if pk not in known], req)
+                rows.update((pk, known[pk]) for pk in chunk if pk in known)
                 for pk in chunk:
                     if pk in rows and len(out) < want:
                         out[pk] = rows[pk]
@@ -216,7 +222,7 @@ class SQLiteMemories(SqlMemoryLifecycle):
             def nearest(cap: int | None) -> list[int]:
                 return [pk for pk, _ in self._indexes.vector_hits(key, query, None, cap)]
 
-            found.update(self._passing(nearest, req, pool))
+            found.update(self._passing(nearest, req, pool, found))
         keywords = {}
         if req.mode is not SearchMode.SEMANTIC:
             keyword = self._indexes.keyword_scores(key, list(req.terms))
@@ -224,7 +230,7 @@ class SQLiteMemories(SqlMemoryLifecycle):
             def best(cap: int | None) -> list[int]:
                 return [pk for pk, _ in keyword.top(cap)]
 
-            found.update(self._passing(best, req, pool))
+            found.update(self._passing(best, req, pool, found))
             keywords = keyword.parts(found)
         ranked = self._rank(req, found, keywords)
         keys = [key for _, key in ranked.hits]
