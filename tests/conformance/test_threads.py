@@ -129,7 +129,7 @@ def test_a_new_thread_and_its_first_task_are_written_together(harness: Harness) 
     assert h.run(t.get_task("t1", "task-1")) == task
     assert h.run(t.get_thread("t2", "fresh")) is None  # the tenant's own
     # As open_thread would have made it: compare-and-swap and touching work on it.
-    assert h.run(t.save_context("t1", "fresh", "{}", 2000.0, 1))
+    assert h.run(t.save_context("t1", "fresh", context="{}", expires_at=2000.0, expected_version=1))
     again, created = h.run(t.open_thread("t1", "fresh", 1050.0, TTL))
     assert not created and again.version == 2
     # Without a context: the row open_thread creates.
