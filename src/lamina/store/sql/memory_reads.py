@@ -55,8 +55,10 @@ class SqlMemoryReads(SqlTiming):
     def _hit_rows(self, tenant_id: str, keys: Sequence[Any]) -> tuple[str, list[Any]]:
         """The statement reading the whole rows (``{seq}, ENTRY``) of ``keys``."""
         condition, params = self._d.any_of(self._d.seq, keys)
-        sql = f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND {condition}"  # noqa: S608
-        return sql, [tenant_id, *params]
+        # By key, never through an index on the tenant (SQLite would walk its every row).
+        tenant = self._d.unindexed("tenant_id")
+        sql = f"SELECT {self._columns} FROM memories WHERE {condition} AND {tenant} = %s"  # noqa: S608
+        return sql, [*params, tenant_id]
 
     def _scored(self, values: Sequence[Any], parts: ScoreParts) -> ScoredMemory:
         # Vectors of two models must never meet (near-duplicate checks compare them).
