@@ -293,7 +293,7 @@ async def run(conn: Any, program: Program[T]) -> T:
             async with conn.cursor() as cur:
                 await cur.executemany(step.sql, step.params)
             return None
-        cursor = await conn.execute(step.sql, step.params)
+        cursor = await conn.execute(step.sql, step.params, binary=step.binary)
         if step.fetch == "rows":
             return await cursor.fetchall()
         if step.fetch == "row":

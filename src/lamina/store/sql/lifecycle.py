@@ -171,6 +171,7 @@ class SqlMemoryLifecycle(SqlMemories):
                 self._d.time(datetime.now(UTC)),
                 after,
                 limit,
+                binary=True,
             )
             events: dict[str, list[HistoryEvent]] = {}
             if history and found:
@@ -181,6 +182,7 @@ class SqlMemoryLifecycle(SqlMemories):
                         f"AND {ids} ORDER BY seq",
                         tenant_id,
                         *values,
+                        binary=True,
                     )
                 ):
                     events.setdefault(r[0], []).append(self._event(r))
