@@ -9,8 +9,9 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from lamina.store.postgres.db import Database, translate
+from lamina.store.postgres.db import POSTGRES, Database, translate
 from lamina.store.postgres.filters import to_pg_vector
+from lamina.store.sql.timing import HISTORY_NAMES
 from lamina.text import decode_terms
 
 #: Every table holding tenant rows (what ``db copy`` moves and verifies).
@@ -24,6 +25,32 @@ TENANT_TABLES = (
     "observations",
     "reflections",
     "conversations",
+)
+
+#: The memories columns ``import_tenant`` writes, in the order of ``lamina db copy``'s rows.
+_MEMORY_COLUMNS = (
+    "tenant_id",
+    "id",
+    "layer",
+    "scope_key",
+    "identifiers",
+    "content",
+    "metadata",
+    "embedding",
+    "embedding_model",
+    "created_at",
+    "updated_at",
+    "conversation_id",
+    "conversation_position",
+    "context",
+    "context_embedding",
+    "lexicon",
+    "term_count",
+    "event_at",
+    "valid_from",
+    "valid_until",
+    "expires_at",
+    "content_key",
 )
 
 
@@ -84,43 +111,40 @@ class BulkLoading:
 
     async def import_tenant(self, tenant_id: str, rows: dict[str, list[tuple[Any, ...]]]) -> None:
         """Write exported rows of one tenant in one transaction (``lamina db copy``)."""
+        memories = [
+            (
+                tenant_id,
+                *r[:3],
+                Jsonb(r[3]),
+                r[4],
+                Jsonb(r[5]),
+                None if r[6] is None else to_pg_vector(r[6]),
+                *r[7:15],
+                float(sum(decode_terms(r[14] or "").values())),
+                *r[15:20],
+            )
+            for r in rows["memories"]
+        ]
+        history = [
+            (
+                tenant_id,
+                *r[:5],
+                None if r[5] is None else Jsonb(r[5]),
+                None if r[6] is None else Jsonb(r[6]),
+                *r[7:9],
+            )
+            for r in rows["memory_history"]
+        ]
         async with self._db.transaction(tenant_id, "import") as conn, conn.cursor() as cur:
-            await cur.executemany(
-                "INSERT INTO memories (tenant_id, id, layer, scope_key, identifiers, content, "  # noqa: S608
-                "metadata, embedding, embedding_model, created_at, updated_at, conversation_id, "
-                "conversation_position, context, context_embedding, lexicon, term_count, "
-                "event_at, valid_from, valid_until, expires_at, content_key) "
-                f"VALUES ({', '.join(['%s'] * 22)})",
-                [
-                    (
-                        tenant_id,
-                        *r[:3],
-                        Jsonb(r[3]),
-                        r[4],
-                        Jsonb(r[5]),
-                        None if r[6] is None else to_pg_vector(r[6]),
-                        *r[7:15],
-                        float(sum(decode_terms(r[14] or "").values())),
-                        *r[15:20],
-                    )
-                    for r in rows["memories"]
-                ],
-            )
-            await cur.executemany(
-                "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, "
-                "old_content, new_content, old_metadata, new_metadata, actor, at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        tenant_id,
-                        *r[:5],
-                        None if r[5] is None else Jsonb(r[5]),
-                        None if r[6] is None else Jsonb(r[6]),
-                        *r[7:9],
-                    )
-                    for r in rows["memory_history"]
-                ],
-            )
+            # Memories and their history in one statement each (the keyword postings'
+            # statement triggers then run once, not once per row).
+            for table, names, values in (
+                ("memories", _MEMORY_COLUMNS, memories),
+                ("memory_history", HISTORY_NAMES, history),
+            ):
+                if values:
+                    step = POSTGRES.insert(table, names, values)
+                    await cur.execute(step.sql, step.params)
             await cur.executemany(
                 "INSERT INTO embedding_cache VALUES (%s, %s, %s, %s, %s)",
                 [(tenant_id, *r) for r in rows["embedding_cache"]],

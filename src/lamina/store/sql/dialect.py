@@ -17,6 +17,7 @@ import numpy as np
 
 from lamina.embeddings.base import Vector
 from lamina.memory.scoring import CONTEXT_TERM_WEIGHT
+from lamina.store.sql.program import Step, many
 from lamina.text import encode_terms, weighted_terms
 
 
@@ -38,9 +39,12 @@ class Dialect(ABC):
     for_update: ClassVar[str]
     #: The LIMIT that means "all rows".
     no_limit: ClassVar[int | None]
-    #: Rows one INSERT of new memories carries: PostgreSQL's statement triggers (keyword
-    #: postings) then run once per batch instead of once per row; SQLite has none to run.
-    rows_per_insert: ClassVar[int] = 1
+
+    def insert(self, table: str, names: Sequence[str], rows: Sequence[Sequence[Any]]) -> Step:
+        """One step inserting ``rows`` (their values in the order of ``names``, none empty)
+        into ``table``: SQLite runs one prepared INSERT per row (executemany, in C)."""
+        marks = ", ".join(["%s"] * len(names))
+        return many(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})", rows)  # noqa: S608
 
     @abstractmethod
     def is_true(self, column: str) -> str:

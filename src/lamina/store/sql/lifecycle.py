@@ -193,6 +193,7 @@ class SqlMemoryLifecycle(SqlMemories):
                 self._d.time(datetime.now(UTC)),
                 after,
                 limit,
+                binary=True,
             )
             events: dict[str, list[HistoryEvent]] = {}
             if history and found:
@@ -203,6 +204,7 @@ class SqlMemoryLifecycle(SqlMemories):
                         f"AND {ids} ORDER BY seq",
                         tenant_id,
                         *values,
+                        binary=True,
                     )
                 ):
                     events.setdefault(r[0], []).append(self._event(r))
@@ -293,7 +295,11 @@ class SqlMemoryLifecycle(SqlMemories):
             )
             for m in fresh
         ]
-        yield from self._insert(new, actor, around, [m.history for m in fresh])
+        # No entries are made of them (the caller wants the ids), and an import never
+        # deduplicates: the rows are written as they are.
+        now = datetime.now(UTC)
+        histories = [m.history for m in fresh]
+        yield from self._write_rows(self._storable(new), actor, now, around, histories)
         for thread, position in sorted(starts.items()):
             yield from self._renew(thread, position - 1, None)
         return [m.id for m in new]

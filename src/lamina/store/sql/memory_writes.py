@@ -31,8 +31,8 @@ from lamina.store.sql.conversations import (
     place_of,
 )
 from lamina.store.sql.embedding_cache import SqlEmbeddingCache
-from lamina.store.sql.program import Program, count, many, row
-from lamina.store.sql.timing import HISTORY, SqlTiming, conflict, missing
+from lamina.store.sql.program import Program, count, row
+from lamina.store.sql.timing import HISTORY, HISTORY_NAMES, SqlTiming, conflict, missing
 
 
 class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
@@ -112,47 +112,80 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         memories: list[NewMemory],
         actor: str | None,
         neighbourhoods: Sequence[Neighbourhood | None] | None = None,
-        histories: Sequence[list[HistoryEvent] | None] | None = None,
     ) -> Program[list[MemoryEntry]]:
-        """Insert ``memories`` (times: theirs, else now) and their history: the events
-        given (``histories``, by memory; an import), else one ``add`` event each. Those
-        asking for dedup that have an exact duplicate stored, or earlier in the list,
-        return that one instead."""
-        d = self._d
+        """Insert ``memories`` (times: theirs, else now), each with one ``add`` event. Those
+        asking for dedup that have an exact duplicate stored, or earlier in the list, return
+        that one instead."""
         now = datetime.now(UTC)
         model = self.embedder.model_id
-        # While the store needs re-embedding, new vectors wait (pending) for ``reembed``.
-        if self.embedding.stale:
-            memories = [replace(m, embedding=None) for m in memories]
+        memories = self._storable(memories)
         around: list[Neighbourhood | None] = (
             list(neighbourhoods) if neighbourhoods else [None] * len(memories)
         )
         same = yield from self._duplicates(memories, now)
-        fresh = [(i, m, n) for i, (m, n) in enumerate(zip(memories, around, strict=True))]
-        fresh = [(i, m, n) for i, m, n in fresh if i not in same]
-        stored = [self._row(m, n, now) for _, m, n in fresh]
+        fresh = [i for i in range(len(memories)) if i not in same]
+        yield from self._write_rows(
+            [memories[i] for i in fresh], actor, now, [around[i] for i in fresh]
+        )
+        entries: dict[int, MemoryEntry] = {
+            i: MemoryEntry(
+                id=m.id,
+                tenant_id=m.tenant_id,
+                layer=m.scope.layer,
+                identifiers=m.scope.identifiers,
+                content=m.content,
+                metadata=m.metadata,
+                created_at=m.created_at or now,
+                updated_at=m.updated_at or m.created_at or now,
+                embedding_generated=m.embedding is not None,
+                embedding_model=None if m.embedding is None else model,
+                event_at=m.lifetime.event_at or m.created_at or now,
+                valid_from=m.lifetime.valid_from,
+                valid_until=m.lifetime.valid_until,
+                expires_at=m.lifetime.expires_at,
+            )
+            for i, m in ((i, memories[i]) for i in fresh)
+        }
+        out = []
+        for i in range(len(memories)):
+            dup = same.get(i)
+            if dup is None:
+                out.append(entries[i])
+            elif isinstance(dup, int):  # a duplicate of an earlier one of this call
+                out.append(entries[dup].model_copy(update={"deduplicated": True}))
+            else:
+                out.append(dup)
+        return out
+
+    def _storable(self, memories: list[NewMemory]) -> list[NewMemory]:
+        """``memories`` as they are stored: while the store needs re-embedding, new vectors
+        wait (pending) for ``reembed``."""
+        if self.embedding.stale:
+            return [replace(m, embedding=None) for m in memories]
+        return memories
+
+    def _write_rows(
+        self,
+        memories: list[NewMemory],
+        actor: str | None,
+        now: datetime,
+        around: Sequence[Neighbourhood | None],
+        histories: Sequence[list[HistoryEvent] | None] | None = None,
+    ) -> Program[None]:
+        """Insert the rows of ``memories`` (``around``: their neighbourhoods) and their
+        history: the events given (``histories``, by memory; an import), else one ``add``
+        event each. One statement per table on PostgreSQL (Dialect.insert)."""
+        if not memories:
+            return
+        d = self._d
+        stored = [self._row(m, n, now) for m, n in zip(memories, around, strict=True)]
         names = list(dict.fromkeys(k for values in stored for k in values))
         if any(len(values) != len(names) for values in stored):  # messages among memories
             stored = [{k: values.get(k) for k in names} for values in stored]
-        # COPY is refused under row-level security: pipelined INSERTs of d.rows_per_insert
-        # rows each (the last one shorter).
-        per = d.rows_per_insert
-        full = len(stored) - len(stored) % per
-        for part, size in ((stored[:full], per), (stored[full:], len(stored) - full)):
-            if part:
-                shape = f"({', '.join(['%s'] * len(part[0]))})"
-                yield many(
-                    f"INSERT INTO memories ({', '.join(part[0])}) VALUES "  # noqa: S608
-                    + ", ".join([shape] * size),
-                    [
-                        tuple(v for values in part[i : i + size] for v in values.values())
-                        for i in range(0, len(part), size)
-                    ],
-                )
-        given_all = histories or [None] * len(memories)
+        yield d.insert("memories", names, [tuple(values.values()) for values in stored])
         events: list[tuple[Any, ...]] = []
-        for (i, _, _), v in zip(fresh, stored, strict=True):
-            given = given_all[i]
+        for n, v in enumerate(stored):
+            given = None if histories is None else histories[n]
             if given is None:
                 events.append(
                     (
@@ -172,41 +205,16 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
                 for e in given
             ]
         if events:
-            yield many(HISTORY, events)
-        entries: dict[int, MemoryEntry] = {
-            i: MemoryEntry(
-                id=m.id,
-                tenant_id=m.tenant_id,
-                layer=m.scope.layer,
-                identifiers=m.scope.identifiers,
-                content=m.content,
-                metadata=m.metadata,
-                created_at=m.created_at or now,
-                updated_at=m.updated_at or m.created_at or now,
-                embedding_generated=m.embedding is not None,
-                embedding_model=None if m.embedding is None else model,
-                event_at=m.lifetime.event_at or m.created_at or now,
-                valid_from=m.lifetime.valid_from,
-                valid_until=m.lifetime.valid_until,
-                expires_at=m.lifetime.expires_at,
-            )
-            for i, m, _ in fresh
-        }
-        out = []
-        for i in range(len(memories)):
-            dup = same.get(i)
-            if dup is None:
-                out.append(entries[i])
-            elif isinstance(dup, int):  # a duplicate of an earlier one of this call
-                out.append(entries[dup].model_copy(update={"deduplicated": True}))
-            else:
-                out.append(dup)
-        return out
+            yield d.insert("memory_history", HISTORY_NAMES, events)
 
     def _row(self, m: NewMemory, n: Neighbourhood | None, now: datetime) -> dict[str, Any]:
         """The columns of a new memory's row."""
         d = self._d
         life = m.lifetime
+        created = m.created_at or now
+        updated = m.updated_at or created
+        event = life.event_at or created
+        created_at = d.time(created)
         return {
             "tenant_id": m.tenant_id,
             "id": m.id,
@@ -218,9 +226,10 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             "embedding": None if m.embedding is None else d.vector(m.embedding),
             **self._neighbourhood_columns(m.content, n),
             "embedding_model": None if m.embedding is None else self.embedder.model_id,
-            "created_at": d.time(m.created_at or now),
-            "updated_at": d.time(m.updated_at or m.created_at or now),
-            "event_at": d.time(life.event_at or m.created_at or now),
+            "created_at": created_at,
+            # The same time is converted once (an import's three times usually are).
+            "updated_at": created_at if _same_time(updated, created) else d.time(updated),
+            "event_at": created_at if _same_time(event, created) else d.time(event),
             "valid_from": self._param(life.valid_from),
             "valid_until": self._param(life.valid_until),
             "expires_at": self._param(life.expires_at),
@@ -331,3 +340,8 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             thread = ConversationScope(tenant_id, place[0], old.layer.value, key)
             yield from self._renew(thread, place[1] - 1, NEIGHBOURS + 1)
         return new
+
+
+def _same_time(a: datetime, b: datetime) -> bool:
+    """Whether two times are written the same (the same instant at the same offset)."""
+    return a is b or (a == b and a.utcoffset() == b.utcoffset())

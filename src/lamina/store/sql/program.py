@@ -26,6 +26,9 @@ class Step:
     sql: str
     params: Sequence[Any]
     fetch: Fetch
+    #: Results in the driver's binary format where it has one (PostgreSQL: vectors as
+    #: float32, not text to parse; the same Python values). SQLite has only one.
+    binary: bool = False
 
 
 @dataclass(frozen=True)
@@ -40,8 +43,8 @@ class Lock:
 Program = Generator[Step | Lock, Any, T]
 
 
-def rows(sql: str, *params: Any) -> Step:
-    return Step(sql, params, "rows")
+def rows(sql: str, *params: Any, binary: bool = False) -> Step:
+    return Step(sql, params, "rows", binary)
 
 
 def row(sql: str, *params: Any) -> Step:

@@ -23,10 +23,22 @@ from lamina.store.sql.program import Lock, Program, rows
 #: buckets of content keys per scope: a write takes at most this many locks per scope.
 _DEDUP_LOCK = 2
 _BUCKETS = 64
+#: The columns of a history event's row, and the INSERT of one.
+HISTORY_NAMES = (
+    "tenant_id",
+    "memory_id",
+    "operation",
+    "layer",
+    "old_content",
+    "new_content",
+    "old_metadata",
+    "new_metadata",
+    "actor",
+    "at",
+)
 HISTORY = (
-    "INSERT INTO memory_history (tenant_id, memory_id, operation, layer, old_content, "
-    "new_content, old_metadata, new_metadata, actor, at) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+    f"INSERT INTO memory_history ({', '.join(HISTORY_NAMES)}) "  # noqa: S608
+    f"VALUES ({', '.join(['%s'] * len(HISTORY_NAMES))})"
 )
 
 

@@ -237,9 +237,13 @@ def run(conn: sqlite3.Connection, program: Program[T]) -> T:
     return drive(program, execute)
 
 
+#: One encoder for every value (``json.dumps`` with options builds one per call).
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def dumps(value: Any) -> str:
     """JSON text as every column of the SQLite file holds it."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 def timestamp(value: datetime) -> str:
