@@ -173,11 +173,14 @@ class SqlMemoryReads(SqlTiming):
                 count_limit + 1,
             )
 
+        ranged = window is not None and (window.since is not None or window.until is not None)
+
         def page() -> Program[MemoryPage]:
-            total = yield counting
-            # Many matches: walking the scope newest first meets a page of them soon; few:
-            # the event-time index finds them and sorting them is cheap.
-            chosen = walk_where if total[0] > _WALK_FROM else where
+            # A time range is counted first: with many matches, walking the scope newest
+            # first meets a page of them soon; with few, the event-time index finds them and
+            # sorting them is cheap.
+            total = (yield counting) if ranged else None
+            chosen = walk_where if total is not None and total[0] > _WALK_FROM else where
             page_where = chosen + ("" if before is None else f" AND {seq} < %s")
             page_params = params + ([] if before is None else [before])
             found = yield rows(
@@ -186,6 +189,10 @@ class SqlMemoryReads(SqlTiming):
                 *page_params,
                 limit + 1,
             )
+            if total is None:
+                # A first page that is not full holds every match: no second scan to count.
+                whole = before is None and len(found) <= limit
+                total = (len(found),) if whole else (yield counting)
             more = len(found) > limit
             found = found[:limit]
             return MemoryPage(

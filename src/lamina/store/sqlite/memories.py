@@ -81,9 +81,13 @@ def prefilter(flt: MetadataFilter) -> list[list[str]]:
             if fragment is not None:
                 groups.append([fragment])
             continue
+        # Every JSON text of the file is compact (``dumps``, and SQLite's own JSON functions):
+        # a field equal to a value reads ``"name":value`` (field names are plain: filters.py).
+        # Zero is the one number whose equal may print with a sign (-0.0): no name before it.
+        name = f'"{cond.path[-1]}":'
         fragments = [_fragment(v) for v in values]
         if fragments and None not in fragments:
-            groups.append([f for f in fragments if f is not None])
+            groups.append([f if f == "0" else name + f for f in fragments if f is not None])
     return groups
 
 
