@@ -14,6 +14,7 @@ from lamina.embeddings.local import DIMENSIONS, PADDING_SLACK, LocalEmbedder, ba
 from lamina.embeddings.openai import OpenAIEmbedder
 from tests.conftest import fast_settings, openai_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
+from tests.pg import require_postgres, reset_database
 
 
 def test_local_embedder_is_normalised_and_meaningful() -> None:
@@ -228,3 +229,38 @@ def test_mixed_lengths_embed_as_each_text_alone() -> None:
     assert together.shape == (len(texts), DIMENSIONS)
     assert np.all(np.sum(together * alone, axis=1) > 0.999)
     assert np.allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_a_failing_query_embedding_fails_the_search_once(
+    tmp_path: Path, backend: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The query is embedded while the stores start on keywords; its error is the search's,
+    after the embedder's own retries only (the store's retry does not repeat them), and the
+    store is left usable."""
+    extra: dict[str, Any] = {}
+    if backend == "postgres":
+        url = require_postgres()
+        reset_database(url)
+        extra["database_url"] = url
+    with (
+        FakeOpenAI() as server,
+        Lamina(openai_settings(tmp_path / "d", server, **extra)) as ms,
+    ):
+        ms.memory.add("the office moved to Lisbon", layer="user", user_id="u")
+        before = server.requests
+        server.fail_next(*[Failure(502)] * 4)
+        with pytest.raises(LaminaError) as err:
+            ms.memory.search("where is the office now?", user_id="u")
+        assert err.value.code is ErrorCode.PROVIDER_ERROR
+        assert server.requests == before + 4  # the first try and the embedder's 3 retries
+        # ... and the store's retry does not wait and try the search again on that error.
+        assert not [r for r in caplog.records if r.getMessage().startswith("search failed")]
+        server.fail_next(Failure(400))
+        with pytest.raises(LaminaError) as err:
+            ms.memory.search("which city?", user_id="u", mode="semantic")
+        assert err.value.code is ErrorCode.EMBEDDING_FAILED
+        keyword = ms.memory.search("office Lisbon", user_id="u", mode="keyword", threshold=0)
+        assert [h.memory.content for h in keyword] == ["the office moved to Lisbon"]
+        hits = ms.memory.search("the office moved to Lisbon", user_id="u", threshold=0)
+        assert hits and hits[0].parts.semantic is not None

@@ -7,9 +7,10 @@ against every implementation (lamina.store.sqlite, lamina.store.postgres).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, NotRequired, Protocol, TypedDict, Unpack
@@ -86,8 +87,9 @@ class LayerSearch:
     the final score.
 
     ``text`` is the query as given; ``terms`` its keyword terms (lamina.text.analyze:
-    Snowball stems without stop words); ``vector`` its embedding (None in keyword mode);
-    ``signals`` what else it names (speakers, quoted phrases, dates).
+    Snowball stems without stop words); ``vector`` its embedding (None in keyword mode, or
+    while ``vector_soon`` computes it); ``signals`` what else it names (speakers, quoted
+    phrases, dates).
     """
 
     tenant_id: str
@@ -106,6 +108,15 @@ class LayerSearch:
     #: Whether conversation messages (add_messages) are candidates (consolidation compares
     #: facts with facts only).
     messages: bool = True
+    #: The embedding being computed while the search starts: a store may do its keyword work
+    #: first and take the vector from ``resolved()`` when it needs it.
+    vector_soon: asyncio.Future[Vector] | None = None
+
+    async def resolved(self) -> LayerSearch:
+        """This search with its vector (waiting for ``vector_soon`` when it is still due)."""
+        if self.vector is not None or self.vector_soon is None:
+            return self
+        return replace(self, vector=await self.vector_soon, vector_soon=None)
 
 
 @dataclass(frozen=True)

@@ -83,9 +83,10 @@ class MemoryReads(Hierarchy):
             flt = parse_filter(tags, filters)
             ids = Identifiers(**given)
             scopes = await self._scopes(tenant, ids, layers)
-            vector = None
+            # The query is embedded while the stores start on their keyword work.
+            soon: asyncio.Future[Vector] | None = None
             if search_mode is not SearchMode.KEYWORD:
-                vector = await self._embed_query(tenant, text)
+                soon = asyncio.ensure_future(self._embed_query(tenant, text))
             terms = tuple(analyze(text)) if search_mode is not SearchMode.SEMANTIC else ()
             signals = QuerySignals.of(text)
             requests = [
@@ -94,7 +95,7 @@ class MemoryReads(Hierarchy):
                     scope,
                     search_mode,
                     text,
-                    vector,
+                    None,
                     terms,
                     min_score,
                     count * 2,
@@ -102,10 +103,16 @@ class MemoryReads(Hierarchy):
                     self._settings.hybrid_semantic_weight,
                     signals,
                     window,
+                    vector_soon=soon,
                 )
                 for scope in scopes
             ]
-            per_layer = await asyncio.gather(*(self._search_layer(r) for r in requests))
+            try:
+                per_layer = await asyncio.gather(*(self._search_layer(r) for r in requests))
+            except _EmbeddingFailed as failed:
+                raise failed.error from None
+            finally:
+                _settle(soon)
             found: list[ScoredMemory] = []
             below = 0
             for scope, results in zip(scopes, per_layer, strict=True):
@@ -132,7 +139,18 @@ class MemoryReads(Hierarchy):
         return await self._queries.get(tenant, query)
 
     async def _search_layer(self, request: LayerSearch) -> LayerHits:
-        return await self._retry.run("search", lambda: self._store.search(request))
+        async def attempt() -> LayerHits:
+            try:
+                return await self._store.search(request)
+            except LaminaError:
+                soon = request.vector_soon
+                if soon is not None and soon.done() and not soon.cancelled():
+                    error = soon.exception()
+                    if error is not None:  # the embedder's own error, retried by it already
+                        raise _EmbeddingFailed(error) from None
+                raise
+
+        return await self._retry.run("search", attempt)
 
     def _merge(self, found: list[ScoredMemory], limit: int) -> list[SearchHit]:
         """Precedence, then score; near-duplicates keep the most specific layer."""
@@ -252,3 +270,22 @@ class MemoryReads(Hierarchy):
             )
 
         return await self._observe("list", run)
+
+
+class _EmbeddingFailed(Exception):
+    """The query's embedding failed inside a store's search: raised past the store retry."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _settle(soon: asyncio.Future[Vector] | None) -> None:
+    """A query embedding no store awaited (a store failed first) is cancelled, or its error
+    marked as seen."""
+    if soon is None:
+        return
+    if not soon.done():
+        soon.cancel()
+    elif not soon.cancelled():
+        soon.exception()

@@ -11,7 +11,7 @@ import numpy as np
 
 from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.bm25 import Postings, keyword_scores
+from lamina.memory.bm25 import KeywordScores, Postings, keyword_scores
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
@@ -78,21 +78,22 @@ class PostgresMemories(SqlMemoryLifecycle):
         embedded store scores them (same terms, same BM25 statistics of the scope); then the
         whole rows of the hits."""
         req = self._searchable(request)
+        if req.mode is SearchMode.SEMANTIC:  # nothing to do before the vector is there
+            req = await req.resolved()
         pool = max(req.limit * 5, 50)
         found: dict[Any, Row] = {}
-        keywords: dict[Any, float] = {}
         terms = list(dict.fromkeys(req.terms))
         async with self._db.transaction(req.tenant_id, "search", pipeline=True) as conn:
-            # Both candidate statements go out together (one round trip), then are read.
-            nearest = postings = None
-            if req.mode is not SearchMode.KEYWORD:
-                nearest = await self._nearest(conn, req, pool)
+            # Keywords first (BEGIN, the tenant and the postings in one round trip), while
+            # the query is still being embedded; then the nearest by vector.
+            scores = None
             if req.mode is not SearchMode.SEMANTIC and terms:
-                postings = await self._postings(conn, req, terms)
-            if nearest is not None:
+                scores = await self._bm25(conn, req, pool, found, terms)
+            if req.mode is not SearchMode.KEYWORD:
+                req = await req.resolved()
+                nearest = await self._nearest(conn, req, pool)
                 found.update((r[0], tuple(r)) for r in await nearest.fetchall())
-            if postings is not None:
-                keywords = await self._bm25(conn, req, pool, found, terms, postings)
+            keywords = {} if scores is None else scores.parts(found)
             ranked = self._rank(req, found, keywords)
             keys = [key for _, key in ranked.hits]
             rows: dict[Any, Row] = {}
@@ -126,21 +127,15 @@ class PostgresMemories(SqlMemoryLifecycle):
         )
 
     async def _bm25(
-        self,
-        conn: Any,
-        req: LayerSearch,
-        pool: int,
-        found: dict[Any, Row],
-        terms: list[str],
-        postings: Any,
-    ) -> dict[Any, float]:
-        """The keyword part of every candidate: the ``pool`` best BM25 matches that pass the
-        filter and the time window are added to ``found`` (rows read), and those already
-        there get theirs. The postings (``_postings``) are scored by lamina.memory.bm25: the
-        code and the stored floats the embedded store scores with."""
-        rows = await postings.fetchall()
+        self, conn: Any, req: LayerSearch, pool: int, found: dict[Any, Row], terms: list[str]
+    ) -> KeywordScores | None:
+        """The BM25 scores of the scope's documents holding a query term (None: the scope is
+        empty); the ``pool`` best matches that pass the filter and the time window are added
+        to ``found`` (rows read). The postings (``_postings``) are scored by
+        lamina.memory.bm25: the code and the stored floats the embedded store scores with."""
+        rows = await (await self._postings(conn, req, terms)).fetchall()
         if not rows:
-            return {}
+            return None
         held = {str(r[2]): _postings(r[3]) for r in rows if r[3] is not None}
         scores = keyword_scores(int(rows[0][0]), float(rows[0][1]), [held.get(t) for t in terms])
 
@@ -148,7 +143,7 @@ class PostgresMemories(SqlMemoryLifecycle):
             return [seq for seq, _ in scores.top(cap)]
 
         found.update(await self._passing(conn, req, best, pool, found))
-        return scores.parts(found)
+        return scores
 
     async def _passing(
         self,

@@ -116,7 +116,7 @@ class SqlMemoryReads(SqlTiming):
             return request
         if request.mode is SearchMode.SEMANTIC:
             raise self.embedding.refuse("semantic search")
-        return replace(request, mode=SearchMode.KEYWORD, vector=None)
+        return replace(request, mode=SearchMode.KEYWORD, vector=None, vector_soon=None)
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
         """The memory (also once invalidated), None when absent or expired."""

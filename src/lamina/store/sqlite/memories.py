@@ -164,6 +164,7 @@ class SQLiteMemories(SqlMemoryLifecycle):
             )
 
     async def search(self, request: LayerSearch) -> LayerHits:
+        request = await request.resolved()
         return await self._db.call("search", self._search, self._searchable(request))
 
     def _rows(self, pks: Sequence[int], req: LayerSearch) -> dict[int, Row]:
