@@ -35,6 +35,15 @@ def test_messages_append_in_order_per_session_and_tenant(harness: Harness) -> No
     assert [m.index for m in h.run(s.list_messages("t1", "a", start=1, limit=1))] == [1]
     assert h.run(s.list_sessions("t1")) == [("a", 3), ("b", 1)]
     assert h.run(s.list_sessions("t2")) == [("a", 1)]
+    # Pages of sessions by key, and totals counted in the store.
+    h.run(s.append_messages("t1", "c", msgs("c0", "c1")))
+    assert h.run(s.list_sessions("t1", limit=2)) == [("a", 3), ("b", 1)]
+    assert h.run(s.list_sessions("t1", after="b", limit=2)) == [("c", 2)]
+    assert h.run(s.list_sessions("t1", after="c")) == []
+    assert h.run(s.message_totals("t1", "a", 0)) == (3, 3 + 3 + 5, 2, 3 + 5)
+    assert h.run(s.message_totals("t1", "a", -1)) == (3, 11, 3, 11)
+    assert h.run(s.message_totals("t1", "none", -1)) == (0, 0, 0, 0)
+    assert h.run(s.message_totals("t2", "a", 5)) == (1, 3, 0, 0)
 
 
 def test_messages_are_deleted_from_an_index_on_per_session_and_tenant(harness: Harness) -> None:

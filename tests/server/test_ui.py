@@ -342,6 +342,25 @@ def test_sessions_page_shows_messages_notes_and_what_waits(
     assert "I moved to Lisbon" in page and "User moved to Lisbon." in page
     assert "<strong>1</strong> message after the last observed one (index 1)" in page
     assert "s-lisbon" not in globex.get("/ui/sessions").text
+    # Long sessions and many sessions come a page at a time, totals counted in the store.
+    live.run(
+        ms.sessions.append_many(
+            "s-long",
+            [{"role": "user", "content": f"turn {i}"} for i in range(230)],
+            tenant_id="acme",
+        )
+    )
+    first = acme.get("/ui/sessions/s-long").text
+    assert "turn 99<" in first and "turn 100<" not in first and "230," in first
+    assert "<strong>230</strong> messages after the last observed one" in first
+    second = acme.get("/ui/sessions/s-long?start=200").text
+    assert "turn 229<" in second and "turn 199<" not in second and 'rel="next"' not in second
+    for i in range(101):
+        live.run(ms.sessions.append(f"s-many-{i:03d}", "user", "hi", tenant_id="acme"))
+    keys = acme.get("/ui/sessions").text
+    assert "s-lisbon" in keys and "s-many-099" not in keys and 'rel="next"' in keys
+    later = acme.get("/ui/sessions?after=s-many-097").text
+    assert "s-many-098" in later and "s-many-100" in later and "s-lisbon" not in later
 
 
 def test_knowledge_history_diffs_and_governance(

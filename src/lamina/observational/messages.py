@@ -167,21 +167,44 @@ class SessionRecords(ObserverRuns):
         self._unobserved.pop((tenant, key), None)
         return message
 
-    async def list_sessions(self, *, tenant_id: str | None = None) -> list[tuple[str, int]]:
+    async def list_sessions(
+        self, *, after: str | None = None, limit: int | None = None, tenant_id: str | None = None
+    ) -> list[tuple[str, int]]:
+        """(session key, message count) of the sessions, in key order: those after ``after``,
+        at most ``limit`` (None: all)."""
         tenant = self._tenant(tenant_id)
+        last = None if after is None else check_session_key(after)
+        count = None if limit is None else _limit(limit)
         result: list[tuple[str, int]] = await self._call(
-            "list sessions", lambda: self._sessions.list_sessions(tenant)
+            "list sessions",
+            lambda: self._sessions.list_sessions(tenant, after=last, limit=count),
         )
         return result
 
-    async def show(self, session_key: str, *, tenant_id: str | None = None) -> SessionView:
+    async def show(
+        self,
+        session_key: str,
+        *,
+        start: int = 0,
+        limit: int | None = None,
+        tenant_id: str | None = None,
+    ) -> SessionView:
+        """The session's messages (from index ``start``, at most ``limit``; None: all), its
+        observations and reflections, and its totals (counted in the store, not from the
+        page)."""
         tenant = self._tenant(tenant_id)
         key = check_session_key(session_key)
+        check_int("start", start, minimum=0)
+        count = None if limit is None else _limit(limit)
         messages = await self._call(
-            "list messages", lambda: self._sessions.list_messages(tenant, key)
+            "list messages",
+            lambda: self._sessions.list_messages(tenant, key, start=start, limit=count),
         )
         through = await self._call(
             "observed through", lambda: self._sessions.observed_through(tenant, key)
+        )
+        total, tokens, waiting, waiting_tokens = await self._call(
+            "message totals", lambda: self._sessions.message_totals(tenant, key, through)
         )
         observations = await self._notes(tenant, key, reflections=False, limit=None)
         reflections = await self._notes(tenant, key, reflections=True, limit=None)
@@ -191,7 +214,10 @@ class SessionRecords(ObserverRuns):
             observations=[n for n in observations],
             reflections=[n for n in reflections],
             observed_through=through,
-            unobserved_tokens=sum(m.token_count for m in messages if m.index > through),
+            unobserved_tokens=waiting_tokens,
+            message_count=total,
+            message_tokens=tokens,
+            unobserved_count=waiting,
         )
 
     async def _notes(

@@ -45,3 +45,8 @@ class SessionView(BaseModel):
     reflections: list[Note]
     observed_through: int
     unobserved_tokens: int
+    #: The whole session's message count and tokens, and how many messages wait for the
+    #: observer (``messages`` may be one page of them: ``show(start=, limit=)``).
+    message_count: int = 0
+    message_tokens: int = 0
+    unobserved_count: int = 0

@@ -113,8 +113,18 @@ class SessionStore(Protocol):
 
     async def release_lease(self, tenant_id: str, session_key: str, owner: str) -> None: ...
 
-    async def list_sessions(self, tenant_id: str) -> list[tuple[str, int]]:
-        """(session key, message count) of every session of the tenant."""
+    async def list_sessions(
+        self, tenant_id: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[tuple[str, int]]:
+        """(session key, message count) of the tenant's sessions in key order: those after
+        ``after``, at most ``limit`` (None: all)."""
+        ...
+
+    async def message_totals(
+        self, tenant_id: str, session_key: str, observed_through: int
+    ) -> tuple[int, int, int, int]:
+        """The session's message count and tokens, and the count and tokens of its messages
+        after index ``observed_through`` (waiting for the observer)."""
         ...
 
     async def add_graph(self, tenant_id: str, session_key: str, graph: NewGraph) -> tuple[int, int]:

@@ -25,35 +25,34 @@ def _start(viewer: Viewer) -> int:
 
 
 async def sessions(ui: Inspector, request: Request, viewer: Viewer) -> Response:
-    start = _start(viewer)
-    found = await ui.ms.sessions.list_sessions(tenant_id=viewer.tenant)
+    after = viewer.params.get("after") or None
+    found = await ui.ms.sessions.list_sessions(after=after, limit=PAGE + 1, tenant_id=viewer.tenant)
+    more = len(found) > PAGE
+    found = found[:PAGE]
     return ui.render(
         viewer,
         "sessions.html",
         section="sessions",
-        sessions=found[start : start + PAGE],
-        total=len(found),
-        start=start,
-        page=PAGE,
+        sessions=found,
+        after=after,
+        next_after=found[-1][0] if more else None,
     )
 
 
 async def session(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     key = request.path_params["session_key"]
     start = _start(viewer)
-    view = await ui.ms.sessions.show(key, tenant_id=viewer.tenant)
+    view = await ui.ms.sessions.show(key, start=start, limit=PAGE, tenant_id=viewer.tenant)
     settings = ui.ms.settings.observational_memory
-    waiting = [m for m in view.messages if m.index > view.observed_through]
     context: dict[str, Any] = {
         "section": "sessions",
         "view": view,
-        "messages": view.messages[start : start + PAGE],
+        "messages": view.messages,
         "start": start,
         "page": PAGE,
-        "message_tokens": sum(m.token_count for m in view.messages),
+        "message_tokens": view.message_tokens,
         "observation_tokens": sum(n.token_count for n in view.observations),
         "reflection_tokens": sum(n.token_count for n in view.reflections),
-        "waiting": waiting,
         "threshold": settings.message_token_threshold,
         "observation_threshold": settings.observation_token_threshold,
         "observer_on": settings.enabled,

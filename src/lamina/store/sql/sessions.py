@@ -239,14 +239,37 @@ class SqlSessions:
         )
         return message
 
-    async def list_sessions(self, tenant_id: str) -> list[tuple[str, int]]:
+    async def list_sessions(
+        self, tenant_id: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[tuple[str, int]]:
         read = every(
             lambda r: (str(r[0]), int(r[1])),
             "SELECT session_key, count(*) FROM session_messages WHERE tenant_id = %s "
-            "GROUP BY session_key ORDER BY session_key",
+            "AND session_key > %s GROUP BY session_key ORDER BY session_key LIMIT %s",
             tenant_id,
+            "" if after is None else after,
+            self._d.no_limit if limit is None else limit,
         )
         return await self._exec.read(tenant_id, "list sessions", read)
+
+    async def message_totals(
+        self, tenant_id: str, session_key: str, observed_through: int
+    ) -> tuple[int, int, int, int]:
+        def read() -> Program[tuple[int, int, int, int]]:
+            found = yield row(
+                "SELECT count(*), coalesce(sum(token_count), 0), "
+                "coalesce(sum(CASE WHEN idx > %s THEN 1 ELSE 0 END), 0), "
+                "coalesce(sum(CASE WHEN idx > %s THEN token_count ELSE 0 END), 0) "
+                "FROM session_messages WHERE tenant_id = %s AND session_key = %s",
+                observed_through,
+                observed_through,
+                tenant_id,
+                session_key,
+            )
+            assert found is not None
+            return int(found[0]), int(found[1]), int(found[2]), int(found[3])
+
+        return await self._exec.read(tenant_id, "message totals", read())
 
     # -- observations and reflections -------------------------------------------------------
 
