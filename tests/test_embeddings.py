@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from lamina import ErrorCode, Lamina, LaminaError
+from lamina import AsyncLamina, ErrorCode, Lamina, LaminaError
 from lamina.embeddings.coalesce import Coalescer
 from lamina.embeddings.local import DIMENSIONS, PADDING_SLACK, LocalEmbedder, batches
 from lamina.embeddings.openai import OpenAIEmbedder
@@ -264,3 +264,35 @@ def test_a_failing_query_embedding_fails_the_search_once(
         assert [h.memory.content for h in keyword] == ["the office moved to Lisbon"]
         hits = ms.memory.search("the office moved to Lisbon", user_id="u", threshold=0)
         assert hits and hits[0].parts.semantic is not None
+
+
+def test_a_search_holds_no_connection_while_its_query_is_embedded(tmp_path: Path) -> None:
+    """A slow embedding (here: a first answer after 1.5 s, refused, then retried) must not
+    hold PostgreSQL connections: with a pool of two, a search over two layers waiting for
+    its vector leaves room for other calls."""
+    url = require_postgres()
+    reset_database(url)
+
+    async def scenario(server: FakeOpenAI) -> None:
+        settings = openai_settings(
+            tmp_path / "d",
+            server,
+            database_url=url,
+            postgres={"pool_max": 2, "connect_timeout": 1.0},
+        )
+        async with AsyncLamina(settings=settings) as ms:
+            await ms.memory.add("the office moved to Lisbon", layer="user", user_id="u")
+            server.fail_next(Failure(503, delay=1.5))
+            search = asyncio.ensure_future(
+                ms.memory.search("where is the office?", user_id="u", session_id="s")
+            )
+            await asyncio.sleep(0.3)
+            for _ in range(3):  # each would wait 1 s for a connection, then fail
+                page = await ms.memory.list(user_id="u")
+                assert page.total_count == 1
+            assert not search.done()
+            hits = await search
+            assert [h.memory.content for h in hits] == ["the office moved to Lisbon"]
+
+    with FakeOpenAI() as server:
+        asyncio.run(scenario(server))

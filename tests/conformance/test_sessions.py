@@ -40,6 +40,11 @@ def test_messages_append_in_order_per_session_and_tenant(harness: Harness) -> No
     assert h.run(s.list_sessions("t1", limit=2)) == [("a", 3), ("b", 1)]
     assert h.run(s.list_sessions("t1", after="b", limit=2)) == [("c", 2)]
     assert h.run(s.list_sessions("t1", after="c")) == []
+    # Key order is by code point on every store, whatever the database's collation.
+    for key in ("B", "a-1", "a_1", "é"):
+        h.run(s.append_messages("t3", key, msgs("x")))
+    assert [k for k, _ in h.run(s.list_sessions("t3"))] == ["B", "a-1", "a_1", "é"]
+    assert [k for k, _ in h.run(s.list_sessions("t3", after="a-1"))] == ["a_1", "é"]
     assert h.run(s.message_totals("t1", "a", 0)) == (3, 3 + 3 + 5, 2, 3 + 5)
     assert h.run(s.message_totals("t1", "a", -1)) == (3, 11, 3, 11)
     assert h.run(s.message_totals("t1", "none", -1)) == (0, 0, 0, 0)

@@ -182,6 +182,27 @@ def test_the_date_signal_reads_the_event_time_of_any_memory(lm: Lamina) -> None:
     assert hits[0].memory == lm.memory.get(dated.id)
 
 
+def test_the_date_signal_is_the_same_day_whatever_the_server_time_zone(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL hands times back in its session's TimeZone (libpq takes PGTZ): the event's
+    day is still its UTC day, as on the embedded store."""
+    url = require_postgres()
+    reset_database(url)
+    monkeypatch.setenv("PGTZ", "Pacific/Kiritimati")  # UTC+14: 20:00 UTC is the next day
+    with Lamina(fast_settings(data_dir, database_url=url)) as ms:
+        dated = ms.memory.add(
+            "Closed the quarter with a team dinner",
+            layer="user",
+            user_id="u",
+            timestamp="2021-06-30T20:00:00+00:00",
+        )
+        hits = ms.memory.search("what happened in June 2021?", user_id="u", threshold=0)
+        assert [h.memory.id for h in hits] == [dated.id] and hits[0].parts.date > 0
+        assert hits[0].memory.event_at == dated.event_at
+        assert hits[0].memory.event_at.utcoffset() == dated.event_at.utcoffset()
+
+
 def test_defaults_are_hybrid_and_the_threshold_says_what_it_removed(lm: Lamina) -> None:
     lm.memory.add("Prefers dark mode in every editor", layer="user", user_id="alice")
     lm.memory.add("The deployment runs on Fridays", layer="user", user_id="alice")

@@ -116,7 +116,9 @@ class LayerSearch:
         """This search with its vector (waiting for ``vector_soon`` when it is still due)."""
         if self.vector is not None or self.vector_soon is None:
             return self
-        return replace(self, vector=await self.vector_soon, vector_soon=None)
+        # Shielded: the layers of one search share the embedding; one layer's search
+        # cancelled does not cancel it for the others.
+        return replace(self, vector=await asyncio.shield(self.vector_soon), vector_soon=None)
 
 
 @dataclass(frozen=True)

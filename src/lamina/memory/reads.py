@@ -83,31 +83,31 @@ class MemoryReads(Hierarchy):
             flt = parse_filter(tags, filters)
             ids = Identifiers(**given)
             scopes = await self._scopes(tenant, ids, layers)
-            # The query is embedded while the stores start on their keyword work.
-            soon: asyncio.Future[Vector] | None = None
-            if search_mode is not SearchMode.KEYWORD:
-                soon = asyncio.ensure_future(self._embed_query(tenant, text))
             terms = tuple(analyze(text)) if search_mode is not SearchMode.SEMANTIC else ()
             signals = QuerySignals.of(text)
-            requests = [
-                LayerSearch(
-                    tenant,
-                    scope,
-                    search_mode,
-                    text,
-                    None,
-                    terms,
-                    min_score,
-                    count * 2,
-                    flt,
-                    self._settings.hybrid_semantic_weight,
-                    signals,
-                    window,
-                    vector_soon=soon,
-                )
-                for scope in scopes
-            ]
+            # The query is embedded while the stores start on their keyword work.
+            soon: asyncio.Future[Vector] | None = None
             try:
+                if search_mode is not SearchMode.KEYWORD:
+                    soon = asyncio.ensure_future(self._embed_query(tenant, text))
+                requests = [
+                    LayerSearch(
+                        tenant,
+                        scope,
+                        search_mode,
+                        text,
+                        None,
+                        terms,
+                        min_score,
+                        count * 2,
+                        flt,
+                        self._settings.hybrid_semantic_weight,
+                        signals,
+                        window,
+                        vector_soon=soon,
+                    )
+                    for scope in scopes
+                ]
                 per_layer = await asyncio.gather(*(self._search_layer(r) for r in requests))
             except _EmbeddingFailed as failed:
                 raise failed.error from None

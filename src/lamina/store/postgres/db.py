@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager, nullcontext
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -365,8 +365,10 @@ class PostgresDialect(Dialect):
         return value
 
     def from_time(self, value: Any) -> datetime:
+        """In UTC, as the embedded store gives it: whatever the server's TimeZone, a day
+        (the date signal of search, for one) is the same day on both stores."""
         assert isinstance(value, datetime)
-        return value
+        return value.astimezone(UTC)
 
     def vector(self, value: Vector) -> Any:
         return to_pg_vector(value)
@@ -379,6 +381,9 @@ class PostgresDialect(Dialect):
 
     def json_text(self, column: str, key: str) -> str:
         return f"{column} ->> '{key}'"
+
+    def bytewise(self, column: str) -> str:
+        return f'{column} COLLATE "C"'
 
     def json_string(self, column: str, *path: str) -> str:
         at = "{" + ",".join(path) + "}"

@@ -78,19 +78,21 @@ class PostgresMemories(SqlMemoryLifecycle):
         embedded store scores them (same terms, same BM25 statistics of the scope); then the
         whole rows of the hits."""
         req = self._searchable(request)
-        if req.mode is SearchMode.SEMANTIC:  # nothing to do before the vector is there
-            req = await req.resolved()
         pool = max(req.limit * 5, 50)
         found: dict[Any, Row] = {}
         terms = list(dict.fromkeys(req.terms))
+        scores = None
+        if req.mode is SearchMode.HYBRID and terms:
+            # The keyword candidates while the query is still being embedded, in a
+            # transaction of their own (BEGIN, the tenant and the postings in one round
+            # trip): no connection waits on the embedder.
+            async with self._db.transaction(req.tenant_id, "search", pipeline=True) as conn:
+                scores = await self._bm25(conn, req, pool, found, terms)
+        req = await req.resolved()
         async with self._db.transaction(req.tenant_id, "search", pipeline=True) as conn:
-            # Keywords first (BEGIN, the tenant and the postings in one round trip), while
-            # the query is still being embedded; then the nearest by vector.
-            scores = None
-            if req.mode is not SearchMode.SEMANTIC and terms:
+            if req.mode is SearchMode.KEYWORD and terms:
                 scores = await self._bm25(conn, req, pool, found, terms)
             if req.mode is not SearchMode.KEYWORD:
-                req = await req.resolved()
                 nearest = await self._nearest(conn, req, pool)
                 found.update((r[0], tuple(r)) for r in await nearest.fetchall())
             keywords = {} if scores is None else scores.parts(found)
@@ -98,7 +100,7 @@ class PostgresMemories(SqlMemoryLifecycle):
             keys = [key for _, key in ranked.hits]
             rows: dict[Any, Row] = {}
             if keys:
-                sql, params = self._hit_rows(req.tenant_id, keys)
+                sql, params = self._hit_rows(req, keys)
                 found_rows = await (await conn.execute(sql, params, binary=True)).fetchall()
                 rows = {row[0]: tuple(row) for row in found_rows}
         return self._hits(ranked, rows)

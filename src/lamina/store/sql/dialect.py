@@ -55,6 +55,11 @@ class Dialect(ABC):
     #: else it sorts every matching row for each page of an export).
     tenant_in_seq_order: ClassVar[str] = "tenant_id"
 
+    def bytewise(self, column: str) -> str:
+        """``column`` compared and ordered by its bytes (code points), whatever the database's
+        collation: pages in key order are the same on every store (SQLite: its default)."""
+        return column
+
     def unindexed(self, column: str) -> str:
         """``column`` in a condition the planner should check row by row rather than walk
         an index for (SQLite: unary ``+``; PostgreSQL's planner weighs it itself)."""

@@ -52,13 +52,24 @@ class SqlMemoryReads(SqlTiming):
             f"COALESCE({t}event_at, {t}created_at)"
         )
 
-    def _hit_rows(self, tenant_id: str, keys: Sequence[Any]) -> tuple[str, list[Any]]:
-        """The statement reading the whole rows (``{seq}, ENTRY``) of ``keys``."""
+    def _hit_rows(self, req: LayerSearch, keys: Sequence[Any]) -> tuple[str, list[Any]]:
+        """The statement reading the whole rows (``{seq}, ENTRY``) of ``keys`` that still pass
+        the search's filter and time window (a hit changed or deleted since the candidates
+        were read is left out, never returned against the window)."""
         condition, params = self._d.any_of(self._d.seq, keys)
         # By key, never through an index on the tenant (SQLite would walk its every row).
         tenant = self._d.unindexed("tenant_id")
-        sql = f"SELECT {self._columns} FROM memories WHERE {condition} AND {tenant} = %s"  # noqa: S608
-        return sql, [*params, tenant_id]
+        timing, times = self._candidates(req)
+        sql = (
+            f"SELECT {self._columns} FROM memories "  # noqa: S608
+            f"WHERE {condition} AND {tenant} = %s AND {timing}"
+        )
+        params += [req.tenant_id, *times]
+        if not req.filter.empty:
+            matching, values = self._filter(req.filter)
+            sql += f" AND {matching}"
+            params += values
+        return sql, params
 
     def _scored(self, values: Sequence[Any], parts: ScoreParts) -> ScoredMemory:
         # Vectors of two models must never meet (near-duplicate checks compare them).

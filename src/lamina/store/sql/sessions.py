@@ -242,10 +242,11 @@ class SqlSessions:
     async def list_sessions(
         self, tenant_id: str, *, after: str | None = None, limit: int | None = None
     ) -> list[tuple[str, int]]:
+        key = self._d.bytewise("session_key")
         read = every(
             lambda r: (str(r[0]), int(r[1])),
-            "SELECT session_key, count(*) FROM session_messages WHERE tenant_id = %s "
-            "AND session_key > %s GROUP BY session_key ORDER BY session_key LIMIT %s",
+            "SELECT session_key, count(*) FROM session_messages WHERE tenant_id = %s "  # noqa: S608
+            f"AND {key} > %s GROUP BY session_key ORDER BY {key} LIMIT %s",
             tenant_id,
             "" if after is None else after,
             self._d.no_limit if limit is None else limit,

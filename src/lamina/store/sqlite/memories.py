@@ -241,7 +241,7 @@ class SQLiteMemories(SqlMemoryLifecycle):
         keys = [key for _, key in ranked.hits]
         rows: dict[int, Row] = {}
         if keys:
-            sql, params = self._hit_rows(req.tenant_id, keys)
+            sql, params = self._hit_rows(req, keys)
             found_rows = self._db.connection().execute(sql.replace("%s", "?"), params)
             rows = {row[0]: row for row in found_rows}
         return self._hits(ranked, rows)
