@@ -84,10 +84,20 @@ def prefilter(flt: MetadataFilter) -> list[list[str]]:
         # Every JSON text of the file is compact (``dumps``, and SQLite's own JSON functions):
         # a field equal to a value reads ``"name":value`` (field names are plain: filters.py).
         # Zero is the one number whose equal may print with a sign (-0.0): no name before it.
+        # A number's digits end where the value does (``,`` or ``}``), or go on as a float's
+        # (``5.0``): the name and that end make a selective check.
         name = f'"{cond.path[-1]}":'
         fragments = [_fragment(v) for v in values]
         if fragments and None not in fragments:
-            groups.append([f if f == "0" else name + f for f in fragments if f is not None])
+            group: list[str] = []
+            for value, f in zip(values, fragments, strict=True):
+                if f is None or f == "0":
+                    group.append("0")
+                elif isinstance(value, int) and not isinstance(value, bool):
+                    group += [f"{name}{f}{end}" for end in (",", "}", ".")]
+                else:
+                    group.append(name + f)
+            groups.append(group)
     return groups
 
 
