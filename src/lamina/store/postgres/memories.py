@@ -93,8 +93,7 @@ class PostgresMemories(SqlMemoryLifecycle):
             if req.mode is SearchMode.KEYWORD and terms:
                 scores = await self._bm25(conn, req, pool, found, terms)
             if req.mode is not SearchMode.KEYWORD:
-                nearest = await self._nearest(conn, req, pool)
-                found.update((r[0], tuple(r)) for r in await nearest.fetchall())
+                found.update((r[0], tuple(r)) for r in await self._nearest(conn, req, pool))
             keywords = {} if scores is None else scores.parts(found)
             ranked = self._rank(req, found, keywords)
             keys = [key for _, key in ranked.hits]
@@ -111,31 +110,29 @@ class PostgresMemories(SqlMemoryLifecycle):
         timing, times = self._candidates(req)
         return f"{where} AND {timing}", [*params, *times]
 
-    async def _postings(self, conn: Any, req: LayerSearch, terms: list[str]) -> Any:
-        """Send the statement reading the query terms' postings (a cursor to fetch).
-
-        Each term's postings come back as one byte string: its blocks (``memory_postings``,
-        migration 0014) joined in sequence order, 16 bytes a posting, beside the scope's
-        statistics."""
-        return await conn.execute(
-            # One index range scan per term, its rows already in block order.
-            "SELECT s.docs, s.length, t.term, (SELECT string_agg(b.postings, ''::bytea "
-            "ORDER BY b.block) FROM memory_postings b WHERE b.tenant_id = s.tenant_id "
-            "AND b.layer = s.layer AND b.scope_key = s.scope_key AND b.term = t.term) "
-            "FROM memory_scope_stats s CROSS JOIN unnest(%s::text[]) AS t(term) "
-            "WHERE s.tenant_id = %s AND s.layer = %s AND s.scope_key = %s AND s.docs > 0",
-            (terms, req.tenant_id, req.scope.layer.value, req.scope.key),
-            binary=True,
-        )
-
     async def _bm25(
         self, conn: Any, req: LayerSearch, pool: int, found: dict[Any, Row], terms: list[str]
     ) -> KeywordScores | None:
         """The BM25 scores of the scope's documents holding a query term (None: the scope is
         empty); the ``pool`` best matches that pass the filter and the time window are added
-        to ``found`` (rows read). The postings (``_postings``) are scored by
-        lamina.memory.bm25: the code and the stored floats the embedded store scores with."""
-        rows = await (await self._postings(conn, req, terms)).fetchall()
+        to ``found`` (rows read).
+
+        The query terms' postings come back in one round trip, each term's as one byte
+        string: its blocks (``memory_postings``, migration 0014) joined in sequence order,
+        16 bytes a posting. They are scored by lamina.memory.bm25: the code and the stored
+        floats the embedded store scores with."""
+        rows = await (
+            await conn.execute(
+                # One index range scan per term, its rows already in block order.
+                "SELECT s.docs, s.length, t.term, (SELECT string_agg(b.postings, ''::bytea "
+                "ORDER BY b.block) FROM memory_postings b WHERE b.tenant_id = s.tenant_id "
+                "AND b.layer = s.layer AND b.scope_key = s.scope_key AND b.term = t.term) "
+                "FROM memory_scope_stats s CROSS JOIN unnest(%s::text[]) AS t(term) "
+                "WHERE s.tenant_id = %s AND s.layer = %s AND s.scope_key = %s AND s.docs > 0",
+                (terms, req.tenant_id, req.scope.layer.value, req.scope.key),
+                binary=True,
+            )
+        ).fetchall()
         if not rows:
             return None
         held = {str(r[2]): _postings(r[3]) for r in rows if r[3] is not None}
@@ -193,8 +190,8 @@ class PostgresMemories(SqlMemoryLifecycle):
                 return out  # every candidate was read
             cap *= 8
 
-    async def _nearest(self, conn: Any, req: LayerSearch, want: int) -> Any:
-        """Send the statement reading the ``want`` nearest candidates (a cursor to fetch)."""
+    async def _nearest(self, conn: Any, req: LayerSearch, want: int) -> list[Any]:
+        """The rows (key, then ``_scoring_columns``) of the ``want`` nearest candidates."""
         assert req.vector is not None
         where, params = self._conditions(req)
         query = self._d.vector(req.vector)
@@ -205,7 +202,7 @@ class PostgresMemories(SqlMemoryLifecycle):
         await conn.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, fetch)}")
         # The index scan yields ``fetch`` candidates (ids and distances only); the ranking's
         # columns are read for the ``want`` nearest of them.
-        return await conn.execute(
+        cursor = await conn.execute(
             "WITH c AS MATERIALIZED (SELECT id, embedding <=> %s AS d FROM memories "  # noqa: S608
             "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
             f"AND embedding IS NOT NULL AND {where} "
@@ -226,3 +223,4 @@ class PostgresMemories(SqlMemoryLifecycle):
             ),
             binary=True,  # vectors as float32 bytes, not text to parse
         )
+        return list(await cursor.fetchall())

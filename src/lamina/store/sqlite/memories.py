@@ -90,9 +90,9 @@ def prefilter(flt: MetadataFilter) -> list[list[str]]:
         fragments = [_fragment(v) for v in values]
         if fragments and None not in fragments:
             group: list[str] = []
-            for value, f in zip(values, fragments, strict=True):
-                if f is None or f == "0":
-                    group.append("0")
+            for value, f in zip(values, [f for f in fragments if f is not None], strict=True):
+                if f == "0":
+                    group.append(f)
                 elif isinstance(value, int) and not isinstance(value, bool):
                     group += [f"{name}{f}{end}" for end in (",", "}", ".")]
                 else:
