@@ -192,14 +192,9 @@ class SessionRecords(ObserverRuns):
         """The session's messages (from index ``start``, at most ``limit``; None: all), its
         observations and reflections, and its totals (counted in the store, not from the
         page)."""
+        messages = await self.messages(session_key, start=start, limit=limit, tenant_id=tenant_id)
         tenant = self._tenant(tenant_id)
         key = check_session_key(session_key)
-        check_int("start", start, minimum=0)
-        count = None if limit is None else _limit(limit)
-        messages = await self._call(
-            "list messages",
-            lambda: self._sessions.list_messages(tenant, key, start=start, limit=count),
-        )
         through = await self._call(
             "observed through", lambda: self._sessions.observed_through(tenant, key)
         )
