@@ -336,6 +336,42 @@ def test_db_upgrade_reports_the_schema(
         assert report["schema_version"] == newest(kind)
 
 
+def test_vectors_stay_in_the_row_not_in_toast(pg: Lamina, pg_url: str) -> None:
+    """Migration 16: a conversation memory's two vectors (~3 kB) are stored inline, so a
+    search reads them from the row it already holds; before it, both went to TOAST."""
+
+    def toast_chunks() -> int:
+        with psycopg.connect(pg_url) as conn:
+            row = conn.execute(
+                "SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'memories'"
+            ).fetchone()
+            assert row is not None
+            counted = conn.execute(f"SELECT count(*) FROM {row[0]}").fetchone()  # noqa: S608
+            return int(counted[0]) if counted else -1
+
+    before = toast_chunks()
+    added = pg.memory.add_messages(
+        [
+            {"role": "user", "name": "Ann", "content": f"Turn {i}: we talked about sailing trips"}
+            for i in range(12)
+        ],
+        user_id="ann",
+        conversation_id="c1",
+    )
+    with psycopg.connect(pg_url) as conn:
+        sizes = conn.execute(
+            "SELECT pg_column_size(embedding), pg_column_size(context_embedding) FROM memories "
+            "ORDER BY conversation_position"
+        ).fetchall()
+    assert len(sizes) == len(added.memories) == 12
+    # Every turn but the first has a neighbourhood (the turns before it) and its vector.
+    assert all(own > 1500 for own, _ in sizes)
+    assert sum(around is not None and around > 1500 for _, around in sizes) == 11
+    assert toast_chunks() == before  # nothing moved out of line
+    hits = pg.memory.search("sailing trips", user_id="ann", threshold=0.0)
+    assert len(hits) == 10
+
+
 def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_path: Path) -> None:
     import asyncio
 
