@@ -11,9 +11,15 @@ back unchanged.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeAlias
 
 from lamina.context.models import ContextItem, ContextLayer, RetrievalResult
 from lamina.tokens import TokenCounter, default_counter
+
+#: What a prompt is assembled from: a retrieval's result, items by layer, or items.
+Retrieved: TypeAlias = (
+    RetrievalResult | Mapping[ContextLayer, Sequence[ContextItem]] | Iterable[ContextItem]
+)
 
 _TITLES = (
     (ContextLayer.RUNTIME_CONTEXT, "Runtime Context"),
@@ -51,9 +57,7 @@ def format_item(item: ContextItem) -> str:
 
 
 def _by_layer(
-    retrieved: RetrievalResult
-    | Mapping[ContextLayer, Sequence[ContextItem]]
-    | Iterable[ContextItem],
+    retrieved: Retrieved,
 ) -> dict[ContextLayer, list[ContextItem]]:
     if isinstance(retrieved, RetrievalResult):
         return {k: list(v) for k, v in retrieved.items.items()}
@@ -125,9 +129,7 @@ def memory_section(
 
 def assemble_prompt(
     base: str,
-    retrieved: RetrievalResult
-    | Mapping[ContextLayer, Sequence[ContextItem]]
-    | Iterable[ContextItem] = (),
+    retrieved: Retrieved = (),
     reflections: Sequence[str] = (),
     observations: Sequence[str] = (),
     *,

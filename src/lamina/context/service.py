@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from lamina.checks import check_int, invalid
 from lamina.config import ContextSettings, MemorySettings
 from lamina.context.layers import KnowledgeStore, LearningStore, ReferenceStore, SkillStore
-from lamina.context.models import ContextItem, ContextLayer, RetrievalResult
-from lamina.context.prompt import assemble_prompt
+from lamina.context.models import ContextLayer, RetrievalResult
+from lamina.context.prompt import Retrieved, assemble_prompt
 from lamina.context.providers import (
     RuntimeContextProvider,
     ToolRegistryProvider,
@@ -134,9 +134,7 @@ class ContextService(ServiceCore):
     def assemble_prompt(
         self,
         base: str,
-        retrieved: RetrievalResult
-        | Mapping[ContextLayer, Sequence[ContextItem]]
-        | Iterable[ContextItem] = (),
+        retrieved: Retrieved = (),
         reflections: Sequence[str] = (),
         observations: Sequence[str] = (),
         *,

@@ -154,20 +154,15 @@ def _clean_identifiers(given: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+@dataclass(eq=False)
 class Dispatcher:
-    def __init__(
-        self,
-        ms: AsyncLamina,
-        registry: ToolRegistry,
-        threads: ThreadService,
-        metrics: ServerMetrics,
-        router: LLMRouter | None = None,
-    ) -> None:
-        self.ms = ms
-        self.registry = registry
-        self.threads = threads
-        self.metrics = metrics
-        self.router = router
+    """Runs the skill calls of one server: its runtime, tools, threads, metrics, router."""
+
+    ms: AsyncLamina
+    registry: ToolRegistry
+    threads: ThreadService
+    metrics: ServerMetrics
+    router: LLMRouter | None = None
 
     async def open_thread(self, tenant: str, thread_id: str) -> Thread:
         return await self.threads.open(tenant, thread_id)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -52,6 +52,34 @@ _MEMORY_COLUMNS = (
     "expires_at",
     "content_key",
 )
+
+
+#: The other tables ``import_tenant`` writes, in this order: their columns after
+#: ``tenant_id``, in the order of ``lamina db copy``'s rows, one ``executemany`` each.
+_ROW_COLUMNS = {
+    "embedding_cache": "model, content_hash, vector, created_at",
+    "hierarchy": "level, child_id, parent_id, updated_at",
+    "conversations": "conversation_id, next_position",
+    "context_items": "kind, id, key, version, is_latest, category, content, data, tags, "
+    "embedding, created_at, updated_at",
+    "session_messages": "session_key, idx, role, content, tool_calls, token_count, created_at",
+    "observations": "id, session_key, content, token_count, source_start, source_end, created_at",
+    "reflections": "id, session_key, content, token_count, generation, source_start, "
+    "source_end, created_at",
+}
+
+
+def _vector(value: Any) -> Any:
+    return None if value is None else to_pg_vector(value)
+
+
+#: How a value of these columns of ``_ROW_COLUMNS`` is passed (the others: as they come).
+_ADAPT: dict[str, Callable[[Any], Any]] = {
+    "data": Jsonb,
+    "tags": Jsonb,
+    "tool_calls": Jsonb,
+    "embedding": _vector,
+}
 
 
 class BulkLoading:
@@ -145,52 +173,16 @@ class BulkLoading:
                 if values:
                     step = POSTGRES.insert(table, names, values)
                     await cur.execute(step.sql, step.params)
-            await cur.executemany(
-                "INSERT INTO embedding_cache VALUES (%s, %s, %s, %s, %s)",
-                [(tenant_id, *r) for r in rows["embedding_cache"]],
-            )
-            await cur.executemany(
-                "INSERT INTO hierarchy VALUES (%s, %s, %s, %s, %s)",
-                [(tenant_id, *r) for r in rows["hierarchy"]],
-            )
-            await cur.executemany(
-                "INSERT INTO conversations (tenant_id, conversation_id, next_position) "
-                "VALUES (%s, %s, %s)",
-                [(tenant_id, *r) for r in rows.get("conversations", [])],
-            )
-            await cur.executemany(
-                "INSERT INTO context_items (tenant_id, kind, id, key, version, is_latest, "
-                "category, content, data, tags, embedding, created_at, updated_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (
-                        tenant_id,
-                        *r[:7],
-                        Jsonb(r[7]),
-                        Jsonb(r[8]),
-                        None if r[9] is None else to_pg_vector(r[9]),
-                        r[10],
-                        r[11],
-                    )
-                    for r in rows.get("context_items", [])
-                ],
-            )
-            await cur.executemany(
-                "INSERT INTO session_messages (tenant_id, session_key, idx, role, content, "
-                "tool_calls, token_count, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                [
-                    (tenant_id, *r[:4], Jsonb(r[4]), r[5], r[6])
-                    for r in rows.get("session_messages", [])
-                ],
-            )
-            await cur.executemany(
-                "INSERT INTO observations (tenant_id, id, session_key, content, token_count, "
-                "source_start, source_end, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
-                [(tenant_id, *r) for r in rows.get("observations", [])],
-            )
-            await cur.executemany(
-                "INSERT INTO reflections (tenant_id, id, session_key, content, token_count, "
-                "generation, source_start, source_end, created_at) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                [(tenant_id, *r) for r in rows.get("reflections", [])],
-            )
+            for table, columns in _ROW_COLUMNS.items():
+                adapt = [_ADAPT.get(name) for name in columns.split(", ")]
+                marks = ", ".join(["%s"] * (len(adapt) + 1))
+                await cur.executemany(
+                    f"INSERT INTO {table} (tenant_id, {columns}) VALUES ({marks})",  # noqa: S608
+                    [
+                        (
+                            tenant_id,
+                            *(v if f is None else f(v) for f, v in zip(adapt, r, strict=True)),
+                        )
+                        for r in rows.get(table, [])
+                    ],
+                )
