@@ -346,7 +346,7 @@ def test_vectors_stay_in_the_row_not_in_toast(pg: Lamina, pg_url: str) -> None:
                 "SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'memories'"
             ).fetchone()
             assert row is not None
-            counted = conn.execute(f"SELECT count(*) FROM {row[0]}").fetchone()  # noqa: S608
+            counted = conn.execute(f"SELECT count(*) FROM {row[0]}").fetchone()
             return int(counted[0]) if counted else -1
 
     before = toast_chunks()
@@ -370,6 +370,69 @@ def test_vectors_stay_in_the_row_not_in_toast(pg: Lamina, pg_url: str) -> None:
     assert toast_chunks() == before  # nothing moved out of line
     hits = pg.memory.search("sailing trips", user_id="ann", threshold=0.0)
     assert len(hits) == 10
+
+
+def test_upgrading_moves_neighbourhood_vectors_to_pgvector(pg_url: str, tmp_path: Path) -> None:
+    """Migration 16 copies each neighbourhood vector from its float32 bytes (schema 15) into
+    a pgvector column, the same floats: searches rank exactly as before the upgrade."""
+    import numpy as np
+
+    queries = ["what did we say about sailing", "the harbour at dawn", "Ann"]
+    turns = [
+        {"role": "user", "name": ["Ann", "Bo"][i % 2], "content": text}
+        for i, text in enumerate(
+            [
+                "We should go sailing this weekend",
+                "Only if the wind is calm",
+                "The harbour is quiet at dawn",
+                "Then let us leave at six",
+                "Bring the blue jackets",
+                "And something warm to drink",
+            ]
+        )
+    ]
+
+    def answers(ms: Lamina) -> list[list[tuple[str, float]]]:
+        return [
+            [(h.memory.id, h.score) for h in ms.memory.search(q, user_id="ann", threshold=0.0)]
+            for q in queries
+        ] + [
+            [
+                (h.memory.id, h.score)
+                for h in ms.memory.search(q, user_id="ann", threshold=0.0, mode="semantic")
+            ]
+            for q in queries
+        ]
+
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        ms.memory.add_messages(turns, user_id="ann", conversation_id="trip")
+        before = answers(ms)
+    with psycopg.connect(pg_url) as conn:  # back to schema 15: the vectors as bytes
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        stored = conn.execute(
+            "SELECT tenant_id, seq, context_embedding FROM memories "
+            "WHERE context_embedding IS NOT NULL"
+        ).fetchall()
+        assert len(stored) == 5
+        conn.execute("ALTER TABLE memories DROP COLUMN context_embedding")
+        conn.execute("ALTER TABLE memories ADD COLUMN context_embedding bytea")
+        for tenant, seq, vector in stored:
+            conn.execute(
+                "UPDATE memories SET context_embedding = %s WHERE tenant_id = %s AND seq = %s",
+                (np.asarray(vector.to_numpy(), np.float32).tobytes(), tenant, seq),
+            )
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 16")
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        assert ms.health()["store"]["schema_version"] == PG_LATEST
+        assert answers(ms) == before
+    with psycopg.connect(pg_url) as conn:
+        kind = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'memories'::regclass AND attname = 'context_embedding'"
+        ).fetchone()
+        assert kind == ("vector(384)",)
 
 
 def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_path: Path) -> None:

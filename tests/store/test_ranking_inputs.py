@@ -10,11 +10,11 @@ import numpy as np
 from lamina.embeddings.base import Vector
 from lamina.memory.bm25 import KeywordScores
 from lamina.memory.scoring import keyword_part
-from lamina.store.sql.memory_reads import _cosines
+from lamina.store.sql.memory_reads import cosines
 from lamina.store.sqlite.db import SQLITE, dumps
 
 
-def test_cosines_in_one_product_have_the_bits_of_one_row_at_a_time() -> None:
+def testcosines_in_one_product_have_the_bits_of_one_row_at_a_time() -> None:
     rng = np.random.default_rng(7)
     query = rng.normal(size=384).astype(np.float32)
     query /= np.linalg.norm(query)
@@ -23,10 +23,10 @@ def test_cosines_in_one_product_have_the_bits_of_one_row_at_a_time() -> None:
         v = rng.normal(size=384).astype(np.float32)
         vectors.append(None if i % 17 == 0 else (v / np.linalg.norm(v)).astype(np.float32))
     vectors.append(np.ones(12, dtype=np.float32))  # another model's size: left alone
-    got = _cosines(query, vectors)
+    got = cosines(query, vectors)
     want = [None if v is None or len(v) != len(query) else float(v @ query) for v in vectors]
     assert got == want
-    assert _cosines(None, vectors) == [None] * len(vectors)
+    assert cosines(None, vectors) == [None] * len(vectors)
 
 
 def test_keyword_parts_of_many_are_those_of_each() -> None:

@@ -280,6 +280,77 @@ def rank(
     return Ranked(hits, below)
 
 
+def exact_needed(
+    candidates: Sequence[Candidate],
+    errors: Sequence[float],
+    query: QuerySignals,
+    *,
+    mode: SearchMode,
+    weight: float,
+    threshold: float | None,
+    limit: int,
+) -> tuple[list[int], int]:
+    """For candidates whose cosines are known only to within ``errors`` (each candidate's
+    bound for both of its cosines; a database computed them in its own float order): the
+    indexes of those whose exact cosines can change what ``rank`` returns, and how many of
+    the others fall below ``threshold`` whatever their exact cosines.
+
+    ``rank`` over the exact candidates at those indexes, with that count added to its
+    ``below_threshold``, is ``rank`` over every candidate exactly: each candidate's raw
+    score is bounded (interval arithmetic over the formula, conversation part included);
+    the ones left out either fall below the threshold for sure, or pass it for sure and
+    score below ``limit`` candidates that pass it for sure; and every candidate that can be
+    the best of a conversation some kept candidate is in stays in, so the conversation
+    parts come out exact."""
+    w = weight_of(mode, weight)
+    use_semantic = mode is not SearchMode.KEYWORD
+    use_keyword = mode is not SearchMode.SEMANTIC
+    slack = 1e-9  # float rounding of the sums below, far under any cosine bound
+    low: list[float] = []
+    high: list[float] = []
+    best_low: dict[str, float] = {}
+    best_high: dict[str, float] = {}
+    for c, error in zip(candidates, errors, strict=True):
+        keyword = c.keyword if use_keyword else None
+        named = SPEAKER_BOOST if c.speaker and _names(query, c.speaker) else 0.0
+        phrase = PHRASE_BOOST * _phrase_share(query, c.content) if query.phrases else 0.0
+        dated = DATE_BOOST if query.dates and _dated(query, c.event_at) else 0.0
+        bounds = []
+        for shift in (-error, error):
+            semantic = None
+            if use_semantic and c.cosine is not None:
+                around = None if c.context_cosine is None else c.context_cosine + shift
+                semantic = semantic_part(c.cosine + shift, around)
+            bounds.append(raw_score(w, semantic, keyword, named, 0.0, phrase, dated))
+        low.append(bounds[0] - slack)
+        high.append(bounds[1] + slack)
+        if c.conversation is not None:
+            best_low[c.conversation] = max(best_low.get(c.conversation, 0.0), low[-1])
+            best_high[c.conversation] = max(best_high.get(c.conversation, 0.0), high[-1])
+    boosted_low = list(low)
+    boosted_high = list(high)
+    for i, c in enumerate(candidates):
+        if c.conversation is not None:
+            boosted_low[i] += CONVERSATION_BOOST * best_low[c.conversation]
+            boosted_high[i] += CONVERSATION_BOOST * best_high[c.conversation]
+    below = [threshold is not None and score_of(h) < threshold for h in boosted_high]
+    above = [threshold is None or score_of(lo) >= threshold for lo in boosted_low]
+    needed = {i for i in range(len(candidates)) if not below[i] and not above[i]}
+    sure = sorted((boosted_low[i] for i in range(len(candidates)) if above[i]), reverse=True)
+    floor = sure[limit - 1] if len(sure) >= limit else -math.inf
+    needed.update(i for i in range(len(candidates)) if above[i] and boosted_high[i] >= floor)
+    # Every possible best of a conversation a needed candidate is in.
+    talks = {candidates[i].conversation for i in needed} - {None}
+    needed.update(
+        i
+        for i, c in enumerate(candidates)
+        if c.conversation is not None
+        and c.conversation in talks
+        and high[i] >= best_low[c.conversation]
+    )
+    return sorted(needed), sum(1 for i in range(len(candidates)) if below[i] and i not in needed)
+
+
 @lru_cache(maxsize=4096)
 def _name_words(speaker: str) -> tuple[str, ...]:
     return tuple(words(speaker))

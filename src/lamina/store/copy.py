@@ -87,6 +87,7 @@ _CONVERT: dict[str, Callable[[Any], Any]] = {
     "old_metadata": _json_or_none,
     "new_metadata": _json_or_none,
     "embedding": _vector_or_none,
+    "context_embedding": _vector_or_none,
     "vector": bytes,
     "is_latest": bool,
     "created_at": _ts,

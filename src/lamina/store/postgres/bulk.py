@@ -146,8 +146,10 @@ class BulkLoading:
                 Jsonb(r[3]),
                 r[4],
                 Jsonb(r[5]),
-                None if r[6] is None else to_pg_vector(r[6]),
-                *r[7:15],
+                _vector(r[6]),
+                *r[7:13],
+                _vector(r[13]),  # the neighbourhood vector
+                r[14],
                 float(sum(decode_terms(r[14] or "").values())),
                 *r[15:20],
             )

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector_async
 from psycopg import errors as pg_errors
@@ -21,7 +22,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.timing import content_key
-from lamina.store.postgres.filters import from_pg_vector, to_pg_vector
+from lamina.store.postgres.filters import VectorBinaryLoader, from_pg_vector, to_pg_vector
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import pending_migrations
 from lamina.store.sql.program import Lock, Program, Step, count, drive_async
@@ -113,6 +114,7 @@ class Database:
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.set_autocommit(True)
         await register_vector_async(conn)
+        conn.adapters.register_loader(conn.adapters.types["vector"].oid, VectorBinaryLoader)
         await conn.execute("SET hnsw.iterative_scan = relaxed_order")
         await conn.execute("SET ROLE lamina_app")
         await conn.execute(f"SET statement_timeout = {int(self._statement_timeout_ms)}")
@@ -204,6 +206,8 @@ class Database:
                         await _fill_lexicon(conn)
                     if migration.number == _CONTENT_KEY_MIGRATION:
                         await _fill_content_keys(conn)
+                    if migration.number == _CONTEXT_VECTOR_MIGRATION:
+                        await _fill_context_vectors(conn)
                     await conn.execute(
                         "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                         (migration.number, migration.name),
@@ -251,6 +255,26 @@ async def _fill_content_keys(conn: Any) -> None:
         "AND NOT metadata ? 'conversation'",
         {"content_key": "text"},
         lambda content: (content_key(content),),
+    )
+    await conn.execute("ALTER TABLE memories ENABLE TRIGGER memories_terms_update")
+
+
+#: The migration after which neighbourhood vectors are copied from bytes to pgvector.
+_CONTEXT_VECTOR_MIGRATION = 16
+
+
+async def _fill_context_vectors(conn: Any) -> None:
+    """Copy each memory's neighbourhood vector (float32 bytes) into the pgvector column of
+    migration 16, the same floats, inside the migration's transaction. No indexed word
+    changes: the postings update trigger stays out of it."""
+    await register_vector_async(conn)
+    await conn.execute("ALTER TABLE memories DISABLE TRIGGER memories_terms_update")
+    await _fill(
+        conn,
+        "SELECT tenant_id, seq, context_embedding FROM memories "
+        "WHERE context_embedding IS NOT NULL",
+        {"context_vector": "vector"},
+        lambda blob: (to_pg_vector(np.frombuffer(blob, dtype=np.float32)),),
     )
     await conn.execute("ALTER TABLE memories ENABLE TRIGGER memories_terms_update")
 
@@ -320,7 +344,7 @@ _COLUMN_TYPES = {
     "old_metadata": "jsonb",
     "new_metadata": "jsonb",
     "embedding": "vector",
-    "context_embedding": "bytea",
+    "context_embedding": "vector",
     "term_count": "real",
     "conversation_position": "bigint",
     **dict.fromkeys(

@@ -12,6 +12,9 @@ import itertools
 from typing import Any
 
 import numpy as np
+from psycopg.abc import Buffer
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 from psycopg.types.json import Jsonb
 
 from lamina.embeddings.base import Vector
@@ -83,6 +86,19 @@ def to_pg_vector(vector: Vector) -> Any:
     from pgvector import Vector as PgVector
 
     return PgVector(np.asarray(vector, dtype=np.float32))
+
+
+class VectorBinaryLoader(Loader):
+    """pgvector's binary form (int16 dimensions, int16 unused, then big-endian float32s)
+    straight into a float32 NumPy array, the same floats: a search decodes a few hundred
+    vectors, and pgvector's own loader (a ``Vector`` through ``array``, then NumPy) took
+    about 4 µs for each of them."""
+
+    format = Format.BINARY
+
+    def load(self, data: Buffer) -> Vector:
+        out: Vector = np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32)
+        return out
 
 
 def from_pg_vector(value: Any) -> Vector | None:

@@ -9,15 +9,17 @@ from typing import Any
 
 import numpy as np
 
-from lamina.embeddings.base import Embedder
+from lamina.embeddings.base import Embedder, Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.bm25 import KeywordScores, Postings, keyword_scores
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
+from lamina.memory.scoring import Candidate, Ranked, exact_needed, rank
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
+from lamina.store.sql.memory_reads import cosines
 from lamina.store.sql.memory_rows import Row
 
 #: Candidates checked against a metadata filter per round trip.
@@ -73,36 +75,93 @@ class PostgresMemories(SqlMemoryLifecycle):
     # -- search -----------------------------------------------------------------------------
 
     async def search(self, request: LayerSearch) -> LayerHits:
-        """Candidates: the ``pool`` nearest by vector (HNSW) and the ``pool`` best by BM25
-        (postings in ``memory_postings``), scored by lamina.memory.scoring exactly as the
-        embedded store scores them (same terms, same BM25 statistics of the scope); then the
-        whole rows of the hits."""
+        """Candidates: the ``pool`` nearest by vector (HNSW, or the scope's rows when the
+        planner finds that cheaper) and the ``pool`` best by BM25 (postings in
+        ``memory_postings``), scored by lamina.memory.scoring exactly as the embedded store
+        scores them (same terms, same BM25 statistics of the scope, same floats).
+
+        The database computes each candidate's two cosines, so a candidate costs a few
+        floats instead of its two vectors (~3 kB). Its float order is not NumPy's: the
+        cosines are exact only to a bound, and ``scoring.exact_needed`` names the
+        candidates whose exact cosines can change the result (the hits and a few near
+        them); their whole rows, vectors included, are read, their cosines computed as the
+        embedded store computes them, and they are ranked again: the same hits, order and
+        scores to the last bit."""
         req = self._searchable(request)
         pool = max(req.limit * 5, 50)
-        found: dict[Any, Row] = {}
         terms = list(dict.fromkeys(req.terms))
         scores = None
         if req.mode is SearchMode.HYBRID and terms:
-            # The keyword candidates while the query is still being embedded, in a
-            # transaction of their own (BEGIN, the tenant and the postings in one round
-            # trip): no connection waits on the embedder.
+            # The keyword postings while the query is still being embedded, in a
+            # transaction of their own: no connection waits on the embedder.
             async with self._db.transaction(req.tenant_id, "search", pipeline=True) as conn:
-                scores = await self._bm25(conn, req, pool, found, terms)
+                scores = await self._bm25(conn, req, terms)
         req = await req.resolved()
+        query = None if req.mode is SearchMode.KEYWORD else req.vector
         async with self._db.transaction(req.tenant_id, "search", pipeline=True) as conn:
             if req.mode is SearchMode.KEYWORD and terms:
-                scores = await self._bm25(conn, req, pool, found, terms)
-            if req.mode is not SearchMode.KEYWORD:
-                found.update((r[0], tuple(r)) for r in await self._nearest(conn, req, pool))
+                scores = await self._bm25(conn, req, terms)
+            # Both candidate reads go out before either is waited for: one round trip.
+            nearest = None if query is None else await self._nearest(conn, req, pool, query)
+            found: dict[Any, Row] = {}
+            if scores is not None:
+                ranking = scores.top
+                found.update(
+                    await self._passing(
+                        conn, req, lambda cap: [seq for seq, _ in ranking(cap)], pool, query
+                    )
+                )
+            if nearest is not None:
+                found.update((r[0], tuple(r)) for r in await nearest.fetchall())
             keywords = {} if scores is None else scores.parts(found)
-            ranked = self._rank(req, found, keywords)
-            keys = [key for _, key in ranked.hits]
+            keys = list(found)
+            candidates = [
+                self._candidate(k, found[k], found[k][1], found[k][2], keywords.get(k, 0.0))
+                for k in keys
+            ]
+            if query is None:  # no cosines: this ranking is exact as it is
+                ranked = self._ranked(req, candidates)
+                if not ranked.hits:
+                    return LayerHits([], ranked.below_threshold)
+                sql, params = self._hit_rows(req, [key for _, key in ranked.hits])
+                hits = await (await conn.execute(sql, params, binary=True)).fetchall()
+                return self._hits(ranked, {row[0]: tuple(row) for row in hits})
+            needed, below = exact_needed(
+                candidates,
+                _cosine_errors(query, [found[k][7] for k in keys]),
+                req.signals,
+                mode=req.mode,
+                weight=req.semantic_weight,
+                threshold=req.threshold,
+                limit=req.limit,
+            )
             rows: dict[Any, Row] = {}
-            if keys:
-                sql, params = self._hit_rows(req, keys)
-                found_rows = await (await conn.execute(sql, params, binary=True)).fetchall()
-                rows = {row[0]: tuple(row) for row in found_rows}
-        return self._hits(ranked, rows)
+            if needed:
+                sql, params = self._hit_rows(req, [keys[i] for i in needed], ", context_embedding")
+                fetched = await (await conn.execute(sql, params, binary=True)).fetchall()
+                rows = {row[0]: tuple(row) for row in fetched}
+        kept = [i for i in needed if keys[i] in rows]
+        d = self._d
+        own = cosines(query, [d.from_vector(rows[keys[i]][10]) for i in kept])
+        around = cosines(query, [d.from_vector(rows[keys[i]][-1]) for i in kept])
+        exact = [
+            candidates[i]._replace(
+                cosine=own[n], context_cosine=None if own[n] is None else around[n]
+            )
+            for n, i in enumerate(kept)
+        ]
+        ranked = self._ranked(req, exact)
+        return self._hits(Ranked(ranked.hits, ranked.below_threshold + below), rows)
+
+    def _ranked(self, req: LayerSearch, candidates: list[Candidate]) -> Ranked:
+        return rank(
+            candidates,
+            req.signals,
+            mode=req.mode,
+            weight=req.semantic_weight,
+            threshold=req.threshold,
+            limit=req.limit,
+        )
 
     def _conditions(self, req: LayerSearch) -> tuple[str, list[Any]]:
         """The metadata filter and the time window of a search, over ``memories``."""
@@ -110,12 +169,21 @@ class PostgresMemories(SqlMemoryLifecycle):
         timing, times = self._candidates(req)
         return f"{where} AND {timing}", [*params, *times]
 
-    async def _bm25(
-        self, conn: Any, req: LayerSearch, pool: int, found: dict[Any, Row], terms: list[str]
-    ) -> KeywordScores | None:
+    def _cosine_columns(self, table: str, query: Vector | None) -> tuple[str, list[Any]]:
+        """The scoring columns with the two cosines and their bound (the larger of the two
+        vectors' norms, for ``_cosine_errors``) computed here instead of the vectors; with
+        no query, NULLs."""
+        t = f"{table}." if table else ""
+        if query is None:
+            return f"{self._scoring_columns(table, 'NULL, NULL')}, NULL", []
+        cosines = f"-({t}embedding <#> %s), -({t}context_embedding <#> %s)"
+        norms = f"GREATEST(vector_norm({t}embedding), vector_norm({t}context_embedding))"
+        vector = self._d.vector(query)
+        return f"{self._scoring_columns(table, cosines)}, {norms}", [vector, vector]
+
+    async def _bm25(self, conn: Any, req: LayerSearch, terms: list[str]) -> KeywordScores | None:
         """The BM25 scores of the scope's documents holding a query term (None: the scope is
-        empty); the ``pool`` best matches that pass the filter and the time window are added
-        to ``found`` (rows read).
+        empty).
 
         The query terms' postings come back in one round trip, each term's as one byte
         string: its blocks (``memory_postings``, migration 0014) joined in sequence order,
@@ -136,13 +204,7 @@ class PostgresMemories(SqlMemoryLifecycle):
         if not rows:
             return None
         held = {str(r[2]): _postings(r[3]) for r in rows if r[3] is not None}
-        scores = keyword_scores(int(rows[0][0]), float(rows[0][1]), [held.get(t) for t in terms])
-
-        def best(cap: int | None) -> list[int]:
-            return [seq for seq, _ in scores.top(cap)]
-
-        found.update(await self._passing(conn, req, best, pool, found))
-        return scores
+        return keyword_scores(int(rows[0][0]), float(rows[0][1]), [held.get(t) for t in terms])
 
     async def _passing(
         self,
@@ -150,77 +212,85 @@ class PostgresMemories(SqlMemoryLifecycle):
         req: LayerSearch,
         ranking: Callable[[int | None], list[int]],
         want: int,
-        found: dict[Any, Row],
+        query: Vector | None,
     ) -> dict[Any, Row]:
-        """Rows of the first ``want`` of the ranking (best first) that pass the filter and
-        the time window (rows already ``found`` pass: the semantic search applied both).
-        ``ranking(cap)`` gives the ``cap`` best (None: all): the first ``want`` are read, and
-        more only when some of them did not pass (as the embedded store reads them)."""
+        """Candidate rows (``_cosine_columns``) of the first ``want`` of the keyword ranking
+        (best first) that pass the filter and the time window. ``ranking(cap)`` gives the
+        ``cap`` best (None: all): the first ``want`` are read, and more only when some of
+        them did not pass (as the embedded store reads them)."""
         where, params = self._conditions(req)
+        columns, vectors = self._cosine_columns("", query)
         out: dict[Any, Row] = {}
-        kept = 0
         cap: int | None = want if req.filter.empty else None
         done = 0
         while True:
             ranked = ranking(cap)
-            step = max(want - kept, _CHUNK if done else want)
+            step = max(want - len(out), _CHUNK if done else want)
             for start in range(done, len(ranked), step):
                 chunk = ranked[start : start + step]
-                missing = [seq for seq in chunk if seq not in found]
-                rows: dict[Any, Row] = {}
-                if missing:
-                    fetched = await (
-                        await conn.execute(
-                            f"SELECT seq, {self._scoring_columns()} FROM memories "  # noqa: S608
-                            f"WHERE tenant_id = %s AND seq = ANY(%s) AND {where}",
-                            (req.tenant_id, missing, *params),
-                            binary=True,  # vectors as float32 bytes, not text to parse
-                        )
-                    ).fetchall()
-                    rows = {r[0]: tuple(r) for r in fetched}
+                fetched = await (
+                    await conn.execute(
+                        f"SELECT seq, {columns} FROM memories "  # noqa: S608
+                        f"WHERE tenant_id = %s AND seq = ANY(%s) AND {where}",
+                        (*vectors, req.tenant_id, chunk, *params),
+                        binary=True,
+                    )
+                ).fetchall()
+                rows = {r[0]: tuple(r) for r in fetched}
                 for seq in chunk:
-                    if kept < want and (seq in found or seq in rows):
-                        kept += 1
-                        if seq in rows:
-                            out[seq] = rows[seq]
+                    if len(out) < want and seq in rows:
+                        out[seq] = rows[seq]
                 done = start + len(chunk)
-                if kept >= want:
+                if len(out) >= want:
                     return out
             if cap is None or len(ranked) < cap:
                 return out  # every candidate was read
             cap *= 8
 
-    async def _nearest(self, conn: Any, req: LayerSearch, want: int) -> list[Any]:
-        """The rows (key, then ``_scoring_columns``) of the ``want`` nearest candidates."""
-        assert req.vector is not None
+    async def _nearest(self, conn: Any, req: LayerSearch, want: int, query: Vector) -> Any:
+        """Send the statement reading the candidate rows (``_cosine_columns``) of the
+        ``want`` nearest memories; returns its cursor, to be read."""
         where, params = self._conditions(req)
-        query = self._d.vector(req.vector)
+        vector = self._d.vector(query)
+        columns, vectors = self._cosine_columns("m", query)
         # Iterative scans return rows in relaxed order: fetch more than wanted, sort, cut.
         # Measured at 1M memories (benchmarks/pg_hnsw_sweep.py, 40 rows fetched): recall@10
         # 0.970 at ef_search 100, 0.980 at 200 (the default), 0.982 at 400.
         fetch = min(1000, max(40, want * 2))
         await conn.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, fetch)}")
-        # The index scan yields ``fetch`` candidates (ids and distances only); the ranking's
-        # columns are read for the ``want`` nearest of them.
-        cursor = await conn.execute(
+        # The scan yields ``fetch`` candidates (ids and distances only: a scope searched
+        # row by row sorts narrow rows); the ranking's columns are computed for the
+        # ``want`` nearest of them.
+        return await conn.execute(
             "WITH c AS MATERIALIZED (SELECT id, embedding <=> %s AS d FROM memories "  # noqa: S608
             "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
             f"AND embedding IS NOT NULL AND {where} "
             "ORDER BY embedding <=> %s LIMIT %s) "
-            f"SELECT m.seq, {self._scoring_columns('m')} "
+            f"SELECT m.seq, {columns} "
             "FROM c JOIN memories m "
             "ON m.tenant_id = %s AND m.id = c.id ORDER BY c.d, m.seq LIMIT %s",
             (
-                query,
+                vector,
                 req.tenant_id,
                 req.scope.layer.value,
                 req.scope.key,
                 *params,
-                query,
+                vector,
                 fetch,
+                *vectors,
                 req.tenant_id,
                 want,
             ),
-            binary=True,  # vectors as float32 bytes, not text to parse
+            binary=True,
         )
-        return list(await cursor.fetchall())
+
+
+def _cosine_errors(query: Vector, norms: Sequence[float | None]) -> list[float]:
+    """A bound, for each candidate, of how far a cosine the database computed (pgvector:
+    float32 products summed in its order) can lie from the one NumPy computes from the same
+    floats in another order: each within n·2⁻²⁴/(1 - n·2⁻²⁴) of the exact product's
+    |a|·|q| (n the dimensions), so twice that apart; doubled again for margin."""
+    n = len(query)
+    unit = n * 2.0**-24
+    scale = 4.0 * unit / (1.0 - unit) * float(np.linalg.norm(np.asarray(query, np.float64)))
+    return [scale * (norm or 0.0) for norm in norms]

@@ -154,6 +154,6 @@ class SqlConversations(SqlMemoryRows):
             "conversation_id": n.conversation_id,
             "conversation_position": n.position,
             "context": n.context,
-            "context_embedding": None if n.vector is None else self._d.blob(n.vector),
+            "context_embedding": None if n.vector is None else self._d.vector(n.vector),
             **self._d.memory_terms(content, n.context),
         }

@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
-import numpy as np
-
 from lamina.embeddings.base import Vector
 from lamina.memory.scoring import CONTEXT_TERM_WEIGHT
 from lamina.store.sql.program import Step, many
@@ -89,10 +87,6 @@ class Dialect(ABC):
     @abstractmethod
     def vector(self, value: Vector) -> Any:
         """An embedding as a parameter."""
-
-    def blob(self, value: Vector) -> bytes:
-        """A vector stored as float32 bytes (columns no index searches)."""
-        return np.asarray(value, dtype=np.float32).tobytes()
 
     @abstractmethod
     def from_vector(self, value: Any) -> Vector | None:

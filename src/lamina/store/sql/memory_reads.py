@@ -41,27 +41,32 @@ class SqlMemoryReads(SqlTiming):
     vectors, content, speaker, conversation, event time), for every candidate; then whole
     rows (``_hit_rows``) for the few that rank among the hits."""
 
-    def _scoring_columns(self, table: str = "") -> str:
-        """The columns of a candidate row after its key (``{seq}``), ``table``-qualified."""
+    def _scoring_columns(self, table: str = "", vectors: str | None = None) -> str:
+        """The columns of a candidate row after its key (``{seq}``), ``table``-qualified:
+        the two vectors (or ``vectors``, columns standing for them), then what the other
+        parts of a score need."""
         t = f"{table}." if table else ""
         d = self._d
         return (
-            f"{t}embedding, {t}context_embedding, {t}content, "
+            f"{vectors or f'{t}embedding, {t}context_embedding'}, {t}content, "
             f"{d.json_string(f'{t}metadata', 'conversation', 'speaker')}, "
             f"{d.json_string(f'{t}metadata', 'conversation', 'id')}, "
             f"COALESCE({t}event_at, {t}created_at)"
         )
 
-    def _hit_rows(self, req: LayerSearch, keys: Sequence[Any]) -> tuple[str, list[Any]]:
-        """The statement reading the whole rows (``{seq}, ENTRY``) of ``keys`` that still pass
-        the search's filter and time window (a hit changed or deleted since the candidates
-        were read is left out, never returned against the window)."""
+    def _hit_rows(
+        self, req: LayerSearch, keys: Sequence[Any], extra: str = ""
+    ) -> tuple[str, list[Any]]:
+        """The statement reading the whole rows (``{seq}, ENTRY``, then the columns
+        ``extra`` names) of ``keys`` that still pass the search's filter and time window (a
+        hit changed or deleted since the candidates were read is left out, never returned
+        against the window)."""
         condition, params = self._d.any_of(self._d.seq, keys)
         # By key, never through an index on the tenant (SQLite would walk its every row).
         tenant = self._d.unindexed("tenant_id")
         timing, times = self._candidates(req)
         sql = (
-            f"SELECT {self._columns} FROM memories "  # noqa: S608
+            f"SELECT {self._columns}{extra} FROM memories "  # noqa: S608
             f"WHERE {condition} AND {tenant} = %s AND {timing}"
         )
         params += [req.tenant_id, *times]
@@ -85,24 +90,12 @@ class SqlMemoryReads(SqlTiming):
         query = req.vector if req.mode is not SearchMode.KEYWORD else None
         if self.embedding.stale:
             query = None
-        own = _cosines(query, [d.from_vector(found[k][1]) for k in keys])
-        around = _cosines(query, [_blob_vector(found[k][2]) for k in keys])
-        candidates = []
-        for i, key in enumerate(keys):
-            values = found[key]
-            cosine = own[i]
-            candidates.append(
-                Candidate(
-                    key,
-                    cosine,
-                    None if cosine is None else around[i],
-                    keyword.get(key, 0.0),
-                    values[3],
-                    values[4],
-                    values[5],
-                    d.from_time(values[6]),
-                )
-            )
+        own = cosines(query, [d.from_vector(found[k][1]) for k in keys])
+        around = cosines(query, [d.from_vector(found[k][2]) for k in keys])
+        candidates = [
+            self._candidate(key, found[key], own[i], around[i], keyword.get(key, 0.0))
+            for i, key in enumerate(keys)
+        ]
         return rank(
             candidates,
             req.signals,
@@ -110,6 +103,26 @@ class SqlMemoryReads(SqlTiming):
             weight=req.semantic_weight,
             threshold=req.threshold,
             limit=req.limit,
+        )
+
+    def _candidate(
+        self,
+        key: Any,
+        values: Row,
+        cosine: float | None,
+        context_cosine: float | None,
+        keyword: float,
+    ) -> Candidate:
+        """The ranking's view of a candidate row (the key, then ``_scoring_columns``)."""
+        return Candidate(
+            key,
+            cosine,
+            None if cosine is None else context_cosine,
+            keyword,
+            values[3],
+            values[4],
+            values[5],
+            self._d.from_time(values[6]),
         )
 
     def _hits(self, ranked: Ranked, rows: dict[Any, Row]) -> LayerHits:
@@ -242,11 +255,7 @@ class SqlMemoryReads(SqlTiming):
         return await self._exec.read(tenant_id, "get_parent", read)
 
 
-def _blob_vector(blob: bytes | None) -> Vector | None:
-    return None if blob is None else np.frombuffer(blob, np.float32)
-
-
-def _cosines(query: Vector | None, vectors: Sequence[Vector | None]) -> list[float | None]:
+def cosines(query: Vector | None, vectors: Sequence[Vector | None]) -> list[float | None]:
     """The cosine of ``query`` with each vector (unit vectors: their dot product), None for
     a missing vector or one of another length; one vectorised product for all."""
     if query is None:

@@ -1,12 +1,18 @@
--- Vectors in the heap row, not in TOAST. A memory's row holds two 384-float vectors
--- (embedding and context_embedding, ~1.5 kB each), so with the default threshold (~2 kB)
--- PostgreSQL moved them out of line: every candidate a search scores then read its vectors
--- through the TOAST index (4,178 buffers for a 675-memory scope's exact scan, against 392
--- inline; 2.7 ms against 1.2 ms). MAIN keeps a column inline unless nothing else is left to
--- move; a row is toasted only above 4,080 bytes (two rows still fit a page), and then its
--- text and JSON go first. Rows stored before this keep their TOAST pointers until rewritten
--- (`lamina db copy`, or an export and import); only the catalog changes here.
+-- A memory's neighbourhood vector becomes a pgvector value, like its own vector, so that a
+-- search computes both cosines in the database and reads a candidate's few floats instead
+-- of its two vectors (~3 kB a candidate, a few hundred candidates a search). The column is
+-- filled from the float32 bytes of `context_embedding` by the migration code (db.py), the
+-- same floats; migration 17 then drops the old column and gives this one its name.
+--
+-- Both vectors stay in the heap row, not in TOAST. With the default threshold (~2 kB)
+-- PostgreSQL moved them out of line, and every candidate a search read fetched them through
+-- the TOAST index (4,178 buffers for a 675-memory scope's exact scan, against 392 inline;
+-- 2.7 ms against 1.2 ms). MAIN keeps a column inline unless nothing else is left to move;
+-- a row is toasted only above 4,080 bytes (two rows still fit a page), and then its text and
+-- JSON go first. Rows stored before keep their own vector's TOAST pointer until rewritten
+-- (`lamina db copy`, or an export and import).
 ALTER TABLE memories
+    ADD COLUMN context_vector vector({dimensions}),
     ALTER COLUMN embedding SET STORAGE MAIN,
-    ALTER COLUMN context_embedding SET STORAGE MAIN,
+    ALTER COLUMN context_vector SET STORAGE MAIN,
     SET (toast_tuple_target = 4080);
