@@ -315,15 +315,14 @@ def exact_needed(
         named = SPEAKER_BOOST if c.speaker and _names(query, c.speaker) else 0.0
         phrase = PHRASE_BOOST * _phrase_share(query, c.content) if query.phrases else 0.0
         dated = DATE_BOOST if query.dates and _dated(query, c.event_at) else 0.0
-        bounds = []
-        for shift in (-error, error):
-            semantic = None
-            if use_semantic and c.cosine is not None:
-                around = None if c.context_cosine is None else c.context_cosine + shift
-                semantic = semantic_part(c.cosine + shift, around)
-            bounds.append(raw_score(w, semantic, keyword, named, 0.0, phrase, dated))
-        low.append(bounds[0] - slack)
-        high.append(bounds[1] + slack)
+        rest = raw_score(w, None, keyword, named, 0.0, phrase, dated)
+        if use_semantic and c.cosine is not None:
+            around = c.cosine if c.context_cosine is None else c.context_cosine
+            low.append(rest + w * semantic_part(c.cosine - error, around - error) - slack)
+            high.append(rest + w * semantic_part(c.cosine + error, around + error) + slack)
+        else:
+            low.append(rest - slack)
+            high.append(rest + slack)
         if c.conversation is not None:
             best_low[c.conversation] = max(best_low.get(c.conversation, 0.0), low[-1])
             best_high[c.conversation] = max(best_high.get(c.conversation, 0.0), high[-1])

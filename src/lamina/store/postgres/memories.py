@@ -258,17 +258,17 @@ class PostgresMemories(SqlMemoryLifecycle):
         # 0.970 at ef_search 100, 0.980 at 200 (the default), 0.982 at 400.
         fetch = min(1000, max(40, want * 2))
         await conn.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, fetch)}")
-        # The scan yields ``fetch`` candidates (ids and distances only: a scope searched
+        # The scan yields ``fetch`` candidates (keys and distances only: a scope searched
         # row by row sorts narrow rows); the ranking's columns are computed for the
-        # ``want`` nearest of them.
+        # ``want`` nearest of them only.
         return await conn.execute(
-            "WITH c AS MATERIALIZED (SELECT id, embedding <=> %s AS d FROM memories "  # noqa: S608
+            "WITH c AS MATERIALIZED (SELECT seq, embedding <=> %s AS d FROM memories "  # noqa: S608
             "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
             f"AND embedding IS NOT NULL AND {where} "
-            "ORDER BY embedding <=> %s LIMIT %s) "
+            "ORDER BY embedding <=> %s LIMIT %s), "
+            "n AS MATERIALIZED (SELECT seq, d FROM c ORDER BY d, seq LIMIT %s) "
             f"SELECT m.seq, {columns} "
-            "FROM c JOIN memories m "
-            "ON m.tenant_id = %s AND m.id = c.id ORDER BY c.d, m.seq LIMIT %s",
+            "FROM n JOIN memories m ON m.tenant_id = %s AND m.seq = n.seq ORDER BY n.d, n.seq",
             (
                 vector,
                 req.tenant_id,
@@ -277,9 +277,9 @@ class PostgresMemories(SqlMemoryLifecycle):
                 *params,
                 vector,
                 fetch,
+                want,
                 *vectors,
                 req.tenant_id,
-                want,
             ),
             binary=True,
         )
