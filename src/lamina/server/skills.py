@@ -139,7 +139,15 @@ class Outcome:
 
 
 def _summary(value: Any, limit: int = 400) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    # The start of the JSON only: a search's result is many times what the summary keeps.
+    parts: list[str] = []
+    size = 0
+    for chunk in json.JSONEncoder(ensure_ascii=False, default=str).iterencode(value):
+        parts.append(chunk)
+        size += len(chunk)
+        if size > limit + 200:
+            break
+    text = "".join(parts)
     # Redacted with a margin past the cut: a secret straddling it is still found whole.
     text = redact_secrets(text[: limit + 200])
     return text if len(text) <= limit else text[: limit - 1] + "…"
