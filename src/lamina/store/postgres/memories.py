@@ -15,7 +15,7 @@ from lamina.memory.bm25 import KeywordScores, Postings, keyword_scores
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
-from lamina.memory.scoring import Candidate, Ranked, exact_needed, rank
+from lamina.memory.scoring import Ranked, exact_needed
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
@@ -152,16 +152,6 @@ class PostgresMemories(SqlMemoryLifecycle):
         ]
         ranked = self._ranked(req, exact)
         return self._hits(Ranked(ranked.hits, ranked.below_threshold + below), rows)
-
-    def _ranked(self, req: LayerSearch, candidates: list[Candidate]) -> Ranked:
-        return rank(
-            candidates,
-            req.signals,
-            mode=req.mode,
-            weight=req.semantic_weight,
-            threshold=req.threshold,
-            limit=req.limit,
-        )
 
     def _conditions(self, req: LayerSearch) -> tuple[str, list[Any]]:
         """The metadata filter and the time window of a search, over ``memories``."""

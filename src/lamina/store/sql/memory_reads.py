@@ -96,6 +96,10 @@ class SqlMemoryReads(SqlTiming):
             self._candidate(key, found[key], own[i], around[i], keyword.get(key, 0.0))
             for i, key in enumerate(keys)
         ]
+        return self._ranked(req, candidates)
+
+    def _ranked(self, req: LayerSearch, candidates: list[Candidate]) -> Ranked:
+        """``candidates`` ranked with the search's signals, mode, weight, threshold, limit."""
         return rank(
             candidates,
             req.signals,
