@@ -136,8 +136,9 @@ def imported(
         report = ms.memory.import_(
             path, batch_size=250, on_progress=lambda _, total: totals.append(total)
         ).model_dump()
-        # One transaction checks while it stores: the total is known at the end only.
-        assert len(totals) == 5 and (set(totals) == {None}) is at_once
+        # One transaction checks while it stores: the total is known once it is committed.
+        assert totals[-1] == report["records"]
+        assert (set(totals[:-1]) == {None}) is at_once and len(totals) == 5 + at_once
         again = ms.memory.import_(path, batch_size=250).model_dump()
         assert again["imported"] == 0 and again["skipped"] == again["records"]
         exported = [dump_record(r) for r in ms.memory.export(embeddings=True, history=True)]

@@ -226,12 +226,16 @@ class MemoryTransfer(MemoryWrites):
         """Import memories from ``source`` (a JSONL file's path, or its lines or records):
         lamina's export records, or mem0's memories (``format="mem0"``: docs/export.md).
 
-        Every record is checked before anything is stored: a bad one is INVALID_ARGUMENT
-        naming its line, and nothing is imported. Then the records are stored
-        ``batch_size`` per transaction, with their ids, times and history; ids the tenant
-        already has are skipped, so importing the same file again adds nothing (and an
-        import cut short completes when run again). Records without a vector of the
-        configured model are embedded. ``on_progress(done, total)`` follows the storing."""
+        Every record is checked before anything is kept: a bad one is INVALID_ARGUMENT
+        naming its line, and nothing is imported. The records are stored ``batch_size`` at
+        a time, with their ids, times and history; ids the tenant already has are skipped,
+        so importing the same file again adds nothing. Usually every record is checked
+        first, then each batch is one transaction (an import cut short completes when run
+        again). Into an empty store that can take it (``atomic_import``: PostgreSQL as a
+        superuser) the whole import is one transaction instead, each record checked as it
+        is read, in one pass (a bad one or a crash rolls it all back; the progress's
+        ``total`` is None until the commit). Records without a vector of the configured model are
+        embedded. ``on_progress(done, total)`` follows the storing."""
         tenant = self._tenant(tenant_id)
         if format not in FORMATS:
             raise invalid(f"format must be one of {', '.join(FORMATS)}, not {format!r}", "format")
@@ -242,9 +246,12 @@ class MemoryTransfer(MemoryWrites):
         # Into an empty store that can take an import as one transaction, the records are
         # checked while they are stored, in one pass: a bad one rolls everything back.
         async with self._store.bulk_loading(), self._store.atomic_import(tenant) as writer:
-            if writer is not None:
-                return await self._import_at_once(records, tenant, who, size, writer, on_progress)
-            return await self._import_in_batches(records, tenant, who, size, on_progress)
+            if writer is None:
+                return await self._import_in_batches(records, tenant, who, size, on_progress)
+            report = await self._import_at_once(records, tenant, who, size, writer, on_progress)
+        if on_progress is not None:  # committed, indexes built: the total is known now
+            on_progress(report.imported + report.skipped, report.records)
+        return report
 
     async def _check(self, tenant: str, item: StoredMemory, line: int) -> None:
         """The write guard's verdict on a record (INVALID_ARGUMENT naming its line)."""
