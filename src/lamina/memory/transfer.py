@@ -234,8 +234,8 @@ class MemoryTransfer(MemoryWrites):
         again). Into an empty store that can take it (``atomic_import``: PostgreSQL as a
         superuser) the whole import is one transaction instead, each record checked as it
         is read, in one pass (a bad one or a crash rolls it all back; the progress's
-        ``total`` is None until the commit). Records without a vector of the configured model are
-        embedded. ``on_progress(done, total)`` follows the storing."""
+        ``total`` is None until the commit). Records without a vector of the configured
+        model are embedded. ``on_progress(done, total)`` follows the storing."""
         tenant = self._tenant(tenant_id)
         if format not in FORMATS:
             raise invalid(f"format must be one of {', '.join(FORMATS)}, not {format!r}", "format")
@@ -450,9 +450,14 @@ def _reader(
 async def _hand_over(
     pending: asyncio.Task[None] | None, storing: Coroutine[Any, Any, None]
 ) -> asyncio.Task[None]:
-    """Start ``storing`` once the batch before it (``pending``) is stored."""
+    """Start ``storing`` once the batch before it (``pending``) is stored (never, if that
+    one failed)."""
     if pending is not None:
-        await pending
+        try:
+            await pending
+        except BaseException:
+            storing.close()
+            raise
     task = asyncio.create_task(storing)
     await asyncio.sleep(0)  # let it start before reading on
     return task
@@ -462,6 +467,8 @@ async def _settle(task: asyncio.Task[None]) -> None:
     """Wait for a batch still being stored when the import stops (its transaction is then
     rolled back: the writer's connection must be idle first), ignoring how it ends."""
     await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # seen: the import's own error is the one raised
 
 
 def _crc(raw: str | None) -> int:
