@@ -8,7 +8,7 @@ against every implementation (lamina.store.sqlite, lamina.store.postgres).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -79,6 +79,11 @@ class StoredMemory:
     entry: MemoryEntry
     vector: Vector | None = None
     history: list[HistoryEvent] | None = None
+
+
+#: Stores a batch of an atomic import: ``import_memories`` (the memories, the actor) on the
+#: import's own transaction; the ids stored.
+ImportWriter = Callable[[Sequence[StoredMemory], str | None], Awaitable[list[str]]]
 
 
 @dataclass(frozen=True)
@@ -412,6 +417,15 @@ class MemoryStore(Protocol):
         """Around loading many memories (an import): a store may put off index upkeep to
         the end (PostgreSQL builds its vector index once, after loading into an empty
         database, when it may). Yields whether it did."""
+        ...
+
+    def atomic_import(self, tenant_id: str) -> AbstractAsyncContextManager[ImportWriter | None]:
+        """Around an import into an empty store, when the store can: ONE transaction holds
+        every batch (``import_memories`` on it: the writer yielded), committed when the
+        block ends without an error and rolled back otherwise, so the records can be
+        checked while they are stored. The store may keep its indexes in one pass at the end
+        of it (PostgreSQL: the keyword postings and the vector index, in the same
+        transaction). Yields None when it cannot (the caller imports batch by batch)."""
         ...
 
     async def search(self, request: LayerSearch) -> LayerHits: ...

@@ -14,6 +14,7 @@ from collections.abc import (
     AsyncGenerator,
     AsyncIterator,
     Callable,
+    Coroutine,
     Iterable,
     Iterator,
     Mapping,
@@ -32,7 +33,7 @@ from lamina.memory.layers import (
     parse_layers,
 )
 from lamina.memory.models import ForgetResult, ImportReport
-from lamina.memory.ports import Selection, StoredMemory
+from lamina.memory.ports import ImportWriter, Selection, StoredMemory
 from lamina.memory.records import (
     FORMATS,
     export_record,
@@ -225,12 +226,16 @@ class MemoryTransfer(MemoryWrites):
         """Import memories from ``source`` (a JSONL file's path, or its lines or records):
         lamina's export records, or mem0's memories (``format="mem0"``: docs/export.md).
 
-        Every record is checked before anything is stored: a bad one is INVALID_ARGUMENT
-        naming its line, and nothing is imported. Then the records are stored
-        ``batch_size`` per transaction, with their ids, times and history; ids the tenant
-        already has are skipped, so importing the same file again adds nothing (and an
-        import cut short completes when run again). Records without a vector of the
-        configured model are embedded. ``on_progress(done, total)`` follows the storing."""
+        Every record is checked before anything is kept: a bad one is INVALID_ARGUMENT
+        naming its line, and nothing is imported. The records are stored ``batch_size`` at
+        a time, with their ids, times and history; ids the tenant already has are skipped,
+        so importing the same file again adds nothing. Usually every record is checked
+        first, then each batch is one transaction (an import cut short completes when run
+        again). Into an empty store that can take it (``atomic_import``: PostgreSQL as a
+        superuser) the whole import is one transaction instead, each record checked as it
+        is read, in one pass (a bad one or a crash rolls it all back; the progress's
+        ``total`` is None until the commit). Records without a vector of the configured
+        model are embedded. ``on_progress(done, total)`` follows the storing."""
         tenant = self._tenant(tenant_id)
         if format not in FORMATS:
             raise invalid(f"format must be one of {', '.join(FORMATS)}, not {format!r}", "format")
@@ -238,6 +243,84 @@ class MemoryTransfer(MemoryWrites):
         size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
         records = _reader(source, format)
 
+        # Into an empty store that can take an import as one transaction, the records are
+        # checked while they are stored, in one pass: a bad one rolls everything back.
+        async with self._store.bulk_loading(), self._store.atomic_import(tenant) as writer:
+            if writer is None:
+                return await self._import_in_batches(records, tenant, who, size, on_progress)
+            report = await self._import_at_once(records, tenant, who, size, writer, on_progress)
+        if on_progress is not None:  # committed, indexes built: the total is known now
+            on_progress(report.imported + report.skipped, report.records)
+        return report
+
+    async def _check(self, tenant: str, item: StoredMemory, line: int) -> None:
+        """The write guard's verdict on a record (INVALID_ARGUMENT naming its line)."""
+        if self.write_guard is None:
+            return
+        entry = item.entry
+        try:
+            await self.write_guard(tenant, entry.layer.value, entry.identifiers, entry.content)
+        except LaminaError as exc:
+            exc.message = f"line {line}: {exc.message}"
+            exc.args = (exc.message,)
+            exc.details["line"] = line
+            raise
+
+    async def _import_at_once(
+        self,
+        records: Callable[[], Iterator[tuple[int, Any, str | None]]],
+        tenant: str,
+        who: str | None,
+        size: int,
+        writer: ImportWriter,
+        on_progress: OnProgress | None,
+    ) -> ImportReport:
+        """One pass over the records: each checked, then stored ``size`` at a time through
+        ``writer`` (one transaction: nothing is kept unless every record passes). The
+        total is not known before the end."""
+        report = {"records": 0, "imported": 0, "skipped": 0, "embedded": 0}
+
+        async def store(items: list[StoredMemory]) -> None:
+            report["embedded"] += await self._store_batch(tenant, items, who, report, writer)
+            if on_progress is not None:
+                on_progress(report["imported"] + report["skipped"], None)
+
+        # One batch is stored while the next is read and checked (the writer's transaction
+        # takes one batch at a time); a bad record stops the import once the batch being
+        # stored is done, and the store rolls back.
+        pending: asyncio.Task[None] | None = None
+
+        async def read() -> None:
+            nonlocal pending
+            batch: list[StoredMemory] = []
+            for line, data, _ in records():
+                item = self._parse(data, line, tenant)
+                await self._check(tenant, item, line)
+                report["records"] += 1
+                batch.append(item)
+                if len(batch) >= size:
+                    pending, batch = await _hand_over(pending, store(batch)), []
+            if batch:
+                pending = await _hand_over(pending, store(batch))
+            if pending is not None:
+                await pending
+
+        try:
+            await self._observe("import", read)
+        finally:
+            if pending is not None and not pending.done():
+                await _settle(pending)
+        return ImportReport(**report)
+
+    async def _import_in_batches(
+        self,
+        records: Callable[[], Iterator[tuple[int, Any, str | None]]],
+        tenant: str,
+        who: str | None,
+        size: int,
+        on_progress: OnProgress | None,
+    ) -> ImportReport:
+        """Every record checked, then stored ``size`` per transaction."""
         #: Each text line's CRC when it was checked: the second pass skips the checks of
         #: a line that is still the same (a file changed in between is checked again).
         seen = array("L")
@@ -246,18 +329,7 @@ class MemoryTransfer(MemoryWrites):
             total = 0
             for line, data, raw in records():
                 seen.append(_crc(raw))
-                item = self._parse(data, line, tenant)
-                if self.write_guard is not None:
-                    entry = item.entry
-                    try:
-                        await self.write_guard(
-                            tenant, entry.layer.value, entry.identifiers, entry.content
-                        )
-                    except LaminaError as exc:
-                        exc.message = f"line {line}: {exc.message}"
-                        exc.args = (exc.message,)
-                        exc.details["line"] = line
-                        raise
+                await self._check(tenant, self._parse(data, line, tenant), line)
                 total += 1
             return total
 
@@ -280,17 +352,15 @@ class MemoryTransfer(MemoryWrites):
             return task
 
         try:
-            # Stored with the index upkeep put off when the store can (an empty database).
-            async with self._store.bulk_loading():
-                for n, (line, data, raw) in enumerate(records()):
-                    same = raw is not None and n < len(seen) and seen[n] == _crc(raw)
-                    batch.append(self._parse(data, line, tenant, checked=same))
-                    if len(batch) >= size:
-                        pending, batch = await hand_over(batch), []
-                if batch:
-                    pending = await hand_over(batch)
-                if pending is not None:
-                    await pending
+            for n, (line, data, raw) in enumerate(records()):
+                same = raw is not None and n < len(seen) and seen[n] == _crc(raw)
+                batch.append(self._parse(data, line, tenant, checked=same))
+                if len(batch) >= size:
+                    pending, batch = await hand_over(batch), []
+            if batch:
+                pending = await hand_over(batch)
+            if pending is not None:
+                await pending
         finally:
             if pending is not None and not pending.done():
                 pending.cancel()
@@ -311,9 +381,16 @@ class MemoryTransfer(MemoryWrites):
         )
 
     async def _store_batch(
-        self, tenant: str, batch: list[StoredMemory], actor: str | None, report: dict[str, int]
+        self,
+        tenant: str,
+        batch: list[StoredMemory],
+        actor: str | None,
+        report: dict[str, int],
+        writer: ImportWriter | None = None,
     ) -> int:
-        """Embed the records without a usable vector, store the batch; how many embedded."""
+        """Embed the records without a usable vector, store the batch (through ``writer``
+        when given: an atomic import, whose transaction a retry could not resume); how many
+        embedded."""
         missing = [i for i, item in enumerate(batch) if item.vector is None]
         if missing:
             texts = [batch[i].entry.content for i in missing]
@@ -323,9 +400,12 @@ class MemoryTransfer(MemoryWrites):
             for n, i in enumerate(missing):
                 batch[i] = StoredMemory(batch[i].entry, vectors[n], batch[i].history)
         items = list(batch)
-        stored = await self._retry.run(
-            "import", lambda: self._store.import_memories(tenant, items, actor=actor)
-        )
+        if writer is not None:
+            stored = await writer(items, actor)
+        else:
+            stored = await self._retry.run(
+                "import", lambda: self._store.import_memories(tenant, items, actor=actor)
+            )
         kept = set(stored)
         report["imported"] += len(stored)
         report["skipped"] += len(items) - len(stored)
@@ -365,6 +445,30 @@ def _reader(
             yield number, from_mem0(data, number) if format == "mem0" else data, raw
 
     return read
+
+
+async def _hand_over(
+    pending: asyncio.Task[None] | None, storing: Coroutine[Any, Any, None]
+) -> asyncio.Task[None]:
+    """Start ``storing`` once the batch before it (``pending``) is stored (never, if that
+    one failed)."""
+    if pending is not None:
+        try:
+            await pending
+        except BaseException:
+            storing.close()
+            raise
+    task = asyncio.create_task(storing)
+    await asyncio.sleep(0)  # let it start before reading on
+    return task
+
+
+async def _settle(task: asyncio.Task[None]) -> None:
+    """Wait for a batch still being stored when the import stops (its transaction is then
+    rolled back: the writer's connection must be idle first), ignoring how it ends."""
+    await asyncio.wait([task])
+    if not task.cancelled():
+        task.exception()  # seen: the import's own error is the one raised
 
 
 def _crc(raw: str | None) -> int:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
+from pgvector.psycopg import register_vector_async
 from psycopg.types.json import Jsonb
 
-from lamina.store.postgres.db import POSTGRES, Database, translate
+from lamina.memory.ports import ImportWriter, StoredMemory
+from lamina.store.postgres.db import POSTGRES, Database, run, translate
 from lamina.store.postgres.filters import to_pg_vector
+from lamina.store.sql.program import Program
 from lamina.store.sql.timing import HISTORY_NAMES
 from lamina.text import decode_terms
 
@@ -82,10 +85,31 @@ _ADAPT: dict[str, Callable[[Any], Any]] = {
 }
 
 
+#: The triggers an atomic import turns off in its transaction (migration 0014's, renewing
+#: the blocks of keyword postings a statement touched: a few thousand block reads and
+#: writes per batch). The postings themselves and the scope statistics are kept as every
+#: write keeps them (migration 0008's triggers); the blocks are made in one pass at the end.
+_BLOCK_TRIGGERS = ("memory_terms_blocks_insert", "memory_terms_blocks_delete")
+
+#: The blocks of every posting (what lamina_postings_renew makes of them, block by block:
+#: the store had no memories before the import, and no other writer came in).
+_BLOCKS = (
+    "INSERT INTO memory_postings AS p (tenant_id, layer, scope_key, term, block, postings) "
+    "SELECT tenant_id, layer, scope_key, term, memory_seq >> 9, "
+    "string_agg(int8send(memory_seq) || float4send(tf) || float4send(doc_length), "
+    "''::bytea ORDER BY memory_seq) "
+    "FROM memory_terms GROUP BY 1, 2, 3, 4, 5 "
+    "ON CONFLICT (tenant_id, layer, scope_key, term, block) "
+    "DO UPDATE SET postings = excluded.postings"
+)
+
+
 class BulkLoading:
     """Loading many rows at once into the store's database (a mixin of PostgresStore)."""
 
     _db: Database
+    #: The shared SQL of an import (lamina.store.sql.lifecycle).
+    _import: Callable[[str, list[StoredMemory], str | None, set[str]], Program[list[str]]]
 
     @asynccontextmanager
     async def bulk_loading(self, index_build_memory: str = "1GB") -> AsyncIterator[bool]:
@@ -123,6 +147,63 @@ class BulkLoading:
                         "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
                         "USING hnsw (embedding vector_cosine_ops)"
                     )
+
+    @asynccontextmanager
+    async def atomic_import(
+        self, tenant_id: str, index_build_memory: str = "1GB"
+    ) -> AsyncIterator[ImportWriter | None]:
+        """An import into an empty database as one transaction (the memory port's
+        ``atomic_import``), on a connection of its own as the connecting user.
+
+        Applies when that user is a superuser (it must see every tenant's rows, and turn
+        triggers off) and ``memories`` is empty once it is locked against other writers
+        (SHARE ROW EXCLUSIVE: readers go on, writers wait for the commit); otherwise yields
+        None. Meanwhile the triggers renewing blocks of keyword postings are off in this
+        transaction only (the ALTER TABLE is rolled back, or undone before the commit: no
+        other transaction sees them off), and the batches are written as lamina_app under
+        the tenant, as ``import_memories`` writes them. At the end the blocks are made in
+        one pass (``_BLOCKS``: the same rows the triggers make) and the vector index is
+        built if ``bulk_loading`` dropped it, before the commit: the rows, their postings
+        and their index become visible together, and an import that fails or is cut short
+        leaves nothing."""
+        try:
+            conn = await self._db.connect()
+        except psycopg.Error as exc:
+            raise translate(exc, "import") from exc
+        async with conn:
+            try:
+                fast = await _begin_atomic(conn, tenant_id)
+            except psycopg.Error as exc:
+                raise translate(exc, "import") from exc
+            if not fast:
+                yield None
+                return
+
+            present: set[str] = set()  # the ids stored: the store had none before
+
+            async def write(memories: Sequence[StoredMemory], actor: str | None) -> list[str]:
+                try:
+                    return await run(conn, self._import(tenant_id, list(memories), actor, present))
+                except psycopg.Error as exc:
+                    raise translate(exc, "import") from exc
+
+            yield write  # an error rolls back: the connection closes without a commit
+            try:
+                await conn.execute("RESET ROLE")
+                await conn.execute("SELECT set_config('work_mem', '256MB', true)")
+                await conn.execute(_BLOCKS)
+                for trigger in _BLOCK_TRIGGERS:
+                    await conn.execute(f"ALTER TABLE memory_terms ENABLE TRIGGER {trigger}")
+                await conn.execute(
+                    "SELECT set_config('maintenance_work_mem', %s, true)", (index_build_memory,)
+                )
+                await conn.execute(
+                    "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
+                    "USING hnsw (embedding vector_cosine_ops)"
+                )
+                await conn.commit()
+            except psycopg.Error as exc:
+                raise translate(exc, "import") from exc
 
     async def table_counts(self, tenant_id: str) -> dict[str, int]:
         counts: dict[str, int] = {}
@@ -188,3 +269,23 @@ class BulkLoading:
                         for r in rows.get(table, [])
                     ],
                 )
+
+
+async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> bool:
+    """Start ``atomic_import``'s transaction on ``conn``: whether it applies (else the
+    transaction is rolled back)."""
+    await register_vector_async(conn)
+    row = await (
+        await conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+    ).fetchone()
+    if row and row[0]:
+        await conn.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
+        row = await (await conn.execute("SELECT NOT EXISTS (SELECT 1 FROM memories)")).fetchone()
+        if row and row[0]:
+            for trigger in _BLOCK_TRIGGERS:
+                await conn.execute(f"ALTER TABLE memory_terms DISABLE TRIGGER {trigger}")
+            await conn.execute("SELECT set_config('lamina.tenant_id', %s, true)", (tenant_id,))
+            await conn.execute("SET LOCAL ROLE lamina_app")
+            return True
+    await conn.rollback()
+    return False

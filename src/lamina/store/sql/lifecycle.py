@@ -233,12 +233,18 @@ class SqlMemoryLifecycle(SqlMemories):
         )
 
     def _import(
-        self, tenant_id: str, memories: list[StoredMemory], actor: str | None
+        self,
+        tenant_id: str,
+        memories: list[StoredMemory],
+        actor: str | None,
+        present: set[str] | None = None,
     ) -> Program[list[str]]:
         """Skip the ids the tenant has (and repeats), advance each conversation past the
-        positions imported, insert, then renew the neighbourhoods of the imported turns."""
-        ids = list(dict.fromkeys(m.entry.id for m in memories))
-        present: set[str] = set()
+        positions imported, insert, then renew the neighbourhoods of the imported turns.
+        ``present``: every id the tenant has, when the caller knows them (an atomic import
+        into an empty store); the ids stored are added to it."""
+        ids = [] if present is not None else list(dict.fromkeys(m.entry.id for m in memories))
+        present = set() if present is None else present
         for start in range(0, len(ids), _CHUNK):
             chunk, params = self._d.any_of("id", ids[start : start + _CHUNK])
             found = yield rows(

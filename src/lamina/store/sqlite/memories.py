@@ -17,7 +17,7 @@ from typing import Any, Unpack
 from lamina.embeddings.base import Embedder
 from lamina.memory.filters import Condition, MetadataFilter, matches
 from lamina.memory.models import ForgetResult, SearchMode
-from lamina.memory.ports import Forgetting, LayerHits, LayerSearch, Selection
+from lamina.memory.ports import Forgetting, ImportWriter, LayerHits, LayerSearch, Selection
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
 from lamina.store.sql.memory_rows import Row
 from lamina.store.sqlite.db import SQLITE, Database, dumps
@@ -131,6 +131,11 @@ class SQLiteMemories(SqlMemoryLifecycle):
     async def bulk_loading(self) -> AsyncIterator[bool]:
         """Nothing to put off: the in-process indexes catch up on the next search."""
         yield False
+
+    @asynccontextmanager
+    async def atomic_import(self, tenant_id: str) -> AsyncIterator[ImportWriter | None]:
+        """None: an import is stored batch by batch (each batch one transaction)."""
+        yield None
 
     # -- forgetting: deleted text leaves the write-ahead log too ----------------------------
 

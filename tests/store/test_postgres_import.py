@@ -1,0 +1,204 @@
+"""An import into an empty PostgreSQL database as one transaction (the store's
+``atomic_import``): the keyword postings, their blocks, the scope statistics and search
+results are exactly those of the batch-by-batch import, and a bad record leaves nothing.
+
+The batch-by-batch import is the one a user who is not a superuser gets: the tests import
+the same file as such a user (a member of lamina_app), into a database migrated the same
+way, and compare every row of the keyword index.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+import pytest
+
+from lamina import ErrorCode, Lamina, LaminaError
+from lamina.memory.records import dump_record
+from tests.conftest import fast_settings
+from tests.store import test_postgres
+
+#: An empty PostgreSQL database (the fixture of test_postgres).
+pg_url = test_postgres.pg_url
+
+#: The role of the batch-by-batch import: no superuser, lamina_app's rights only.
+ROLE = "lamina_importer"
+
+#: Every row of the keyword index and the vector index's presence, in a stable order.
+INDEX_QUERIES = {
+    "terms": "SELECT tenant_id, layer, scope_key, term, memory_seq, tf, doc_length "
+    "FROM memory_terms ORDER BY 1, 2, 3, 4, 5",
+    "stats": "SELECT tenant_id, layer, scope_key, docs, length FROM memory_scope_stats "
+    "ORDER BY 1, 2, 3",
+    "blocks": "SELECT tenant_id, layer, scope_key, term, block, postings FROM memory_postings "
+    "ORDER BY 1, 2, 3, 4, 5",
+    "rows": "SELECT seq, id, lexicon, term_count, context FROM memories ORDER BY seq",
+    "vector_index": "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_embedding'",
+    "triggers_off": "SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal AND tgenabled <> 'O'",
+}
+
+
+def source_file(url: str, tmp_path: Path) -> Path:
+    """An export with vectors and history: memories updated and tagged, a conversation
+    whose replies are found by their neighbours' words, and 1,100 more in a few scopes
+    (three blocks of postings per term), with a repeated id the import must skip."""
+    with Lamina(fast_settings(tmp_path / "source", database_url=url)) as ms:
+        a = ms.memory.add("Alice prefers window seats", layer="user", user_id="alice")
+        ms.memory.update(a.id, content="Alice prefers aisle seats", metadata={"n": 2})
+        ms.memory.add("The harbour crane is blue", layer="project", project_id="p1")
+        ms.memory.add_messages(
+            [
+                {"role": "user", "content": "We talked about the marmalade festival"},
+                {"role": "assistant", "content": "Yes, in Seville"},
+                {"role": "user", "content": "The crane there was painted blue"},
+            ],
+            user_id="alice",
+            conversation_id="talk-1",
+        )
+        records = [r for r in ms.memory.export(embeddings=True, history=True)]
+    template = records[0]
+    rng = np.random.default_rng(3)
+    words = ["harbour", "crane", "seats", "blue", "festival", "window", "tea", "berlin"]
+    for i in range(1100):
+        vector = rng.standard_normal(384).astype("<f4")
+        vector /= np.linalg.norm(vector)
+        content = f"note {i}: {words[i % 8]} {words[(i * 3) % 8]} and {words[(i * 5) % 7]}"
+        records.append(
+            {
+                **template,
+                "id": str(uuid.uuid4()),
+                "content": content,
+                "identifiers": {"user_id": f"user-{i % 3}"},
+                "metadata": {"i": i, "tags": [f"t{i % 4}"]},
+                "embedding": base64.b64encode(vector.tobytes()).decode("ascii"),
+                "history": [],
+            }
+        )
+    records.append(records[5])  # a repeat: skipped
+    path = tmp_path / "export.jsonl"
+    path.write_text("".join(dump_record(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def empty_database(url: str, tmp_path: Path) -> None:
+    """The database emptied and migrated (as the superuser), with the import's role."""
+    test_postgres.reset_database(url)
+    with Lamina(fast_settings(tmp_path / "migrate", database_url=url)):
+        pass
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"DROP ROLE IF EXISTS {ROLE}")
+        admin.execute(f"CREATE ROLE {ROLE} LOGIN IN ROLE lamina_app")
+        # What opening a migrated store asks of its user (lamina.store.postgres.db.migrate).
+        admin.execute(f"GRANT CREATE ON SCHEMA public TO {ROLE}")
+        admin.execute(f"GRANT SELECT ON schema_migrations, store_meta TO {ROLE}")
+
+
+def index_state(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    with psycopg.connect(url) as conn:
+        return {name: conn.execute(sql).fetchall() for name, sql in INDEX_QUERIES.items()}
+
+
+def searches(ms: Lamina) -> list[list[tuple[str, float]]]:
+    found = []
+    for query, user in [
+        ("harbour crane", "user-1"),
+        ("marmalade", "alice"),
+        ("blue", "alice"),
+        ("window seats tea", "user-2"),
+    ]:
+        for mode in ("keyword", "hybrid", "semantic"):
+            hits = ms.memory.search(query, user_id=user, mode=mode, limit=20)
+            found.append([(h.memory.id, round(h.score, 9)) for h in hits])
+    return found
+
+
+@pytest.fixture
+def importer(pg_url: str) -> Iterator[str]:
+    """The URL of the role without superuser rights (dropped after the test)."""
+    yield pg_url.replace("postgres@", f"{ROLE}@", 1)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute(f"DROP OWNED BY {ROLE}")
+        admin.execute(f"DROP ROLE IF EXISTS {ROLE}")
+
+
+def imported(
+    url: str, path: Path, where: Path, *, at_once: bool
+) -> tuple[dict[str, int], list[Any], list[str]]:
+    with Lamina(fast_settings(where, database_url=url)) as ms:
+        totals: list[int | None] = []
+        report = ms.memory.import_(
+            path, batch_size=250, on_progress=lambda _, total: totals.append(total)
+        ).model_dump()
+        # One transaction checks while it stores: the total is known once it is committed.
+        assert totals[-1] == report["records"]
+        assert (set(totals[:-1]) == {None}) is at_once and len(totals) == 5 + at_once
+        again = ms.memory.import_(path, batch_size=250).model_dump()
+        assert again["imported"] == 0 and again["skipped"] == again["records"]
+        exported = [dump_record(r) for r in ms.memory.export(embeddings=True, history=True)]
+        return report, searches(ms), exported
+
+
+def test_one_transaction_gives_the_index_of_batches(
+    pg_url: str, importer: str, tmp_path: Path
+) -> None:
+    path = source_file(pg_url, tmp_path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+
+    empty_database(pg_url, tmp_path)
+    # A superuser into an empty database: one transaction.
+    atomic = imported(pg_url, path, tmp_path / "a", at_once=True)
+    atomic_index = index_state(pg_url)
+
+    empty_database(pg_url, tmp_path)
+    # No superuser: batch by batch.
+    batches = imported(importer, path, tmp_path / "b", at_once=False)
+    batch_index = index_state(pg_url)
+
+    assert (
+        atomic[0]
+        == batches[0]
+        == {
+            "records": len(lines),
+            "imported": len(lines) - 1,
+            "skipped": 1,
+            "embedded": 0,
+        }
+    )
+    assert len(atomic_index["blocks"]) > len(atomic_index["stats"]) > 0
+    assert max(r[4] for r in atomic_index["blocks"]) == 2  # seqs of three blocks
+    assert any(r[4] for r in atomic_index["rows"])  # conversation turns keep a context
+    assert atomic_index == batch_index
+    assert atomic_index["vector_index"] == [(1,)] and atomic_index["triggers_off"] == [(0,)]
+    assert atomic[1] == batches[1] and any(atomic[1])
+    # Export, import, export: the same lines (the repeat once).
+    assert atomic[2] == batches[2] == lines[:-1]
+
+
+def test_a_bad_record_leaves_the_empty_database_as_it_was(pg_url: str, tmp_path: Path) -> None:
+    good = {"content": "fine words", "layer": "user", "identifiers": {"user_id": "u"}}
+    rows = [json.dumps({**good, "content": f"fine words {i}"}) for i in range(30)]
+    path = tmp_path / "bad.jsonl"
+    bad = json.dumps({**good, "layer": "nowhere"})
+    path.write_text("\n".join([*rows, bad, *rows]) + "\n", encoding="utf-8")
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        with pytest.raises(LaminaError) as err:
+            ms.memory.import_(path, batch_size=10)  # three batches stored before line 31
+        assert err.value.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.INVALID_LAYER)
+        assert err.value.details["line"] == 31
+        state = index_state(pg_url)
+        assert not any(state[name] for name in ("terms", "stats", "blocks", "rows"))
+        assert state["vector_index"] == [(1,)] and state["triggers_off"] == [(0,)]
+        # The file mended, the import completes; the store then takes writes as always.
+        path.write_text("\n".join([*rows, *rows]) + "\n", encoding="utf-8")
+        report = ms.memory.import_(path, batch_size=10)
+        assert (report.imported, report.skipped) == (30, 30)
+        ms.memory.add("harbour crane", layer="user", user_id="u")
+        hits = ms.memory.search("crane", user_id="u", mode="keyword")
+        assert [h.memory.content for h in hits] == ["harbour crane"]
