@@ -372,10 +372,64 @@ def test_vectors_stay_in_the_row_not_in_toast(pg: Lamina, pg_url: str) -> None:
     assert len(hits) == 10
 
 
+def _back_to_schema_15(url: str) -> int:
+    """The database as schema 15 held it: neighbourhood vectors as float32 bytes (how many)."""
+    import numpy as np
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(url) as conn:
+        register_vector(conn)
+        stored = conn.execute(
+            "SELECT tenant_id, seq, context_embedding FROM memories "
+            "WHERE context_embedding IS NOT NULL"
+        ).fetchall()
+        conn.execute("ALTER TABLE memories DROP COLUMN context_embedding")
+        conn.execute("ALTER TABLE memories ADD COLUMN context_embedding bytea")
+        for tenant, seq, vector in stored:
+            conn.execute(
+                "UPDATE memories SET context_embedding = %s WHERE tenant_id = %s AND seq = %s",
+                (np.asarray(vector.to_numpy(), np.float32).tobytes(), tenant, seq),
+            )
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 16")
+    return len(stored)
+
+
+def _column_type(url: str, column: str) -> Any:
+    with psycopg.connect(url) as conn:
+        return conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'memories'::regclass AND attname = %s",
+            (column,),
+        ).fetchone()
+
+
+def test_upgrading_under_a_model_of_other_dimensions(pg_url: str, tmp_path: Path) -> None:
+    """A schema-15 store opened with a model of another size: it opens (re-embedding is
+    needed), its neighbourhood column takes the stored vectors' size, and re-embedding
+    gives both columns the new one."""
+    from tests.conftest import openai_settings
+    from tests.fakes.openai_server import FakeOpenAI
+
+    turns = [{"role": "user", "name": "Ann", "content": f"Turn {i}: sailing"} for i in range(4)]
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        ms.memory.add_messages(turns, user_id="ann", conversation_id="trip")
+    assert _back_to_schema_15(pg_url) == 3
+    with (
+        FakeOpenAI(dims=16) as fake,
+        Lamina(openai_settings(tmp_path, fake, database_url=pg_url)) as ms,
+    ):
+        assert ms.health()["store"]["schema_version"] == PG_LATEST
+        assert ms.memory.embedding_status().reembed_needed
+        assert _column_type(pg_url, "context_embedding") == ("vector(384)",)
+        assert ms.memory.reembed()["reembedded"] is True
+        hits = ms.memory.search("Turn 1: sailing", user_id="ann", mode="semantic")
+        assert hits[0].memory.content == "Turn 1: sailing"
+    assert _column_type(pg_url, "context_embedding") == ("vector(16)",)
+
+
 def test_upgrading_moves_neighbourhood_vectors_to_pgvector(pg_url: str, tmp_path: Path) -> None:
     """Migration 16 copies each neighbourhood vector from its float32 bytes (schema 15) into
     a pgvector column, the same floats: searches rank exactly as before the upgrade."""
-    import numpy as np
 
     queries = ["what did we say about sailing", "the harbour at dawn", "Ann"]
     turns = [
@@ -407,32 +461,15 @@ def test_upgrading_moves_neighbourhood_vectors_to_pgvector(pg_url: str, tmp_path
     with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         ms.memory.add_messages(turns, user_id="ann", conversation_id="trip")
         before = answers(ms)
-    with psycopg.connect(pg_url) as conn:  # back to schema 15: the vectors as bytes
-        from pgvector.psycopg import register_vector
-
-        register_vector(conn)
-        stored = conn.execute(
-            "SELECT tenant_id, seq, context_embedding FROM memories "
-            "WHERE context_embedding IS NOT NULL"
-        ).fetchall()
-        assert len(stored) == 5
-        conn.execute("ALTER TABLE memories DROP COLUMN context_embedding")
-        conn.execute("ALTER TABLE memories ADD COLUMN context_embedding bytea")
-        for tenant, seq, vector in stored:
-            conn.execute(
-                "UPDATE memories SET context_embedding = %s WHERE tenant_id = %s AND seq = %s",
-                (np.asarray(vector.to_numpy(), np.float32).tobytes(), tenant, seq),
-            )
-        conn.execute("DELETE FROM schema_migrations WHERE version >= 16")
+    assert _back_to_schema_15(pg_url) == 5
     with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         assert ms.health()["store"]["schema_version"] == PG_LATEST
         assert answers(ms) == before
-    with psycopg.connect(pg_url) as conn:
-        kind = conn.execute(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-            "WHERE attrelid = 'memories'::regclass AND attname = 'context_embedding'"
-        ).fetchone()
-        assert kind == ("vector(384)",)
+    assert _column_type(pg_url, "context_embedding") == ("vector(384)",)
+    with psycopg.connect(pg_url) as conn:  # built again after the rows were rewritten
+        assert conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_embedding'"
+        ).fetchone() == (1,)
 
 
 def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_path: Path) -> None:

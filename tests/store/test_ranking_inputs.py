@@ -14,7 +14,7 @@ from lamina.store.sql.memory_reads import cosines
 from lamina.store.sqlite.db import SQLITE, dumps
 
 
-def testcosines_in_one_product_have_the_bits_of_one_row_at_a_time() -> None:
+def test_cosines_in_one_product_have_the_bits_of_one_row_at_a_time() -> None:
     rng = np.random.default_rng(7)
     query = rng.normal(size=384).astype(np.float32)
     query /= np.linalg.norm(query)

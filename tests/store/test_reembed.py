@@ -218,8 +218,9 @@ def _fake_model(backend: Backend, server: FakeOpenAI, model: str) -> Settings:
 
 def _vector_types(backend: Backend) -> list[tuple[Any, ...]]:
     return backend.query(
-        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attname = "
-        "'embedding' AND attrelid IN ('memories'::regclass, 'context_items'::regclass)"
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attname IN "
+        "('embedding', 'context_embedding') AND attrelid IN ('memories'::regclass, "
+        "'context_items'::regclass)"
     )
 
 
@@ -259,7 +260,7 @@ def test_same_model_other_dimensions(backend: Backend) -> None:
         assert again.embedding_generated
         assert ms.memory.reembed()["reembedded"] is False
     if backend.url:
-        assert _vector_types(backend) == [("vector(8)",)] * 2
+        assert _vector_types(backend) == [("vector(8)",)] * 3
         assert _hnsw_indexes(backend) == [("context_items_embedding",), ("memories_embedding",)]
     with FakeOpenAI(dims=8) as second, Lamina(backend.fake(second)) as ms:
         assert not ms.memory.embedding_status().reembed_needed
@@ -290,7 +291,7 @@ def test_back_to_the_first_model_after_an_interrupted_resize(backend: Backend) -
             and hit[0].parts.semantic >= 1.7
         )
     if backend.url:
-        assert _vector_types(backend) == [("vector(16)",)] * 2
+        assert _vector_types(backend) == [("vector(16)",)] * 3
         assert _hnsw_indexes(backend) == [("context_items_embedding",), ("memories_embedding",)]
     meta = dict(backend.query("SELECT key, value FROM store_meta"))
     assert (meta["embedding_model"], meta["embedding_dimensions"]) == ("A", "16")
@@ -342,3 +343,25 @@ def test_batches_go_on_after_the_last_row(
     assert afters == sorted(afters) and len(set(afters)) == 4
     ids = [i for _, found in reads for i in found]
     assert len(ids) == len(set(ids)) == 5
+
+
+def test_conversation_neighbourhoods_follow_a_change_of_dimensions(
+    backend: Backend, fake: FakeOpenAI
+) -> None:
+    """Messages' neighbourhood vectors are renewed in the new dimensions (PostgreSQL: their
+    column typed again with the others), and search ranks with them."""
+    turns = [{"role": "user", "name": "Ann", "content": f"Turn {i}: sailing"} for i in range(4)]
+    with Lamina(backend.local()) as ms:
+        ms.memory.add_messages(turns, user_id="u", conversation_id="c1")
+    with Lamina(backend.fake(fake)) as ms:
+        assert ms.memory.reembed(batch_size=2)["reembedded"] is True
+        hits = ms.memory.search("Turn 2: sailing", user_id="u", mode="semantic", threshold=0.0)
+        assert len(hits) == 4 and hits[0].memory.content == "Turn 2: sailing"
+        ms.memory.add_messages(turns[:2], user_id="v", conversation_id="c2")
+    if backend.url:
+        assert _vector_types(backend) == [(f"vector({DIMS})",)] * 3
+        sizes = backend.query(
+            "SELECT vector_dims(context_embedding) FROM memories "
+            "WHERE context_embedding IS NOT NULL"
+        )
+        assert sizes == [(DIMS,)] * 4  # three renewed, one new

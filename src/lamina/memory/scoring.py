@@ -336,7 +336,7 @@ def exact_needed(
     above = [threshold is None or score_of(lo) >= threshold for lo in boosted_low]
     needed = {i for i in range(len(candidates)) if not below[i] and not above[i]}
     sure = sorted((boosted_low[i] for i in range(len(candidates)) if above[i]), reverse=True)
-    floor = sure[limit - 1] if len(sure) >= limit else -math.inf
+    floor = sure[limit - 1] if 0 < limit <= len(sure) else -math.inf
     needed.update(i for i in range(len(candidates)) if above[i] and boosted_high[i] >= floor)
     # Every possible best of a conversation a needed candidate is in.
     talks = {candidates[i].conversation for i in needed} - {None}

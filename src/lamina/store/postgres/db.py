@@ -140,18 +140,26 @@ class Database:
 
     @asynccontextmanager
     async def transaction(
-        self, tenant_id: str | None, operation: str, *, pipeline: bool = False
+        self,
+        tenant_id: str | None,
+        operation: str,
+        *,
+        pipeline: bool = False,
+        snapshot: bool = False,
     ) -> AsyncIterator[Any]:
         """One transaction as lamina_app, scoped to ``tenant_id``. With ``pipeline`` the
         connection is in pipeline mode: statements go out as they are executed and the
         client waits only when it fetches a result (BEGIN, the tenant and the statements
-        before the first fetch cost one round trip)."""
+        before the first fetch cost one round trip). With ``snapshot`` every statement sees
+        the database as the first one did (REPEATABLE READ)."""
         try:
             async with (
                 self._pool.connection() as conn,
                 conn.pipeline() if pipeline else nullcontext(),
                 conn.transaction(),
             ):
+                if snapshot:
+                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
                 if tenant_id is not None:
                     await conn.execute(
                         "SELECT set_config('lamina.tenant_id', %s, true)", (tenant_id,)
@@ -265,18 +273,51 @@ _CONTEXT_VECTOR_MIGRATION = 16
 
 async def _fill_context_vectors(conn: Any) -> None:
     """Copy each memory's neighbourhood vector (float32 bytes) into the pgvector column of
-    migration 16, the same floats, inside the migration's transaction. No indexed word
-    changes: the postings update trigger stays out of it."""
+    migration 16, the same floats, inside the migration's transaction; migration 17 types
+    the column as ``embedding`` is typed. A neighbourhood of another size than the store's
+    vectors (left by an interrupted re-embedding) stays empty: re-embedding renews it.
+
+    No indexed word changes: the postings update trigger stays out of it. Every row written
+    gets a new entry in each index of ``memories``; when that is a good part of the table,
+    the vector index is dropped and built again once instead (as bulk loading does)."""
     await register_vector_async(conn)
+    row = await (
+        await conn.execute(
+            "SELECT atttypmod FROM pg_attribute "
+            "WHERE attrelid = 'memories'::regclass AND attname = 'embedding'"
+        )
+    ).fetchone()
+    dims = int(row[0]) if row else -1  # -1: dimensionless (a resize under way)
+    size = "TRUE" if dims <= 0 else f"length(context_embedding) = {4 * dims}"
+    counts = await (
+        await conn.execute(
+            f"SELECT count(*) FILTER (WHERE context_embedding IS NOT NULL AND {size}), "  # noqa: S608
+            "count(*) FROM memories"
+        )
+    ).fetchone()
+    filling, total = (int(counts[0]), int(counts[1])) if counts else (0, 0)
+    if not filling:
+        return
+    indexed = await (
+        await conn.execute("SELECT 1 FROM pg_indexes WHERE indexname = 'memories_embedding'")
+    ).fetchone()
+    rebuild = indexed is not None and filling * 4 > total
+    if rebuild:
+        await conn.execute("DROP INDEX memories_embedding")
     await conn.execute("ALTER TABLE memories DISABLE TRIGGER memories_terms_update")
     await _fill(
         conn,
-        "SELECT tenant_id, seq, context_embedding FROM memories "
-        "WHERE context_embedding IS NOT NULL",
+        "SELECT tenant_id, seq, context_embedding FROM memories "  # noqa: S608
+        f"WHERE context_embedding IS NOT NULL AND {size}",
         {"context_vector": "vector"},
         lambda blob: (to_pg_vector(np.frombuffer(blob, dtype=np.float32)),),
     )
     await conn.execute("ALTER TABLE memories ENABLE TRIGGER memories_terms_update")
+    if rebuild:
+        await conn.execute("SET LOCAL maintenance_work_mem = '512MB'")
+        await conn.execute(
+            "CREATE INDEX memories_embedding ON memories USING hnsw (embedding vector_cosine_ops)"
+        )
 
 
 async def _fill(

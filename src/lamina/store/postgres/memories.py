@@ -98,7 +98,10 @@ class PostgresMemories(SqlMemoryLifecycle):
                 scores = await self._bm25(conn, req, terms)
         req = await req.resolved()
         query = None if req.mode is SearchMode.KEYWORD else req.vector
-        async with self._db.transaction(req.tenant_id, "search", pipeline=True) as conn:
+        # One snapshot: the rows whose vectors are read again are the candidates ranked.
+        async with self._db.transaction(
+            req.tenant_id, "search", pipeline=True, snapshot=True
+        ) as conn:
             if req.mode is SearchMode.KEYWORD and terms:
                 scores = await self._bm25(conn, req, terms)
             # Both candidate reads go out before either is waited for: one round trip.

@@ -6,8 +6,9 @@ and owns the tables): listing every tenant and the final checks read across tena
 and the error says so), ``store_meta`` is written, and a change of dimensions alters the
 vector columns. ``vector(n)`` columns take only n-d vectors and HNSW indexes need a
 dimension: a re-embedding to another dimension drops both HNSW indexes and makes the
-columns dimensionless while it writes, then types them ``vector(new)`` and rebuilds the
-indexes in the transaction that records the new model.
+columns (memories' own and neighbourhood vectors, context items' vectors) dimensionless while
+it writes, then types them ``vector(new)`` and rebuilds the indexes in the transaction that
+records the new model.
 """
 
 from __future__ import annotations
@@ -23,6 +24,12 @@ from lamina.store.postgres.db import _MIGRATION_LOCK, Database, translate
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET
 from lamina.store.sql.reembed import Reembedding
 
+#: Every vector column: (table, column).
+_COLUMNS = (
+    ("memories", "embedding"),
+    ("memories", "context_embedding"),
+    ("context_items", "embedding"),
+)
 _INDEXES = (
     "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
     "USING hnsw (embedding vector_cosine_ops)",
@@ -64,8 +71,8 @@ class VectorColumns(Reembedding):
         async with self._owner("reembed") as conn:
             await conn.execute("DROP INDEX IF EXISTS memories_embedding")
             await conn.execute("DROP INDEX IF EXISTS context_items_embedding")
-            for table in ("memories", "context_items"):
-                await conn.execute(f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector")
+            for table, column in _COLUMNS:
+                await conn.execute(f"ALTER TABLE {table} ALTER COLUMN {column} TYPE vector")
         await self._reconnect()
 
     async def _finish(self, model: str, dims: int, resized: bool) -> bool:
@@ -77,9 +84,16 @@ class VectorColumns(Reembedding):
             # before (columns dimensionless, indexes dropped) is finished whatever the target.
             resized = await _needs_typing(conn, dims)
             if resized:
-                for table in ("memories", "context_items"):
+                # Every neighbourhood was cleared and renewed from the new vectors; one left
+                # of the old size (an interrupted run) goes, as its renewal would.
+                await conn.execute(
+                    "UPDATE memories SET context_embedding = NULL WHERE "
+                    "context_embedding IS NOT NULL AND vector_dims(context_embedding) <> %s",
+                    (dims,),
+                )
+                for table, column in _COLUMNS:
                     await conn.execute(
-                        f"ALTER TABLE {table} ALTER COLUMN embedding TYPE vector({int(dims)})"
+                        f"ALTER TABLE {table} ALTER COLUMN {column} TYPE vector({int(dims)})"
                     )
                 for index in _INDEXES:
                     await conn.execute(index)
@@ -106,15 +120,16 @@ async def _needs_typing(conn: Any, dims: int) -> bool:
     """Whether a vector column is not ``vector(dims)`` or an HNSW index is missing."""
     found = await (
         await conn.execute(
-            "SELECT (SELECT count(*) FROM pg_attribute WHERE attname = 'embedding' "
-            "AND attrelid IN ('memories'::regclass, 'context_items'::regclass) "
+            "SELECT (SELECT count(*) FROM pg_attribute WHERE ((attrelid = 'memories'::regclass "
+            "AND attname IN ('embedding', 'context_embedding')) OR (attrelid = "
+            "'context_items'::regclass AND attname = 'embedding')) "
             "AND format_type(atttypid, atttypmod) = %s), "
             "(SELECT count(*) FROM pg_indexes WHERE schemaname = current_schema() "
             "AND indexname IN ('memories_embedding', 'context_items_embedding'))",
             (f"vector({int(dims)})",),
         )
     ).fetchone()
-    return found is None or tuple(found) != (2, 2)
+    return found is None or tuple(found) != (len(_COLUMNS), 2)
 
 
 async def _set_meta(conn: Any, values: dict[str, str], remove: Sequence[str]) -> None:
