@@ -82,6 +82,11 @@ def build_store(size: int, data_dir: str, database_url: str | None = None) -> di
             ]
             ms._run(store.bulk_add(batch))
         rate = size / (time.perf_counter() - start)
+    if database_url:  # as after a bulk load (the planner needs the new rows' statistics)
+        import psycopg
+
+        with psycopg.connect(database_url, autocommit=True) as conn:
+            conn.execute("ANALYZE")
     return {"memories": size, "store_bulk_add_precomputed_per_s": round(rate)}
 
 

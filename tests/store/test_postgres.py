@@ -509,6 +509,10 @@ def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_p
 
     deferred, deferred_again, rebuilt = asyncio.run(run())
     assert deferred and not deferred_again and rebuilt
+    with psycopg.connect(pg_url) as conn:  # analyzed: the planner knows the rows at once
+        assert conn.execute(
+            "SELECT count(*) FROM pg_stats WHERE tablename = 'memories' AND attname = 'scope_key'"
+        ).fetchone() == (1,)
     with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         hits = ms.memory.search("bulk loaded memory 7", user_id="u", threshold=0.9)
         assert hits[0].memory.id == "id-7"

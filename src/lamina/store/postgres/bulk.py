@@ -30,6 +30,9 @@ TENANT_TABLES = (
     "conversations",
 )
 
+#: The tables a bulk load fills, analyzed when it ends.
+_ANALYZED = ("memories", "memory_terms", "memory_postings", "memory_scope_stats")
+
 #: The memories columns ``import_tenant`` writes, in the order of ``lamina db copy``'s rows.
 _MEMORY_COLUMNS = (
     "tenant_id",
@@ -147,6 +150,10 @@ class BulkLoading:
                         "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
                         "USING hnsw (embedding vector_cosine_ops)"
                     )
+                    # Statistics now, not when autovacuum comes by: until then the planner
+                    # takes a freshly loaded scope for one row and reads all of it instead
+                    # of the vector index (10k memories: 18 ms a search instead of 7).
+                    await admin.execute(f"ANALYZE {', '.join(_ANALYZED)}")
 
     @asynccontextmanager
     async def atomic_import(
