@@ -403,6 +403,39 @@ def _column_type(url: str, column: str) -> Any:
         ).fetchone()
 
 
+def test_upgrading_as_an_owner_that_is_no_superuser(pg_url: str, tmp_path: Path) -> None:
+    """Migration 16 run by the tables' owner without superuser rights (a managed database):
+    row-level security, forced on the owner too, is lifted while the neighbourhood vectors
+    are counted and copied, so every one of them arrives."""
+    turns = [{"role": "user", "name": "Ann", "content": f"Turn {i}: sailing"} for i in range(4)]
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        ms.memory.add_messages(turns, user_id="ann", conversation_id="trip")
+    assert _back_to_schema_15(pg_url) == 3
+    owner = pg_url.replace("postgres@", "lamina_owner@", 1)
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("DROP ROLE IF EXISTS lamina_owner")
+        admin.execute("CREATE ROLE lamina_owner LOGIN NOSUPERUSER")
+        admin.execute("GRANT lamina_app TO lamina_owner")
+        admin.execute("GRANT ALL ON SCHEMA public TO lamina_owner")
+        tables = admin.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+        for (table,) in tables.fetchall():
+            admin.execute(f"ALTER TABLE {table} OWNER TO lamina_owner")
+    try:
+        with Lamina(fast_settings(tmp_path, database_url=owner)) as ms:
+            assert ms.health()["store"]["schema_version"] == PG_LATEST
+            hits = ms.memory.search("Turn 2: sailing", user_id="ann", mode="semantic")
+            assert hits[0].memory.content == "Turn 2: sailing"
+        with psycopg.connect(pg_url) as conn:
+            assert conn.execute(
+                "SELECT count(*) FROM memories WHERE context_embedding IS NOT NULL"
+            ).fetchone() == (3,)
+    finally:
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("REASSIGN OWNED BY lamina_owner TO postgres")
+            admin.execute("DROP OWNED BY lamina_owner")
+            admin.execute("DROP ROLE lamina_owner")
+
+
 def test_upgrading_under_a_model_of_other_dimensions(pg_url: str, tmp_path: Path) -> None:
     """A schema-15 store opened with a model of another size: it opens (re-embedding is
     needed), its neighbourhood column takes the stored vectors' size, and re-embedding

@@ -289,12 +289,15 @@ async def _fill_context_vectors(conn: Any) -> None:
     ).fetchone()
     dims = int(row[0]) if row else -1  # -1: dimensionless (a resize under way)
     size = "TRUE" if dims <= 0 else f"length(context_embedding) = {4 * dims}"
+    # Counted across tenants: row-level security is lifted for the owner meanwhile.
+    await conn.execute("ALTER TABLE memories NO FORCE ROW LEVEL SECURITY")
     counts = await (
         await conn.execute(
             f"SELECT count(*) FILTER (WHERE context_embedding IS NOT NULL AND {size}), "  # noqa: S608
             "count(*) FROM memories"
         )
     ).fetchone()
+    await conn.execute("ALTER TABLE memories FORCE ROW LEVEL SECURITY")
     filling, total = (int(counts[0]), int(counts[1])) if counts else (0, 0)
     if not filling:
         return
