@@ -15,10 +15,12 @@ on it, and a load generator in this process (httpx, ``--concurrency`` connection
 
 With ``--database-url`` the store is PostgreSQL and ``--processes 1,2`` runs search and add
 against one server process, then two (the load spread over them), in one run.
+``--workers N`` starts each server as ``lamina serve --workers N`` (N processes on its one
+address; CPU figures include them).
 
     uv run python -m benchmarks.server_load [--memories 10000] [--requests 2000]
         [--seconds 60] [--concurrency 8] [--threads 1000] [--only search,add,get]
-        [--database-url postgresql://...] [--processes 1,2]
+        [--database-url postgresql://...] [--processes 1,2] [--workers 2]
 """
 
 from __future__ import annotations
@@ -59,10 +61,20 @@ def _envelope(method: str, message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) the process has used: a figure that the other work on a
-    shared machine does not change, unlike requests/s."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user + system) the process and its running children (the worker
+    processes of ``serve --workers``) have used: a figure that the other work on a shared
+    machine does not change, unlike requests/s."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if int(entry.name) == pid or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _rss_mb(pid: int) -> float:
@@ -206,8 +218,9 @@ async def _threads(url: str, pid: int, data_dir: str, n: int) -> dict[str, Any]:
     }
 
 
-def _serve(data_dir: str, database_url: str | None) -> subprocess.Popen[str]:
+def _serve(data_dir: str, database_url: str | None, workers: int = 1) -> subprocess.Popen[str]:
     extra = ["--database-url", database_url] if database_url else []
+    serve = ["--workers", str(workers)] if workers > 1 else []
     return subprocess.Popen(
         [
             sys.executable,
@@ -217,6 +230,7 @@ def _serve(data_dir: str, database_url: str | None) -> subprocess.Popen[str]:
             data_dir,
             *extra,
             "serve",
+            *serve,
             "--port",
             "0",
             "--log-level",
@@ -299,6 +313,7 @@ def main() -> None:
     parser.add_argument("--only", default="search,add,get,sse,threads")
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--processes", default="1")
+    parser.add_argument("--workers", type=int, default=1, help="serve --workers of each server")
     args = parser.parse_args()
     parts = set(args.only.split(","))
     out: dict[str, Any] = {"benchmark": "server_load", "cpus": os.cpu_count()}
@@ -306,7 +321,7 @@ def main() -> None:
         out["store"] = build_store(args.memories, data_dir, args.database_url)
         out["store"]["kind"] = "postgresql" if args.database_url else "sqlite"
         for count in [int(n) for n in args.processes.split(",")]:
-            processes = [_serve(data_dir, args.database_url) for _ in range(count)]
+            processes = [_serve(data_dir, args.database_url, args.workers) for _ in range(count)]
             try:
                 urls = []
                 for process in processes:

@@ -255,6 +255,9 @@ class ServerSettings(Section):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8750, ge=0, le=65535)
+    #: Server processes sharing the address (the store, threads and tasks are shared; each
+    #: process has its own query cache, /metrics and, without ``redis_url``, rate limits).
+    workers: int = Field(default=1, ge=1, le=64)
     #: The URL clients reach the server at (the card's interfaces); default http://host:port.
     public_url: str | None = None
     api_keys: list[ApiKey] = Field(default_factory=list)

@@ -28,7 +28,9 @@ from tests.server.harness import (
 
 
 @contextmanager
-def serve_process(*args: str, env: dict[str, str] | None = None) -> Iterator[str]:
+def serve_process(
+    *args: str, env: dict[str, str] | None = None, serve_args: tuple[str, ...] = ()
+) -> Iterator[str]:
     process = subprocess.Popen(
         [
             sys.executable,
@@ -36,6 +38,7 @@ def serve_process(*args: str, env: dict[str, str] | None = None) -> Iterator[str
             "lamina",
             *args,
             "serve",
+            *serve_args,
             "--port",
             "0",
             "--log-level",
@@ -235,3 +238,77 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
         assert refused.status_code == 429, refused.text
         assert "governance" in refused.text and refused.headers["retry-after"]
         assert call("memory_list").status_code != 429
+
+
+def _children(parent: int) -> list[int]:
+    """The worker processes uvicorn spawned for ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            command = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"spawn_main" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def _serving(data_dir: Path) -> int:
+    """The pid of the ``lamina serve`` process serving ``data_dir``."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                command = (entry / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"serve" in command and str(data_dir).encode() in command:
+                return int(entry.name)
+    raise AssertionError("no lamina serve process")
+
+
+def test_several_processes_share_one_address(tmp_path: Path) -> None:
+    """``lamina serve --workers 2``: two processes accept on one address; a call on a new
+    connection may reach either, and each sees the other's memories, tasks and inspector
+    sign-ins (one ui_secret made for both)."""
+    from lamina.server.auth import hash_key, new_key
+    from tests.server.ui_support import sign_in
+
+    key = new_key()
+    config = tmp_path / "lamina.toml"
+    config.write_text(
+        f'[[server.api_keys]]\nkey_hash = "{hash_key(key)}"\ntenant_id = "acme"\n',
+        encoding="utf-8",
+    )
+    data = tmp_path / "d"
+    auth = {"Authorization": f"Bearer {key}"}
+    fresh = httpx.Limits(max_keepalive_connections=0)  # a new connection for every request
+    with (
+        serve_process(
+            "--data-dir", str(data), "--config", str(config), serve_args=("--workers", "2")
+        ) as url,
+        httpx.Client(base_url=url, timeout=60, headers=auth, limits=fresh) as client,
+    ):
+        assert len(_children(_serving(data))) == 2
+        tasks = [
+            send(
+                client,
+                tool_message(
+                    "memory_add", {"content": f"note {i}", "layer": "user", "user_id": "p"}
+                ),
+            )
+            for i in range(12)
+        ]
+        assert all(t["status"]["state"] == "TASK_STATE_COMPLETED" for t in tasks)
+        for task in tasks:  # written by one process or the other, found by either
+            found = rpc(client, "GetTask", {"id": task["id"]})
+            assert found["result"]["id"] == task["id"], found
+        listed = send(client, tool_message("memory_list", {"user_id": "p", "limit": 50}))
+        assert len(result_of(listed)["items"]) == 12
+        with sign_in(url, key) as ui:
+            for _ in range(8):
+                with httpx.Client(base_url=url, cookies=ui.cookies, limits=fresh) as other:
+                    page = other.get("/ui/memories")
+                    assert page.status_code == 200, page.status_code

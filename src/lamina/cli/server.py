@@ -74,6 +74,13 @@ def _with_identifiers(settings: Settings, ids: dict[str, str | None]) -> Setting
     show_default=True,
     type=click.Choice(["critical", "error", "warning", "info", "debug"]),
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="Server processes on the one address (default: server.workers, 1). They share the "
+    "store; rate limits are shared only through server.redis_url.",
+)
 @click.pass_obj
 def serve(
     state: State,
@@ -82,6 +89,7 @@ def serve(
     serve_data_dir: Path | None,
     serve_config: Path | None,
     log_level: str,
+    workers: int | None,
 ) -> None:
     """Run the A2A server: the memory, knowledge and governance skills over JSON-RPC,
     HTTP+JSON and SSE, with the Agent Card at /.well-known/agent-card.json, /health and
@@ -91,9 +99,17 @@ def serve(
     settings = _with_bind(
         state.settings(data_dir=serve_data_dir, config_file=serve_config), host, port
     )
+    if workers is not None:
+        settings = settings.model_copy(
+            update={"server": settings.server.model_copy(update={"workers": workers})}
+        )
     from lamina.server.run import run_a2a
+    from lamina.server.workers import serve_workers
 
-    asyncio.run(run_a2a(settings, log_level))
+    if settings.server.workers > 1:
+        serve_workers(settings, log_level)
+    else:
+        asyncio.run(run_a2a(settings, log_level))
 
 
 @click.command("mcp")

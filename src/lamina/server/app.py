@@ -56,8 +56,16 @@ def check_bind(host: str, keys: KeyRing) -> None:
 
 
 class LaminaServer:
-    def __init__(self, ms: AsyncLamina, *, router_model: ChatModel | None = None) -> None:
+    def __init__(
+        self,
+        ms: AsyncLamina,
+        *,
+        router_model: ChatModel | None = None,
+        close_runtime: bool = False,
+    ) -> None:
+        """``close_runtime``: close ``ms`` when the app stops (a worker process's own)."""
         self.ms = ms
+        self._close_runtime = close_runtime
         settings = ms.settings.server
         self.settings = settings
         self.keys = KeyRing(settings.api_keys)
@@ -146,6 +154,8 @@ class LaminaServer:
         await self.limiter.aclose()
         if self.router is not None:
             await self.router.aclose()
+        if self._close_runtime:
+            await self.ms.close()
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, _: Starlette) -> AsyncIterator[None]:
