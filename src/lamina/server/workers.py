@@ -1,8 +1,8 @@
 """``lamina serve --workers N``: N server processes on one address.
 
 Each process gets a listening socket of its own, all bound to the same port with
-``SO_REUSEPORT``, so the kernel spreads new connections over the processes (by a hash of
-the connection). One socket shared by every process would not: the first process to wake
+``SO_REUSEPORT``, so the kernel spreads new connections over the processes (Linux: by a hash
+of the connection). One socket shared by every process would not: the first process to wake
 takes every connection waiting, and a client keeping a few connections open ends up with
 all of them on one process (measured: 7 of 8). The processes open the same store; this
 parent process only starts them, starts again one that dies, and stops them on SIGINT or
@@ -24,6 +24,7 @@ from typing import Any
 import click
 
 from lamina.config import Settings
+from lamina.errors import ErrorCode, LaminaError
 
 log = logging.getLogger("lamina.server")
 
@@ -41,6 +42,12 @@ def serve_workers(settings: Settings, log_level: str = "info") -> None:
     from lamina.server.auth import KeyRing
 
     check_bind(settings.server.host, KeyRing(settings.server.api_keys))
+    if not hasattr(socket, "SO_REUSEPORT"):
+        raise LaminaError(
+            ErrorCode.CONFIGURATION_ERROR,
+            "server.workers above 1 needs SO_REUSEPORT (Linux); run one process per port "
+            "behind a load balancer instead",
+        )
     logging.getLogger("lamina").setLevel(log_level.upper())
     server = settings.server
     if server.ui_secret is None:  # one key for every process: a sign-in works on each
