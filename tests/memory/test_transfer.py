@@ -157,6 +157,7 @@ def test_delete_all_forgets_a_user_and_refuses_an_empty_scope(ms: Lamina, data_d
             with pytest.raises(LaminaError) as err:
                 ms.memory.count_all(**bad)
             assert err.value.code is code, bad
+            assert "deletes" not in err.value.message  # it says what count_all does
     assert len(lines(ms)) == 9  # nothing lost
     assert ms.memory.count_all(user_id="alice", layers="session") == 1
     assert ms.memory.delete_all(user_id="alice", layers="session") == 1

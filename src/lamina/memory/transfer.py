@@ -69,13 +69,15 @@ class MemoryTransfer(MemoryWrites):
         layers: Sequence[str | MemoryLayer] | str | None,
         call: str,
     ) -> Selection:
-        """The selection of ``delete_all`` / ``forget``: at least one identifier."""
+        """The selection of ``delete_all`` / ``forget`` / ``count_all``: at least one
+        identifier (a whole tenant is never deleted, nor counted as if it could be)."""
         selection = self._selection(ids, layers)
         if not selection.identifiers:
+            what = "counts" if call == "count_all" else "deletes"
             raise LaminaError(
                 ErrorCode.MISSING_IDENTIFIER,
                 f"{call} needs at least one identifier (user_id, agent_id, session_id, "
-                "project_id, team_id, org_id or company_id): it never deletes a whole tenant",
+                f"project_id, team_id, org_id or company_id): it never {what} a whole tenant",
                 details={"identifier": "user_id"},
             )
         return selection
