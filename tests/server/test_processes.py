@@ -312,3 +312,42 @@ def test_several_processes_share_one_address(tmp_path: Path) -> None:
                 with httpx.Client(base_url=url, cookies=ui.cookies, limits=fresh) as other:
                     page = other.get("/ui/memories")
                     assert page.status_code == 200, page.status_code
+
+
+def test_several_processes_that_cannot_start_stop_the_server(tmp_path: Path) -> None:
+    """Workers whose store is unreachable end at start: the server exits with an error and
+    leaves no process behind (it does not start them again and again)."""
+    mark = tmp_path.name
+    process = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "lamina",
+            "--database-url",
+            "postgresql://nobody@127.0.0.1:1/nothing",
+            "serve",
+            "--data-dir",
+            str(tmp_path / "d"),
+            "--port",
+            "0",
+            "--workers",
+            "2",
+            "--log-level",
+            "warning",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "LAMINA_RETRY__INITIAL_DELAY": "0.01", "LAMINA_TEST_MARK": mark},
+    )
+    assert process.returncode == 1, process.stderr
+    assert "ended at start" in process.stderr
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and _marked(p, mark)]
+
+
+def _marked(entry: Path, mark: str) -> bool:
+    """Whether the process runs with ``LAMINA_TEST_MARK=mark`` (inherited by children)."""
+    try:
+        return f"LAMINA_TEST_MARK={mark}".encode() in (entry / "environ").read_bytes()
+    except OSError:
+        return False

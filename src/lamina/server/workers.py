@@ -18,6 +18,7 @@ import secrets
 import signal
 import socket
 import threading
+import time
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -31,6 +32,8 @@ log = logging.getLogger("lamina.server")
 #: A process that dies this soon after it started is not started again (its app or
 #: configuration is broken; every new one would die the same way).
 _STARTUP_GRACE = 10.0
+#: The exit code of a process whose app did not start: never started again.
+_STARTUP_FAILURE = 3
 _BACKLOG = 2048
 
 
@@ -112,7 +115,10 @@ def _worker(settings_json: str, log_level: str, sock: socket.socket) -> None:
         access_log=False,
         timeout_graceful_shutdown=5,
     )
-    uvicorn.Server(config).run(sockets=[sock])
+    server = uvicorn.Server(config)
+    server.run(sockets=[sock])
+    if not server.started:  # the app did not start (its store, its configuration)
+        raise SystemExit(_STARTUP_FAILURE)
 
 
 class _Supervisor:
@@ -123,6 +129,7 @@ class _Supervisor:
         self._processes: list[BaseProcess | None] = [None] * len(sockets)
         self._started: list[float] = [0.0] * len(sockets)
         self._stop = threading.Event()
+        self._failed = False
 
     def run(self) -> None:
         previous = {
@@ -139,14 +146,14 @@ class _Supervisor:
                 signal.signal(sig, handler)
             for sock in self._sockets:
                 sock.close()
+        if self._failed:
+            raise SystemExit(1)
 
     def _on_signal(self, signum: int, _frame: Any) -> None:
         log.info("received %s: stopping the server processes", signal.Signals(signum).name)
         self._stop.set()
 
     def _start(self, index: int) -> None:
-        import time
-
         process = self._context.Process(
             target=_worker,
             args=(*self._args, self._sockets[index]),
@@ -157,17 +164,17 @@ class _Supervisor:
         self._started[index] = time.monotonic()
 
     def _keep_alive(self) -> None:
-        import time
-
         for index, process in enumerate(self._processes):
             if process is None or process.is_alive():
                 continue
-            if time.monotonic() - self._started[index] < _STARTUP_GRACE:
+            early = time.monotonic() - self._started[index] < _STARTUP_GRACE
+            if early or process.exitcode == _STARTUP_FAILURE:
                 log.error(
                     "server process %s ended at start (exit code %s): stopping",
                     process.pid,
                     process.exitcode,
                 )
+                self._failed = True
                 self._stop.set()
                 return
             log.warning(
