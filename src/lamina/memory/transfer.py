@@ -68,12 +68,12 @@ class MemoryTransfer(MemoryWrites):
         ids: dict[str, str | None],
         layers: Sequence[str | MemoryLayer] | str | None,
         call: str,
+        what: str = "deletes",
     ) -> Selection:
         """The selection of ``delete_all`` / ``forget`` / ``count_all``: at least one
         identifier (a whole tenant is never deleted, nor counted as if it could be)."""
         selection = self._selection(ids, layers)
         if not selection.identifiers:
-            what = "counts" if call == "count_all" else "deletes"
             raise LaminaError(
                 ErrorCode.MISSING_IDENTIFIER,
                 f"{call} needs at least one identifier (user_id, agent_id, session_id, "
@@ -95,7 +95,7 @@ class MemoryTransfer(MemoryWrites):
 
         async def run() -> int:
             tenant = self._tenant(tenant_id)
-            selection = self._checked_selection(ids, layers, "count_all")
+            selection = self._checked_selection(ids, layers, "count_all", "counts")
             return await self._retry.run(
                 "count_all", lambda: self._store.count_where(tenant, selection)
             )

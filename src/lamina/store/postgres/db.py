@@ -289,15 +289,13 @@ async def _fill_context_vectors(conn: Any) -> None:
     ).fetchone()
     dims = int(row[0]) if row else -1  # -1: dimensionless (a resize under way)
     size = "TRUE" if dims <= 0 else f"length(context_embedding) = {4 * dims}"
-    # Counted across tenants: row-level security is lifted for the owner meanwhile.
-    await conn.execute("ALTER TABLE memories NO FORCE ROW LEVEL SECURITY")
-    counts = await (
-        await conn.execute(
-            f"SELECT count(*) FILTER (WHERE context_embedding IS NOT NULL AND {size}), "  # noqa: S608
-            "count(*) FROM memories"
-        )
-    ).fetchone()
-    await conn.execute("ALTER TABLE memories FORCE ROW LEVEL SECURITY")
+    async with _every_tenant(conn):  # counted across tenants
+        counts = await (
+            await conn.execute(
+                f"SELECT count(*) FILTER (WHERE context_embedding IS NOT NULL AND {size}), "  # noqa: S608
+                "count(*) FROM memories"
+            )
+        ).fetchone()
     filling, total = (int(counts[0]), int(counts[1])) if counts else (0, 0)
     if not filling:
         return
@@ -323,6 +321,17 @@ async def _fill_context_vectors(conn: Any) -> None:
         )
 
 
+@asynccontextmanager
+async def _every_tenant(conn: Any) -> AsyncIterator[None]:
+    """Row-level security lifted for the owner (it would hide every row from a migration),
+    and forced again after."""
+    for table in _FORCED:
+        await conn.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
+    yield
+    for table in _FORCED:
+        await conn.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
+
+
 async def _fill(
     conn: Any, select: str, columns: dict[str, str], values: Callable[..., tuple[Any, ...]]
 ) -> None:
@@ -338,9 +347,7 @@ async def _fill(
         f"AS v (tenant_id, seq, {', '.join(names)}) "
         "WHERE m.tenant_id = v.tenant_id AND m.seq = v.seq"
     )
-    for table in _FORCED:
-        await conn.execute(f"ALTER TABLE {table} NO FORCE ROW LEVEL SECURITY")
-    async with conn.cursor(name="lamina_fill") as reader:
+    async with _every_tenant(conn), conn.cursor(name="lamina_fill") as reader:
         await reader.execute(select)
         while found := await reader.fetchmany(_FILL_BATCH):
             computed = [values(*r[2:]) for r in found]
@@ -352,8 +359,6 @@ async def _fill(
                     *([c[i] for c in computed] for i in range(len(names))),
                 ),
             )
-    for table in _FORCED:
-        await conn.execute(f"ALTER TABLE {table} FORCE ROW LEVEL SECURITY")
 
 
 async def run(conn: Any, program: Program[T]) -> T:
