@@ -70,13 +70,10 @@ class OpenAIEmbedder:
             body["dimensions"] = self._dimensions
         try:
             response = await self._client.post("embeddings", json=body)
-        except httpx.TimeoutException as exc:
+        except httpx.TransportError as exc:  # a timeout is one too
+            what = "timed out" if isinstance(exc, httpx.TimeoutException) else "unreachable"
             raise LaminaError(
-                ErrorCode.PROVIDER_ERROR, f"embedding provider timed out: {exc}"
-            ) from exc
-        except httpx.TransportError as exc:
-            raise LaminaError(
-                ErrorCode.PROVIDER_ERROR, f"embedding provider unreachable: {exc}"
+                ErrorCode.PROVIDER_ERROR, f"embedding provider {what}: {exc}"
             ) from exc
         status = response.status_code
         if status == 429:

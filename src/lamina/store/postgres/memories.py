@@ -19,7 +19,7 @@ from lamina.memory.scoring import Ranked, exact_needed
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
-from lamina.store.sql.memory_reads import cosines
+from lamina.store.sql.memory_reads import cosines, ranked_chunks
 from lamina.store.sql.memory_rows import Row
 
 #: Candidates checked against a metadata filter per round trip.
@@ -208,37 +208,25 @@ class PostgresMemories(SqlMemoryLifecycle):
         query: Vector | None,
     ) -> dict[Any, Row]:
         """Candidate rows (``_cosine_columns``) of the first ``want`` of the keyword ranking
-        (best first) that pass the filter and the time window. ``ranking(cap)`` gives the
-        ``cap`` best (None: all): the first ``want`` are read, and more only when some of
-        them did not pass (as the embedded store reads them)."""
+        (best first) that pass the filter and the time window, read as ``ranked_chunks``
+        says (as the embedded store reads them)."""
         where, params = self._conditions(req)
         columns, vectors = self._cosine_columns("", query)
         out: dict[Any, Row] = {}
-        cap: int | None = want if req.filter.empty else None
-        done = 0
-        while True:
-            ranked = ranking(cap)
-            step = max(want - len(out), _CHUNK if done else want)
-            for start in range(done, len(ranked), step):
-                chunk = ranked[start : start + step]
-                fetched = await (
-                    await conn.execute(
-                        f"SELECT seq, {columns} FROM memories "  # noqa: S608
-                        f"WHERE tenant_id = %s AND seq = ANY(%s) AND {where}",
-                        (*vectors, req.tenant_id, chunk, *params),
-                        binary=True,
-                    )
-                ).fetchall()
-                rows = {r[0]: tuple(r) for r in fetched}
-                for seq in chunk:
-                    if len(out) < want and seq in rows:
-                        out[seq] = rows[seq]
-                done = start + len(chunk)
-                if len(out) >= want:
-                    return out
-            if cap is None or len(ranked) < cap:
-                return out  # every candidate was read
-            cap *= 8
+        for chunk in ranked_chunks(ranking, want, not req.filter.empty, out, _CHUNK):
+            fetched = await (
+                await conn.execute(
+                    f"SELECT seq, {columns} FROM memories "  # noqa: S608
+                    f"WHERE tenant_id = %s AND seq = ANY(%s) AND {where}",
+                    (*vectors, req.tenant_id, chunk, *params),
+                    binary=True,
+                )
+            ).fetchall()
+            rows = {r[0]: tuple(r) for r in fetched}
+            for seq in chunk:
+                if len(out) < want and seq in rows:
+                    out[seq] = rows[seq]
+        return out
 
     async def _nearest(self, conn: Any, req: LayerSearch, want: int, query: Vector) -> Any:
         """Send the statement reading the candidate rows (``_cosine_columns``) of the

@@ -3,10 +3,10 @@ hierarchy of scopes, and the ranking of search candidates both backends' searche
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence, Sized
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Unpack
+from typing import Any, TypeVar, Unpack
 
 import numpy as np
 
@@ -32,6 +32,37 @@ from lamina.store.sql.timing import SqlTiming
 
 #: Matches of a listing past which its page walks the scope in order (``window_sql``).
 _WALK_FROM = 2_000
+
+K = TypeVar("K")
+
+
+def ranked_chunks(
+    ranking: Callable[[int | None], list[K]],
+    want: int,
+    filtered: bool,
+    out: Sized,
+    chunk: int,
+) -> Iterator[list[K]]:
+    """The chunks of a ranking (best first) to read when only the first ``want`` that pass
+    the filter and the time window are needed: the caller reads each chunk's rows and keeps
+    those that pass in ``out``, in ranking order, until it holds ``want``. ``ranking(cap)``
+    gives the ``cap`` best (None: all; the whole ranking at once when a metadata filter is
+    ``filtered``, else ``want`` first and 8 times as many each round that is short): the
+    first ``want`` are read, and more (``chunk`` at a time) only when some did not pass."""
+    cap: int | None = None if filtered else want
+    done = 0
+    while True:
+        ranked = ranking(cap)
+        step = max(want - len(out), chunk if done else want)
+        for start in range(done, len(ranked), step):
+            part = ranked[start : start + step]
+            yield part
+            done = start + len(part)
+            if len(out) >= want:
+                return
+        if cap is None or len(ranked) < cap:
+            return  # every candidate was read
+        cap *= 8
 
 
 class SqlMemoryReads(SqlTiming):

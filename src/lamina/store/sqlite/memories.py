@@ -19,6 +19,7 @@ from lamina.memory.filters import Condition, MetadataFilter, matches
 from lamina.memory.models import ForgetResult, SearchMode
 from lamina.memory.ports import Forgetting, ImportWriter, LayerHits, LayerSearch, Selection
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
+from lamina.store.sql.memory_reads import ranked_chunks
 from lamina.store.sql.memory_rows import Row
 from lamina.store.sqlite.db import SQLITE, Database, dumps
 from lamina.store.sqlite.indexes import SyncedIndexes
@@ -205,28 +206,16 @@ class SQLiteMemories(SqlMemoryLifecycle):
         known: dict[int, Row],
     ) -> dict[int, Row]:
         """Rows of the first ``want`` of the ranking (best first) that pass the filter and
-        the time window. ``ranking(cap)`` gives the ``cap`` best (None: all): the first
-        ``want`` are read, and more only when some of them did not pass. ``known``: rows
-        that passed already (an earlier ranking's), not read again."""
+        the time window, read as ``ranked_chunks`` says. ``known``: rows that passed
+        already (an earlier ranking's), not read again."""
         out: dict[int, Row] = {}
-        cap: int | None = want if req.filter.empty else None
-        done = 0
-        while True:
-            ranked = ranking(cap)
-            step = max(want - len(out), _CHUNK if done else want)
-            for start in range(done, len(ranked), step):
-                chunk = ranked[start : start + step]
-                rows = self._rows([pk for pk in chunk if pk not in known], req)
-                rows.update((pk, known[pk]) for pk in chunk if pk in known)
-                for pk in chunk:
-                    if pk in rows and len(out) < want:
-                        out[pk] = rows[pk]
-                done = start + len(chunk)
-                if len(out) >= want:
-                    return out
-            if cap is None or len(ranked) < cap:
-                return out  # every candidate was read
-            cap *= 8
+        for chunk in ranked_chunks(ranking, want, not req.filter.empty, out, _CHUNK):
+            rows = self._rows([pk for pk in chunk if pk not in known], req)
+            rows.update((pk, known[pk]) for pk in chunk if pk in known)
+            for pk in chunk:
+                if pk in rows and len(out) < want:
+                    out[pk] = rows[pk]
+        return out
 
     def _search(self, req: LayerSearch) -> LayerHits:
         """Candidates: the ``pool`` best by vector and the ``pool`` best by BM25 that pass
