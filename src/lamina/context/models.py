@@ -6,9 +6,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from lamina.errors import ErrorCode, LaminaError
+from lamina.shapes import Frozen
 
 
 class ContextLayer(StrEnum):
@@ -54,11 +55,9 @@ MODEL_LAYERS = (
 )
 
 
-class ContextItem(BaseModel):
+class ContextItem(Frozen):
     """One retrieved piece of context. ``fields`` holds what the prompt section shows
     (a tool's name and description, a learning's trigger and fix, ...)."""
-
-    model_config = ConfigDict(frozen=True)
 
     layer: ContextLayer
     key: str
@@ -69,10 +68,8 @@ class ContextItem(BaseModel):
     fields: dict[str, Any] = Field(default_factory=dict)
 
 
-class RetrievalResult(BaseModel):
+class RetrievalResult(Frozen):
     """Items per layer (only the layers asked for), and the keywords the query gave."""
-
-    model_config = ConfigDict(frozen=True)
 
     query: str
     keywords: list[str]
@@ -110,9 +107,7 @@ class SkillType(StrEnum):
     TEMPLATE = "template"
 
 
-class _Stored(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class _Stored(Frozen):
     id: str
     version: int
     is_latest: bool

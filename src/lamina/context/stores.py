@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, ClassVar, Generic, TypedDict, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from lamina.checks import (
     check_choice,
@@ -35,6 +35,7 @@ from lamina.memory.ports import (
     NewContextRecord,
 )
 from lamina.retry import RetryPolicy
+from lamina.shapes import Frozen
 from lamina.text import analyze
 
 M = TypeVar("M", bound=BaseModel)
@@ -43,16 +44,12 @@ E = TypeVar("E")
 MAX_TAGS = 64
 
 
-class ItemHit(BaseModel, Generic[M]):
-    model_config = ConfigDict(frozen=True)
-
+class ItemHit(Frozen, Generic[M]):
     item: M
     score: float
 
 
-class ItemPage(BaseModel, Generic[M]):
-    model_config = ConfigDict(frozen=True)
-
+class ItemPage(Frozen, Generic[M]):
     items: list[M]
     next_cursor: str | None
     total_count: int

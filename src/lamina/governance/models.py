@@ -8,16 +8,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from lamina.knowledge.policy import MergeStrategy, PolicyMode, Rule, Severity, Violation
+from lamina.shapes import Frozen
 
 #: Drift weight of one violation of each severity.
 SEVERITY_WEIGHT = {Severity.BLOCK: 1.0, Severity.WARN: 0.5, Severity.INFO: 0.1}
 
 
-class Policy(BaseModel):
+class Policy(Frozen):
     """A set of rules at one layer. Lower layers change a policy of the same id by its merge
     strategy; a mandatory policy changes lower down only by override."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: str
     name: str
@@ -42,20 +41,16 @@ class ValidationContext(BaseModel):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
-class MergeNote(BaseModel):
+class MergeNote(Frozen):
     """A lower-layer change that did not apply (a mandatory policy changed by merge or
     intersect)."""
-
-    model_config = ConfigDict(frozen=True)
 
     policy_id: str
     layer: str
     reason: str
 
 
-class ValidationResult(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class ValidationResult(Frozen):
     is_valid: bool
     violations: list[Violation]
     policies_applied: list[str]
@@ -66,11 +61,9 @@ class ValidationResult(BaseModel):
         return [v for v in self.violations if v.severity is Severity.BLOCK]
 
 
-class DriftReport(BaseModel):
+class DriftReport(Frozen):
     """``score`` in [0, 1]: the weighted violations over the weight of every rule checked
     (block 1.0, warn 0.5, info 0.1)."""
-
-    model_config = ConfigDict(frozen=True)
 
     layer: str
     layer_id: str | None

@@ -6,9 +6,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from lamina.knowledge.policy import MergeStrategy, PolicyMode, Rule, Severity, Violation
+from lamina.shapes import Frozen
 
 
 class KnowledgeType(StrEnum):
@@ -57,10 +58,8 @@ TRANSITIONS: dict[KnowledgeStatus, frozenset[KnowledgeStatus]] = {
 INITIAL_STATUSES = (KnowledgeStatus.DRAFT, KnowledgeStatus.PROPOSED, KnowledgeStatus.ACCEPTED)
 
 
-class KnowledgeItem(BaseModel):
+class KnowledgeItem(Frozen):
     """One item as stored: the front matter fields, the Markdown body, where it lives."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: str
     type: KnowledgeType
@@ -100,10 +99,8 @@ def scope_name(layer: KnowledgeLayer, layer_id: str | None) -> str:
     return layer.value if layer is KnowledgeLayer.COMPANY else f"{layer.value}/{layer_id}"
 
 
-class HistoryEntry(BaseModel):
+class HistoryEntry(Frozen):
     """One commit that changed an item."""
-
-    model_config = ConfigDict(frozen=True)
 
     commit: str
     author: str
@@ -113,44 +110,34 @@ class HistoryEntry(BaseModel):
     deleted: bool = False
 
 
-class KnowledgeRecord(BaseModel):
+class KnowledgeRecord(Frozen):
     """``get(..., history=True)``: the item and the commits that changed it, newest first."""
-
-    model_config = ConfigDict(frozen=True)
 
     item: KnowledgeItem
     history: list[HistoryEntry]
 
 
-class KnowledgeChange(BaseModel):
+class KnowledgeChange(Frozen):
     """The result of a write: the item as committed, the commit, and policy violations that
     did not block it (warn, info)."""
-
-    model_config = ConfigDict(frozen=True)
 
     item: KnowledgeItem
     commit: str
     violations: list[Violation] = Field(default_factory=list)
 
 
-class KnowledgeHit(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class KnowledgeHit(Frozen):
     item: KnowledgeItem
     score: float
 
 
-class KnowledgePage(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class KnowledgePage(Frozen):
     items: list[KnowledgeItem]
     next_cursor: str | None
     total_count: int
 
 
-class KnowledgeDiff(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class KnowledgeDiff(Frozen):
     id: str
     path: str
     from_commit: str | None
@@ -182,9 +169,7 @@ class PromotionStatus(StrEnum):
     REJECTED = "rejected"
 
 
-class PromotionEvent(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class PromotionEvent(Frozen):
     decision: str
     author: str
     at: datetime
@@ -192,10 +177,8 @@ class PromotionEvent(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
 
-class Promotion(BaseModel):
+class Promotion(Frozen):
     """A request that an accepted item move to a strictly higher layer, and its decisions."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: str
     item_id: str

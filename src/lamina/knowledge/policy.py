@@ -9,6 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from lamina.shapes import Frozen
+
 
 class RuleType(StrEnum):
     ALLOW = "allow"
@@ -91,9 +93,7 @@ class Rule(BaseModel):
         return self
 
 
-class Violation(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class Violation(Frozen):
     rule_id: str
     policy_id: str
     severity: Severity

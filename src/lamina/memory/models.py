@@ -7,9 +7,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from lamina.memory.layers import MemoryLayer
+from lamina.shapes import Frozen
 
 
 class SearchMode(StrEnum):
@@ -21,10 +22,8 @@ class SearchMode(StrEnum):
     HYBRID = "hybrid"
 
 
-class MemoryEntry(BaseModel):
+class MemoryEntry(Frozen):
     """One stored memory, as returned by every call."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: str
     tenant_id: str
@@ -87,7 +86,7 @@ def score_of(raw: float) -> float:
     return 1.0 - math.exp(-SCORE_RATE * max(raw, 0.0))
 
 
-class ScoreParts(BaseModel):
+class ScoreParts(Frozen):
     """What a search score is made of (lamina.memory.scoring, docs/search.md)::
 
         raw   = semantic_weight * semantic + (1 - semantic_weight) * keyword
@@ -97,8 +96,6 @@ class ScoreParts(BaseModel):
     ``semantic`` and ``keyword`` are 0 for no evidence and 1 for strong evidence (a good
     paraphrase; every query term present), a little more for identical text (None: the mode
     does not use that part); the boosts are 0 when they do not apply."""
-
-    model_config = ConfigDict(frozen=True)
 
     semantic: float | None = None
     keyword: float | None = None
@@ -125,12 +122,10 @@ class ScoreParts(BaseModel):
         return score_of(self.raw)
 
 
-class SearchHit(BaseModel):
+class SearchHit(Frozen):
     """A memory found by search: ``score`` in [0, 1], rebuilt from ``parts`` as
     ``parts.score``; ``semantic_score`` and ``keyword_score`` repeat ``parts.semantic`` and
     ``parts.keyword``."""
-
-    model_config = ConfigDict(frozen=True)
 
     memory: MemoryEntry
     score: float
@@ -164,10 +159,8 @@ class FactEvent(StrEnum):
     NOOP = "noop"
 
 
-class FactOutcome(BaseModel):
+class FactOutcome(Frozen):
     """One fact the chat model extracted, and what consolidation did with it."""
-
-    model_config = ConfigDict(frozen=True)
 
     fact: str
     event: FactEvent
@@ -185,13 +178,11 @@ class FactOutcome(BaseModel):
 MemoryEntry.model_rebuild()
 
 
-class AddedMessages(BaseModel):
+class AddedMessages(Frozen):
     """What ``add_messages`` stored: one memory per message, in conversation order. Each
     memory's ``metadata["conversation"]`` holds ``id``, ``position``, ``speaker``, ``role``
     and ``timestamp``. With ``infer=True``, ``facts`` says what consolidation did with each
     fact extracted (None: not inferred)."""
-
-    model_config = ConfigDict(frozen=True)
 
     conversation_id: str
     layer: MemoryLayer
@@ -218,10 +209,8 @@ class HistoryOperation(StrEnum):
     INVALIDATE = "invalidate"
 
 
-class HistoryEvent(BaseModel):
+class HistoryEvent(Frozen):
     """One recorded change of a memory."""
-
-    model_config = ConfigDict(frozen=True)
 
     memory_id: str
     operation: HistoryOperation

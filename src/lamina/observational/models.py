@@ -6,12 +6,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from lamina.shapes import Frozen
 
 
-class SessionMessage(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class SessionMessage(Frozen):
     session_key: str
     index: int
     role: str
@@ -21,10 +21,8 @@ class SessionMessage(BaseModel):
     created_at: datetime
 
 
-class Note(BaseModel):
+class Note(Frozen):
     """An observation (generation 0) or a reflection (generation 1, 2, ...)."""
-
-    model_config = ConfigDict(frozen=True)
 
     id: str
     session_key: str
@@ -36,9 +34,7 @@ class Note(BaseModel):
     created_at: datetime
 
 
-class SessionView(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
+class SessionView(Frozen):
     session_key: str
     messages: list[SessionMessage]
     observations: list[Note]
