@@ -18,9 +18,14 @@ peak resident memory: export and import stream, so it does not grow with the siz
         [--stores sqlite,postgresql]
 
 PostgreSQL: LAMINA_BENCH_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/
-lamina_bench); its public schema is emptied before each fill and each import. The vectors
-are random unit vectors (export and import never compute one: the rates do not depend on
-them), so no corpus needs embedding first.
+lamina_bench); its public schema is emptied before each fill and each import.
+
+The vectors (``--vectors``) are by default the local model's embeddings of the texts, as an
+export of a real store holds them, cached in ~/.cache/lamina-bench (the first run at 100k
+embeds for about 8 minutes on two cores). Export and import never compute a vector, but
+PostgreSQL's vector index is built in the import and its build time depends on them:
+``--vectors random`` (random unit vectors, no corpus to embed) is the worst case for it,
+about three times slower to index than model embeddings at 100k.
 """
 
 from __future__ import annotations
@@ -54,26 +59,35 @@ def open_lamina(kind: str, target: str) -> Any:
     return Lamina(data_dir=target)
 
 
-def fill(kind: str, target: str, size: int) -> float:
+def corpus(size: int, vectors: str) -> tuple[list[str], np.ndarray]:
+    """The texts and their vectors: the model's (cached) or random unit vectors."""
+    texts = sentences(size, numbered=True)
+    if vectors == "model":
+        from benchmarks.memory_ops import corpus_vectors
+
+        return texts, corpus_vectors(texts).astype(np.float32)
+    rng = np.random.default_rng(5)
+    matrix = rng.standard_normal((size, 384)).astype(np.float32)
+    return texts, matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def fill(kind: str, target: str, texts: list[str], vectors: np.ndarray) -> float:
     """``size`` memories through the store's bulk_add (on PostgreSQL the vector index is
     built after them, as ``bulk_loading`` does); seconds taken."""
     from lamina.memory.layers import MemoryLayer
     from lamina.memory.ports import NewMemory, Scope
 
-    texts = sentences(size, numbered=True)
-    rng = np.random.default_rng(5)
+    size = len(texts)
 
     def memory(i: int) -> NewMemory:
         user = f"user-{i % 100}"
-        vector = rng.standard_normal(384).astype(np.float32)
-        vector /= np.linalg.norm(vector)
         return NewMemory(
             str(uuid.uuid4()),
             "default",
             Scope(MemoryLayer.USER, {"user_id": user}, user),
             texts[i],
             {"i": i, "tags": [f"t{i % 7}"], "score": i / 3},
-            vector,
+            vectors[i],
         )
 
     async def load(store: Any) -> None:
@@ -123,7 +137,9 @@ def digest(path: Path) -> str:
     return sha.hexdigest()
 
 
-def run_store(kind: str, size: int, repeat: int, url: str) -> dict[str, Any]:
+def run_store(
+    kind: str, texts: list[str], vectors: np.ndarray, repeat: int, url: str
+) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix=f"lamina-transfer-{kind}-"))
 
     def empty(name: str) -> str:
@@ -133,14 +149,17 @@ def run_store(kind: str, size: int, repeat: int, url: str) -> dict[str, Any]:
         return str(work / name)
 
     try:
-        return measure(kind, size, repeat, work, empty)
+        return measure(kind, texts, vectors, repeat, work, empty)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def measure(kind: str, size: int, repeat: int, work: Path, empty: Any) -> dict[str, Any]:
+def measure(
+    kind: str, texts: list[str], vectors: np.ndarray, repeat: int, work: Path, empty: Any
+) -> dict[str, Any]:
+    size = len(texts)
     source = empty("source")
-    fill_seconds = fill(kind, source, size)
+    fill_seconds = fill(kind, source, texts, vectors)
     exported = work / "export.jsonl"
     export_rates, import_rates, identical = [], [], []
     export_cpu, import_cpu = [], []
@@ -180,14 +199,17 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--stores", default="sqlite,postgresql")
+    parser.add_argument("--vectors", choices=("model", "random"), default="model")
     args = parser.parse_args()
     url = os.environ.get("LAMINA_BENCH_POSTGRES_URL", DEFAULT_URL)
-    results = [run_store(kind, args.size, args.repeat, url) for kind in args.stores.split(",")]
+    texts, vectors = corpus(args.size, args.vectors)
+    results = [run_store(kind, texts, vectors, args.repeat, url) for kind in args.stores.split(",")]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(
             {
                 "benchmark": "memory_transfer",
+                "vectors": args.vectors,
                 "targets": {"export_per_s": 5000, "import_per_s": 3000},
                 "results": results,
                 "peak_rss_mb": round(peak),

@@ -202,3 +202,50 @@ def test_a_bad_record_leaves_the_empty_database_as_it_was(pg_url: str, tmp_path:
         ms.memory.add("harbour crane", layer="user", user_id="u")
         hits = ms.memory.search("crane", user_id="u", mode="keyword")
         assert [h.memory.content for h in hits] == ["harbour crane"]
+
+
+def test_blocks_left_in_an_empty_store_are_replaced(pg_url: str, tmp_path: Path) -> None:
+    """Blocks of postings with no memory left (written by hand here: the triggers never
+    leave one) do not fail the one-transaction import, which then writes its blocks over
+    them instead of inserting only: the blocks and the search results are those of an
+    import into a clean store."""
+    words = ["harbour", "crane", "blue", "festival", "window", "tea", "berlin", "seats"]
+    rows = [
+        json.dumps(
+            {
+                "content": f"note {i}: {words[i % 8]} {words[(i * 3) % 8]} {words[(i * 5) % 7]}",
+                "layer": "user",
+                "identifiers": {"user_id": "u"},
+            }
+        )
+        for i in range(40)
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+
+    def imported(where: str) -> list[Any]:
+        with Lamina(fast_settings(tmp_path / where, database_url=pg_url)) as ms:
+            assert ms.memory.import_(path).imported == 40
+            return searches(ms) + [
+                [h.memory.id for h in ms.memory.search(word, user_id="u", threshold=0)]
+                for word in words
+            ]
+
+    clean_hits, clean = imported("clean"), index_state(pg_url)["blocks"]
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        # The rows and terms gone without their blocks, and seqs that start again.
+        for table, trigger in [
+            ("memories", "memories_terms_delete"),
+            ("memory_terms", "memory_terms_blocks_delete"),
+        ]:
+            admin.execute(f"ALTER TABLE {table} DISABLE TRIGGER {trigger}")
+            try:
+                admin.execute(f"DELETE FROM {table}")
+            finally:
+                admin.execute(f"ALTER TABLE {table} ENABLE TRIGGER {trigger}")
+        admin.execute("DELETE FROM memory_scope_stats")
+        admin.execute("ALTER SEQUENCE memories_seq_seq RESTART")
+    assert index_state(pg_url)["blocks"] == clean  # left behind, with the keys to come
+    assert imported("again") == clean_hits and any(clean_hits[-1])
+    state = index_state(pg_url)
+    assert state["blocks"] == clean and state["triggers_off"] == [(0,)]

@@ -101,8 +101,14 @@ _BLOCKS = (
     "SELECT tenant_id, layer, scope_key, term, memory_seq >> 9, "
     "string_agg(int8send(memory_seq) || float4send(tf) || float4send(doc_length), "
     "''::bytea ORDER BY memory_seq) "
-    "FROM memory_terms GROUP BY 1, 2, 3, 4, 5 "
-    "ON CONFLICT (tenant_id, layer, scope_key, term, block) "
+    "FROM memory_terms GROUP BY 1, 2, 3, 4, 5"
+)
+#: What ``_BLOCKS`` adds where ``memory_postings`` held rows when the import began (blocks
+#: no posting was left in; an empty store has none). Without it the blocks are plain
+#: inserts, half the time of inserts that look for a conflict first (100k memories: 721k
+#: blocks in 5.6 s instead of 11.1 s).
+_BLOCKS_OVER = (
+    " ON CONFLICT (tenant_id, layer, scope_key, term, block) "
     "DO UPDATE SET postings = excluded.postings"
 )
 
@@ -179,7 +185,7 @@ class BulkLoading:
             raise translate(exc, "import") from exc
         async with conn:
             try:
-                fast = await _begin_atomic(conn, tenant_id)
+                fast, leftover = await _begin_atomic(conn, tenant_id)
             except psycopg.Error as exc:
                 raise translate(exc, "import") from exc
             if not fast:
@@ -198,7 +204,7 @@ class BulkLoading:
             try:
                 await conn.execute("RESET ROLE")
                 await conn.execute("SELECT set_config('work_mem', '256MB', true)")
-                await conn.execute(_BLOCKS)
+                await conn.execute(_BLOCKS + _BLOCKS_OVER if leftover else _BLOCKS)
                 for trigger in _BLOCK_TRIGGERS:
                     await conn.execute(f"ALTER TABLE memory_terms ENABLE TRIGGER {trigger}")
                 await conn.execute(
@@ -278,21 +284,26 @@ class BulkLoading:
                 )
 
 
-async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> bool:
+async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> tuple[bool, bool]:
     """Start ``atomic_import``'s transaction on ``conn``: whether it applies (else the
-    transaction is rolled back)."""
+    transaction is rolled back), and whether ``memory_postings`` holds rows all the same
+    (it cannot gain any meanwhile: they are made of memories, locked against writers)."""
     await register_vector_async(conn)
     row = await (
         await conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
     ).fetchone()
     if row and row[0]:
         await conn.execute("LOCK TABLE memories IN SHARE ROW EXCLUSIVE MODE")
-        row = await (await conn.execute("SELECT NOT EXISTS (SELECT 1 FROM memories)")).fetchone()
+        row = await (
+            await conn.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM memories), EXISTS (SELECT 1 FROM memory_postings)"
+            )
+        ).fetchone()
         if row and row[0]:
             for trigger in _BLOCK_TRIGGERS:
                 await conn.execute(f"ALTER TABLE memory_terms DISABLE TRIGGER {trigger}")
             await conn.execute("SELECT set_config('lamina.tenant_id', %s, true)", (tenant_id,))
             await conn.execute("SET LOCAL ROLE lamina_app")
-            return True
+            return True, bool(row[1])
     await conn.rollback()
-    return False
+    return False, False
