@@ -41,6 +41,10 @@ INDEX_QUERIES = {
     "ORDER BY 1, 2, 3, 4, 5",
     "rows": "SELECT seq, id, lexicon, term_count, context FROM memories ORDER BY seq",
     "vector_index": "SELECT count(*) FROM pg_indexes WHERE indexname = 'memories_embedding'",
+    # memory_terms' indexes and primary key (the one-transaction import makes them again).
+    "term_indexes": "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = "
+    "'memory_terms' UNION ALL SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint "
+    "WHERE conrelid = 'memory_terms'::regclass ORDER BY 1, 2",
     "triggers_off": "SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal AND tgenabled <> 'O'",
 }
 
@@ -195,6 +199,7 @@ def test_a_bad_record_leaves_the_empty_database_as_it_was(pg_url: str, tmp_path:
         state = index_state(pg_url)
         assert not any(state[name] for name in ("terms", "stats", "blocks", "rows"))
         assert state["vector_index"] == [(1,)] and state["triggers_off"] == [(0,)]
+        assert len(state["term_indexes"]) == 3  # two indexes, one of them the primary key
         # The file mended, the import completes; the store then takes writes as always.
         path.write_text("\n".join([*rows, *rows]) + "\n", encoding="utf-8")
         report = ms.memory.import_(path, batch_size=10)
