@@ -294,7 +294,7 @@ class _Atomic:
     #: ``memory_postings`` held rows all the same (it cannot gain any meanwhile: they are
     #: made of memories, locked against writers).
     leftover: bool
-    #: The statements that make ``memory_terms``' indexes again, as they were.
+    #: The statements that make ``memory_terms``' primary key again, as it was.
     indexes: tuple[str, ...]
 
 
@@ -302,9 +302,9 @@ async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> _
     """Start ``atomic_import``'s transaction on ``conn``, or None where it does not apply
     (the transaction is then rolled back).
 
-    Besides the block triggers, ``memory_terms``' indexes are dropped in the transaction
-    and made again at its end: the postings of 100k memories (800k rows) are inserted
-    twice as fast into a table without them, and sorted into new indexes in 2 to 3 s. Only
+    Besides the block triggers, ``memory_terms``' primary key is dropped in the
+    transaction and made again at its end, from sorted rows: at 100k memories, 800k
+    postings, kept up row by row it costs more than twice the 2 s of making it once. Only
     the write triggers read ``memory_terms`` (searches read the blocks), and writers wait
     for the lock on ``memories`` already."""
     await register_vector_async(conn)
@@ -321,7 +321,7 @@ async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> _
         if row and row[0]:
             for trigger in _BLOCK_TRIGGERS:
                 await conn.execute(f"ALTER TABLE memory_terms DISABLE TRIGGER {trigger}")
-            indexes = await _drop_term_indexes(conn)
+            indexes = await _drop_terms_key(conn)
             await conn.execute("SELECT set_config('lamina.tenant_id', %s, true)", (tenant_id,))
             await conn.execute("SET LOCAL ROLE lamina_app")
             return _Atomic(bool(row[1]), indexes)
@@ -329,26 +329,16 @@ async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> _
     return None
 
 
-async def _drop_term_indexes(conn: psycopg.AsyncConnection[Any]) -> tuple[str, ...]:
-    """Drop every index of ``memory_terms`` (its primary key as a constraint): the
-    statements that make them again, in the order they are best run (the key first)."""
+async def _drop_terms_key(conn: psycopg.AsyncConnection[Any]) -> tuple[str, ...]:
+    """Drop ``memory_terms``' primary key: the statement that makes it again. Its other
+    index (by memory) stays: an import's conversation turns have their neighbourhoods
+    renewed by updates, whose trigger deletes their old postings through it."""
     found = await (
         await conn.execute(
-            "SELECT quote_ident(i.relname), pg_get_indexdef(i.oid), quote_ident(c.conname), "
-            "pg_get_constraintdef(c.oid) FROM pg_index x JOIN pg_class i ON i.oid = x.indexrelid "
-            "LEFT JOIN pg_constraint c ON c.conindid = x.indexrelid "
-            "AND c.conrelid = x.indrelid WHERE x.indrelid = 'memory_terms'::regclass "
-            "ORDER BY c.conname IS NULL, i.relname"
+            "SELECT quote_ident(conname), pg_get_constraintdef(oid) FROM pg_constraint "
+            "WHERE conrelid = 'memory_terms'::regclass AND contype = 'p'"
         )
     ).fetchall()
-    again = []
-    for index, definition, constraint, constraint_definition in found:
-        if constraint is None:
-            await conn.execute(f"DROP INDEX {index}")
-            again.append(definition)
-        else:
-            await conn.execute(f"ALTER TABLE memory_terms DROP CONSTRAINT {constraint}")
-            again.append(
-                f"ALTER TABLE memory_terms ADD CONSTRAINT {constraint} {constraint_definition}"
-            )
-    return tuple(again)
+    for name, _ in found:
+        await conn.execute(f"ALTER TABLE memory_terms DROP CONSTRAINT {name}")
+    return tuple(f"ALTER TABLE memory_terms ADD CONSTRAINT {n} {d}" for n, d in found)
