@@ -68,11 +68,12 @@ def test_a_message_is_found_through_its_neighbourhood(lm: Lamina) -> None:
     context, has_vector = _raw_context(lm, answer.id)
     assert context is not None and "paint last weekend" in context and "Melanie" in context
     assert "8 May 2023" in context and has_vector
-    # The first turn has no previous turn: its speaker and date only, no vector.
+    # The first turn has no previous turn: the two next ones, its speaker and date.
     first_context, first_vector = _raw_context(lm, question.id)
-    assert first_context is not None and first_context.startswith("Caroline\n")
-    assert not first_vector
-    # A later call continues the neighbourhood from the stored turns.
+    assert first_context is not None and first_context.startswith("A sunrise over the lake")
+    assert "hiking" in first_context and "Caroline" in first_context and first_vector
+    # A later call continues the neighbourhood from the stored turns, and the two stored
+    # turns before it gain it as a next turn; the one before them does not.
     later = lm.memory.add_messages(
         [{"role": "assistant", "name": "Melanie", "content": "Where did you walk?"}],
         user_id="u",
@@ -80,6 +81,11 @@ def test_a_message_is_found_through_its_neighbourhood(lm: Lamina) -> None:
     ).memories[0]
     later_context, _ = _raw_context(lm, later.id)
     assert later_context is not None and "sunrise" in later_context and "hiking" in later_context
+    assert "walk" in (_raw_context(lm, answer.id)[0] or "")
+    assert "walk" in (_raw_context(lm, added.memories[2].id)[0] or "")
+    assert _raw_context(lm, question.id) == (first_context, True)
+    hits = lm.memory.search("walk", user_id="u", mode="keyword", threshold=0.0)
+    assert {h.memory.id for h in hits} == {later.id, answer.id, added.memories[2].id}
 
 
 def test_deleting_or_rewriting_a_turn_leaves_nothing_of_it_in_its_neighbours(lm: Lamina) -> None:
@@ -90,7 +96,8 @@ def test_deleting_or_rewriting_a_turn_leaves_nothing_of_it_in_its_neighbours(lm:
     # Nothing holds the deleted words any more: neither the answer nor the turn after.
     assert lm.memory.search("paint weekend", user_id="u", mode="keyword", threshold=0.0) == []
     context, has_vector = _raw_context(lm, answer.id)
-    assert context is not None and "paint" not in context and not has_vector
+    assert context is not None and "paint" not in context and "hiking" in context
+    assert has_vector  # its own and the next turn's
     hiking_context, _ = _raw_context(lm, hiking.id)
     assert hiking_context is not None and "paint" not in hiking_context
     assert "sunrise" in hiking_context
@@ -99,6 +106,15 @@ def test_deleting_or_rewriting_a_turn_leaves_nothing_of_it_in_its_neighbours(lm:
     assert hiking_context is not None and "sunset" in hiking_context
     assert "sunrise" not in hiking_context and hiking_vector
     assert lm.memory.search("sunrise", user_id="u", mode="keyword", threshold=0.0) == []
+    # Rewriting a turn renews the turns before it too (it is their next turn).
+    lm.memory.update(hiking.id, content="I spent mine swimming.")
+    context, _ = _raw_context(lm, answer.id)
+    assert context is not None and "swimming" in context and "hiking" not in context
+    assert lm.memory.search("hiking", user_id="u", mode="keyword", threshold=0.0) == []
+    # Deleting the last turn leaves the one before it with its speaker and date only.
+    assert lm.memory.delete(hiking.id)
+    context, has_vector = _raw_context(lm, answer.id)
+    assert context is not None and "swimming" not in context and not has_vector
 
 
 def test_a_conversation_id_reused_by_another_user_lends_no_words(lm: Lamina) -> None:

@@ -364,4 +364,4 @@ def test_conversation_neighbourhoods_follow_a_change_of_dimensions(
             "SELECT vector_dims(context_embedding) FROM memories "
             "WHERE context_embedding IS NOT NULL"
         )
-        assert sizes == [(DIMS,)] * 4  # three renewed, one new
+        assert sizes == [(DIMS,)] * 6  # four renewed, two new

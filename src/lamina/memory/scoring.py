@@ -11,15 +11,17 @@ hybrid mode. The parts:
 
 - ``semantic``: the cosine of the query with the memory's vector, averaged with its cosine
   with the memory's neighbourhood vector (a conversation message: the normalised sum of its
-  own and the two previous turns' vectors; any other memory: its own vector again), then
-  mapped linearly so that COSINE_FLOOR (or less) is 0 and COSINE_FULL (a good paraphrase)
-  is 1; identical text reaches 1.8. Not clipped, so strong matches stay ordered.
+  own vector and those of the two turns before it and the two after it; any other memory:
+  its own vector again), then mapped linearly so that COSINE_FLOOR (or less) is 0 and
+  COSINE_FULL (a good paraphrase) is 1; identical text reaches 1.8. Not clipped, so strong
+  matches stay ordered.
 - ``keyword``: BM25 (k1 BM25_K1, b BM25_B) of the query terms over the memory's indexed terms
   (its own words, plus CONTEXT_TERM_WEIGHT times the words of its neighbourhood: the two
-  previous turns, the speaker, the date), divided by the sum of the query terms' IDF (a
-  term no memory of the scope holds weighs as one held by a single memory): a
-  memory holding every query term once, at average length, scores about 1 (repeated terms
-  a little more); one holding none scores 0. It does not depend on the other hits.
+  turns before it and the two after it, the speaker, the date), divided by the sum of the
+  query terms' IDF (a term no memory of the scope holds weighs as one held by a single
+  memory): a memory holding every query term once, at average length, scores about 1
+  (repeated terms a little more); one holding none scores 0. It does not depend on the
+  other hits.
 - ``speaker`` (SPEAKER_BOOST): the query names the message's speaker.
 - ``phrase`` (PHRASE_BOOST): the share of the query's quoted phrases the content contains.
 - ``date`` (DATE_BOOST): the query names a day, month or year the memory's event time
@@ -378,10 +380,14 @@ def _dated(query: QuerySignals, at: datetime) -> bool:
     return False
 
 
-def neighbourhood_vector(own: Vector | None, previous: Sequence[Vector | None]) -> Vector | None:
+def neighbourhood_vector(
+    own: Vector | None, previous: Sequence[Vector | None], following: Sequence[Vector | None] = ()
+) -> Vector | None:
     """A conversation message's neighbourhood vector: the normalised sum of its own vector
-    and its previous turns' (None without its own vector or any previous one)."""
-    others = [v for v in previous if v is not None and v.shape == getattr(own, "shape", None)]
+    and its neighbours' (the previous turns', then the following turns'); None without its
+    own vector or any neighbour's."""
+    shape = getattr(own, "shape", None)
+    others = [v for v in (*previous, *following) if v is not None and v.shape == shape]
     if own is None or not others:
         return None
     total = np.sum([own, *others], axis=0, dtype=np.float32)
@@ -392,10 +398,15 @@ def neighbourhood_vector(own: Vector | None, previous: Sequence[Vector | None]) 
     return out
 
 
-def neighbourhood_terms(previous: Sequence[str], speaker: str | None, when: str | None) -> str:
+def neighbourhood_terms(
+    previous: Sequence[str],
+    speaker: str | None,
+    when: str | None,
+    following: Sequence[str] = (),
+) -> str:
     """The text whose words a conversation message is also found by: the previous turns,
-    its speaker and the date of its timestamp ("8 May 2023")."""
-    parts = list(previous)
+    the following turns, its speaker and the date of its timestamp ("8 May 2023")."""
+    parts = [*previous, *following]
     if speaker:
         parts.append(speaker)
     if when:

@@ -1,6 +1,6 @@
 """Conversation neighbourhoods of memories in SQL, for both backends: a message's place in
-its conversation, the neighbourhood (previous turns' words and vectors) search scores it
-with, the locks that keep it consistent, and its renewal when a turn changes."""
+its conversation, the neighbourhood (the words and vectors of the turns around it) search
+scores it with, the locks that keep it consistent, and its renewal when a turn changes."""
 
 from __future__ import annotations
 
@@ -17,6 +17,9 @@ from lamina.store.sql.program import Program, many, row, rows
 CONVERSATION = "conversation"
 #: Previous turns in a message's neighbourhood (lamina.memory.scoring).
 NEIGHBOURS = 2
+#: Following turns in a message's neighbourhood: a reply completes what a turn means (an
+#: answer follows its question), so a turn is found through the next turns too.
+FOLLOWING = 2
 
 
 @dataclass(frozen=True, order=True)
@@ -59,7 +62,10 @@ def neighbourhood_of(
     conversation: dict[str, Any],
     own: Vector | None,
     previous: Sequence[tuple[str, Vector | None]],
+    following: Sequence[tuple[str, Vector | None]] = (),
 ) -> Neighbourhood:
+    """The neighbourhood of a message from the (content, vector) of the ``NEIGHBOURS`` turns
+    before it and the ``FOLLOWING`` turns after it (fewer at either end), oldest first."""
     speaker = conversation.get("speaker")
     when = conversation.get("timestamp")
     return Neighbourhood(
@@ -69,8 +75,9 @@ def neighbourhood_of(
             [c for c, _ in previous],
             speaker if isinstance(speaker, str) else None,
             when if isinstance(when, str) else None,
+            [c for c, _ in following],
         ),
-        neighbourhood_vector(own, [v for _, v in previous]),
+        neighbourhood_vector(own, [v for _, v in previous], [v for _, v in following]),
     )
 
 
@@ -114,30 +121,50 @@ class SqlConversations(SqlMemoryRows):
 
     def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:
         """Recompute the neighbourhood of the ``count_`` turns (None: all) of ``thread``
-        after position ``after`` from the turns now before them: after a turn was deleted
-        or rewritten, no neighbour keeps its old words or vector."""
-        window = yield from self._previous_turns(thread, after + 1)
-        limit = "" if count_ is None else f" LIMIT {int(count_)}"
-        targets = yield rows(
-            "SELECT id, conversation_position, content, metadata, embedding, embedding_model "  # noqa: S608
+        after position ``after``, and of the ``FOLLOWING`` turns at or before it (whose next
+        turns those are), from the turns now around them: after turns were added, deleted
+        or rewritten, no neighbour keeps old words or vectors or misses new ones."""
+        columns = (
+            "SELECT id, conversation_position, content, metadata, embedding, embedding_model "
             "FROM memories WHERE tenant_id = %s AND conversation_id = %s AND layer = %s "
-            "AND scope_key = %s AND conversation_position > %s "
-            f"ORDER BY conversation_position{limit}",
+            "AND scope_key = %s AND conversation_position "
+        )
+        before = yield rows(
+            columns + "<= %s ORDER BY conversation_position DESC LIMIT %s",
+            *thread,
+            after,
+            NEIGHBOURS + FOLLOWING,
+        )
+        limit = "" if count_ is None else f" LIMIT {int(count_) + FOLLOWING}"
+        later = yield rows(
+            columns + f"> %s ORDER BY conversation_position{limit}",
             *thread,
             after,
         )
+        turns = [*reversed(before), *later]
+        targets = range(
+            max(len(before) - FOLLOWING, 0),
+            len(turns) if count_ is None else min(len(before) + count_, len(turns)),
+        )
+        window = [(str(t[2]), self._vector_of(t[4], t[5])) for t in turns]
         tenant_id, conversation_id = thread.tenant_id, thread.conversation_id
         updates = []
-        for memory_id, position, content, metadata, embedding, model in targets:
+        names = ""
+        for i in targets:
+            memory_id, position, content, metadata = turns[i][:4]
             conversation = self._d.from_json(metadata).get(CONVERSATION, {})
-            own = self._vector_of(embedding, model)
             n = neighbourhood_of(
-                conversation_id, position, content, conversation, own, window[-NEIGHBOURS:]
+                conversation_id,
+                position,
+                content,
+                conversation,
+                window[i][1],
+                window[max(i - NEIGHBOURS, 0) : i],
+                window[i + 1 : i + 1 + FOLLOWING],
             )
-            window.append((content, own))
-            columns = self._neighbourhood_columns(content, n)
-            names = ", ".join(f"{c} = %s" for c in columns)
-            updates.append((*columns.values(), tenant_id, memory_id))
+            values = self._neighbourhood_columns(content, n)
+            names = ", ".join(f"{c} = %s" for c in values)
+            updates.append((*values.values(), tenant_id, memory_id))
         if updates:
             yield many(
                 f"UPDATE memories SET {names} WHERE tenant_id = %s AND id = %s",  # noqa: S608

@@ -23,6 +23,7 @@ from lamina.memory.ports import (
 from lamina.memory.timing import content_key
 from lamina.store.sql.conversations import (
     CONVERSATION,
+    FOLLOWING,
     NEIGHBOURS,
     ConversationScope,
     Neighbourhood,
@@ -69,8 +70,10 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
     ) -> Program[list[MemoryEntry]]:
         """Positions from ``conversations`` (one UPSERT per conversation, its row locked until
         the transaction ends: neighbourhood work on a conversation never interleaves), each
-        message's neighbourhood (its two previous turns of the same scope, stored or in this
-        call), then the inserts, all in one transaction."""
+        message's neighbourhood (the two turns of the same scope before it, stored or in this
+        call, and the two after it in this call), then the inserts, and the neighbourhoods
+        of the stored turns the new ones follow (they gain next turns), all in one
+        transaction."""
         sizes: dict[tuple[str, str], int] = {}
         for m in memories:
             key = (m.tenant_id, str(m.metadata[CONVERSATION]["id"]))
@@ -87,9 +90,13 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
                 size,
             )
             nxt[(tenant_id, conversation_id)] = int(end[0]) - size
+        # Per conversation (and scope): its stored turns before the call's, then the call's
+        # own, as (content, vector); and where each of the call's messages sits in it.
         window: dict[ConversationScope, list[tuple[str, Vector | None]]] = {}
+        first: dict[ConversationScope, int] = {}
+        stored: set[ConversationScope] = set()
         numbered: list[NewMemory] = []
-        neighbourhoods: list[Neighbourhood] = []
+        placed: list[tuple[ConversationScope, int, int]] = []
         for m in memories:
             conversation = m.metadata[CONVERSATION]
             key = (m.tenant_id, str(conversation["id"]))
@@ -98,14 +105,29 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             thread = ConversationScope(m.tenant_id, key[1], m.scope.layer.value, m.scope.key)
             if thread not in window:
                 window[thread] = yield from self._previous_turns(thread, position)
+                first[thread] = position
+                if window[thread]:
+                    stored.add(thread)
             metadata = {**m.metadata, CONVERSATION: {**conversation, "position": position}}
             numbered.append(replace(m, metadata=metadata))
-            previous = window[thread][-NEIGHBOURS:]
-            neighbourhoods.append(
-                neighbourhood_of(key[1], position, m.content, conversation, m.embedding, previous)
-            )
+            placed.append((thread, position, len(window[thread])))
             window[thread].append((m.content, m.embedding))
-        return (yield from self._insert(numbered, actor, neighbourhoods))
+        neighbourhoods = [
+            neighbourhood_of(
+                thread.conversation_id,
+                position,
+                m.content,
+                m.metadata[CONVERSATION],
+                m.embedding,
+                window[thread][max(at - NEIGHBOURS, 0) : at],
+                window[thread][at + 1 : at + 1 + FOLLOWING],
+            )
+            for m, (thread, position, at) in zip(memories, placed, strict=True)
+        ]
+        entries = yield from self._insert(numbered, actor, neighbourhoods)
+        for thread in sorted(stored):  # the last stored turns gain next turns
+            yield from self._renew(thread, first[thread] - 1, 0)
+        return entries
 
     def _insert(
         self,
@@ -335,7 +357,8 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             yield from self._drop_vectors(tenant_id, {old.content})
         place = place_of(old.metadata)
         if place is not None and (content is not None or embedding is not None):
-            # Its own neighbourhood vector holds its vector; the next turns hold its words.
+            # Its own neighbourhood vector holds its vector; the turns around it hold its
+            # words (and their vectors its vector).
             key = scope_key(old.layer, old.identifiers)
             thread = ConversationScope(tenant_id, place[0], old.layer.value, key)
             yield from self._renew(thread, place[1] - 1, NEIGHBOURS + 1)
