@@ -425,6 +425,26 @@ class PostgresDialect(Dialect):
             *(list(column) for column in zip(*rows, strict=True)),
         )
 
+    def update(
+        self,
+        table: str,
+        names: Sequence[str],
+        keys: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> Step:
+        """One UPDATE of every row from arrays (``unnest``), as ``insert``: the statement
+        triggers (keyword postings) run once for all the rows, not once a row (renewing
+        the neighbourhoods of 1,000 imported turns: one statement instead of 1,000)."""
+        columns = [*names, *keys]
+        arrays = ", ".join(f"%b::{_COLUMN_TYPES.get(n, 'text')}[]" for n in columns)
+        sets = ", ".join(f"{name} = v.{name}" for name in names)
+        where = " AND ".join(f"t.{key} = v.{key}" for key in keys)
+        return count(
+            f"UPDATE {table} AS t SET {sets} FROM unnest({arrays}) "  # noqa: S608
+            f"AS v({', '.join(columns)}) WHERE {where}",
+            *(list(column) for column in zip(*rows, strict=True)),
+        )
+
     def is_true(self, column: str) -> str:
         return column
 

@@ -11,7 +11,7 @@ from typing import Any
 from lamina.embeddings.base import Vector
 from lamina.memory.scoring import neighbourhood_terms, neighbourhood_vector
 from lamina.store.sql.memory_rows import SqlMemoryRows
-from lamina.store.sql.program import Program, many, row, rows
+from lamina.store.sql.program import Program, row, rows
 
 #: The metadata key of a conversation message (``lamina.memory.messages``).
 CONVERSATION = "conversation"
@@ -149,7 +149,7 @@ class SqlConversations(SqlMemoryRows):
         window = [(str(t[2]), self._vector_of(t[4], t[5])) for t in turns]
         tenant_id, conversation_id = thread.tenant_id, thread.conversation_id
         updates = []
-        names = ""
+        names: list[str] = []
         for i in targets:
             memory_id, position, content, metadata = turns[i][:4]
             conversation = self._d.from_json(metadata).get(CONVERSATION, {})
@@ -163,13 +163,10 @@ class SqlConversations(SqlMemoryRows):
                 window[i + 1 : i + 1 + FOLLOWING],
             )
             values = self._neighbourhood_columns(content, n)
-            names = ", ".join(f"{c} = %s" for c in values)
+            names = list(values)
             updates.append((*values.values(), tenant_id, memory_id))
         if updates:
-            yield many(
-                f"UPDATE memories SET {names} WHERE tenant_id = %s AND id = %s",  # noqa: S608
-                updates,
-            )
+            yield self._d.update("memories", names, ("tenant_id", "id"), updates)
 
     def _neighbourhood_columns(self, content: str, n: Neighbourhood | None) -> dict[str, Any]:
         """The index columns of a row; a conversation message's also name its place and

@@ -44,6 +44,20 @@ class Dialect(ABC):
         marks = ", ".join(["%s"] * len(names))
         return many(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})", rows)  # noqa: S608
 
+    def update(
+        self,
+        table: str,
+        names: Sequence[str],
+        keys: Sequence[str],
+        rows: Sequence[Sequence[Any]],
+    ) -> Step:
+        """One step setting the columns ``names`` of the rows of ``table`` that ``keys``
+        find (each of ``rows``: the new values in the order of ``names``, then the keys'):
+        SQLite runs one prepared UPDATE per row (executemany, in C)."""
+        sets = ", ".join(f"{name} = %s" for name in names)
+        where = " AND ".join(f"{key} = %s" for key in keys)
+        return many(f"UPDATE {table} SET {sets} WHERE {where}", rows)  # noqa: S608
+
     @abstractmethod
     def is_true(self, column: str) -> str:
         """A condition that a boolean column is true (written so partial indexes apply)."""
