@@ -101,6 +101,52 @@ def fill(kind: str, target: str, texts: list[str], vectors: np.ndarray) -> float
     return time.perf_counter() - start
 
 
+def fill_conversations(kind: str, target: str, texts: list[str], vectors: np.ndarray) -> float:
+    """The memories as conversation messages (``--shape conversations``): 100 turns a
+    conversation, two speakers, 50 users, each turn with its place, speaker and time, as
+    ``add_messages`` stores them; written as an export file and imported (the import
+    computes every turn's neighbourhood). Seconds taken."""
+    import base64
+
+    from lamina.memory.records import dump_record
+
+    model = "all-MiniLM-L6-v2-int8"
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="lamina-conv-") as folder:
+        path = Path(folder) / "messages.jsonl"
+        with path.open("w", encoding="utf-8") as handle:
+            for i, text in enumerate(texts):
+                conversation, position = divmod(i, 100)
+                day, minute = 1 + conversation % 28, position
+                at = f"2023-05-{day:02d}T{minute // 60:02d}:{minute % 60:02d}:00Z"
+                speaker = ("Ann", "user") if position % 2 == 0 else ("Bob", "assistant")
+                record = {
+                    "id": str(uuid.UUID(int=i + 1)),
+                    "layer": "user",
+                    "identifiers": {"user_id": f"user-{conversation % 50}"},
+                    "content": text,
+                    "metadata": {
+                        "conversation": {
+                            "id": f"conversation-{conversation}",
+                            "position": position,
+                            "speaker": speaker[0],
+                            "role": speaker[1],
+                            "timestamp": at,
+                        }
+                    },
+                    "created_at": at,
+                    "updated_at": at,
+                    "event_at": at,
+                    "embedding_model": model,
+                    "embedding": base64.b64encode(vectors[i].astype("<f4").tobytes()).decode(),
+                }
+                handle.write(dump_record(record) + "\n")
+        with open_lamina(kind, target) as ms:
+            report = ms.memory.import_(path)
+            assert report.imported == len(texts) and report.embedded == 0, report
+    return time.perf_counter() - start
+
+
 def export(kind: str, target: str, path: Path) -> tuple[float, float, int]:
     """Export with vectors and history to ``path``: records per second of wall time and of
     this process's CPU time, and the records."""
@@ -138,7 +184,7 @@ def digest(path: Path) -> str:
 
 
 def run_store(
-    kind: str, texts: list[str], vectors: np.ndarray, repeat: int, url: str
+    kind: str, texts: list[str], vectors: np.ndarray, repeat: int, url: str, shape: str
 ) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix=f"lamina-transfer-{kind}-"))
 
@@ -149,17 +195,23 @@ def run_store(
         return str(work / name)
 
     try:
-        return measure(kind, texts, vectors, repeat, work, empty)
+        return measure(kind, texts, vectors, repeat, work, empty, shape)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def measure(
-    kind: str, texts: list[str], vectors: np.ndarray, repeat: int, work: Path, empty: Any
+    kind: str,
+    texts: list[str],
+    vectors: np.ndarray,
+    repeat: int,
+    work: Path,
+    empty: Any,
+    shape: str = "plain",
 ) -> dict[str, Any]:
     size = len(texts)
     source = empty("source")
-    fill_seconds = fill(kind, source, texts, vectors)
+    fill_seconds = (fill if shape == "plain" else fill_conversations)(kind, source, texts, vectors)
     exported = work / "export.jsonl"
     export_rates, import_rates, identical = [], [], []
     export_cpu, import_cpu = [], []
@@ -181,6 +233,7 @@ def measure(
     return {
         "store": kind,
         "memories": size,
+        "shape": shape,
         "fill_seconds": round(fill_seconds, 1),
         "export_file_mb": round(exported.stat().st_size / 1e6, 1),
         "export_per_s": round(statistics.median(export_rates)),
@@ -200,10 +253,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--stores", default="sqlite,postgresql")
     parser.add_argument("--vectors", choices=("model", "random"), default="model")
+    parser.add_argument(
+        "--shape",
+        choices=("plain", "conversations"),
+        default="plain",
+        help="plain memories, or conversation messages (100 turns a conversation)",
+    )
     args = parser.parse_args()
     url = os.environ.get("LAMINA_BENCH_POSTGRES_URL", DEFAULT_URL)
     texts, vectors = corpus(args.size, args.vectors)
-    results = [run_store(kind, texts, vectors, args.repeat, url) for kind in args.stores.split(",")]
+    results = [
+        run_store(kind, texts, vectors, args.repeat, url, args.shape)
+        for kind in args.stores.split(",")
+    ]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(
