@@ -365,3 +365,31 @@ def test_conversation_neighbourhoods_follow_a_change_of_dimensions(
             "WHERE context_embedding IS NOT NULL"
         )
         assert sizes == [(DIMS,)] * 6  # four renewed, two new
+
+
+def test_a_first_turn_gets_its_neighbourhood_back(backend: Backend) -> None:
+    """A conversation's first turn re-embedded alone (its vector was missing) gets its
+    neighbourhood vector again from the turns after it, as every other turn does."""
+    turns = [{"role": "user", "content": f"Turn {i}: sailing"} for i in range(3)]
+    with Lamina(backend.local()) as ms:
+        first = ms.memory.add_messages(turns, user_id="u", conversation_id="c1").memories[0]
+        clear = (
+            "UPDATE memories SET embedding = NULL, embedding_model = NULL, "
+            "context_embedding = NULL WHERE id = %s"
+        )
+        if backend.url:
+            with psycopg.connect(backend.url) as conn:
+                conn.execute(clear, (first.id,))
+        else:
+            with sqlite3.connect(backend.data_dir / "lamina.db") as conn:
+                conn.execute(clear.replace("%s", "?"), (first.id,))
+        ms.memory.reembed(batch_size=10)
+    rows = backend.query(
+        "SELECT conversation_position, embedding IS NOT NULL, context_embedding IS NOT NULL "
+        "FROM memories ORDER BY conversation_position"
+    )
+    assert [tuple(bool(v) if i else v for i, v in enumerate(r)) for r in rows] == [
+        (0, True, True),
+        (1, True, True),
+        (2, True, True),
+    ]

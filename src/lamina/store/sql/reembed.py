@@ -66,15 +66,18 @@ class Reembedding(ABC):
         """Hold conversations against concurrent changes of their turns."""
 
     def _lacking_neighbourhoods(self, tenant: str) -> Program[list[ConversationScope]]:
-        """Conversations (per scope) holding a message past their first two that has a
-        vector but no neighbourhood vector: those whose vectors were re-embedded."""
+        """Conversations (per scope) holding a message that has a vector but no
+        neighbourhood vector while another of its turns has a vector: those whose vectors
+        were re-embedded (the first turn included: its next turns make its neighbourhood)."""
         return (
             yield from every(
                 lambda r: ConversationScope(tenant, r[0], r[1], r[2]),
-                "SELECT DISTINCT conversation_id, layer, scope_key FROM memories "
-                "WHERE tenant_id = %s AND conversation_id IS NOT NULL "
-                "AND context_embedding IS NULL AND embedding IS NOT NULL "
-                "AND conversation_position > 0",
+                "SELECT DISTINCT m.conversation_id, m.layer, m.scope_key FROM memories m "
+                "WHERE m.tenant_id = %s AND m.conversation_id IS NOT NULL "
+                "AND m.context_embedding IS NULL AND m.embedding IS NOT NULL "
+                "AND EXISTS (SELECT 1 FROM memories o WHERE o.tenant_id = m.tenant_id "
+                "AND o.conversation_id = m.conversation_id AND o.layer = m.layer "
+                "AND o.scope_key = m.scope_key AND o.id <> m.id AND o.embedding IS NOT NULL)",
                 tenant,
             )
         )
