@@ -254,3 +254,34 @@ def test_blocks_left_in_an_empty_store_are_replaced(pg_url: str, tmp_path: Path)
     assert imported("again") == clean_hits and any(clean_hits[-1])
     state = index_state(pg_url)
     assert state["blocks"] == clean and state["triggers_off"] == [(0,)]
+
+
+def test_a_session_reading_the_postings_makes_the_import_go_batch_by_batch(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The one-transaction import locks memory_terms against every session (it drops its
+    primary key): where another session holds it (pg_dump, a report), the import waits
+    two seconds at most, then goes batch by batch, and that session is never blocked."""
+    rows = [
+        json.dumps({"content": f"harbour {i}", "layer": "user", "identifiers": {"user_id": "u"}})
+        for i in range(30)
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        with psycopg.connect(pg_url) as reader:
+            reader.execute("SELECT count(*) FROM memory_terms")  # holds it until the rollback
+            totals: list[int | None] = []
+            report = ms.memory.import_(
+                path, batch_size=10, on_progress=lambda _, total: totals.append(total)
+            )
+            # Never blocked; it sees the batches committed one by one.
+            found = reader.execute("SELECT count(*) FROM memory_terms").fetchone()
+            assert found is not None and found[0] > 0
+            reader.rollback()
+        assert report.imported == 30 and None not in totals  # batch by batch: totals known
+        state = index_state(pg_url)
+        assert len(state["rows"]) == 30 and len(state["term_indexes"]) == 3
+        assert state["triggers_off"] == [(0,)] and state["vector_index"] == [(1,)]
+        hits = ms.memory.search("harbour", user_id="u", mode="keyword", threshold=0)
+        assert hits

@@ -304,9 +304,11 @@ async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> _
 
     Besides the block triggers, ``memory_terms``' primary key is dropped in the
     transaction and made again at its end, from sorted rows: at 100k memories, 800k
-    postings, kept up row by row it costs more than twice the 2 s of making it once. Only
-    the write triggers read ``memory_terms`` (searches read the blocks), and writers wait
-    for the lock on ``memories`` already."""
+    postings, kept up row by row it costs more than twice the 2 s of making it once. That
+    locks ``memory_terms`` against every other session until the commit: only the write
+    triggers read it (searches read the blocks), and writers wait for the lock on
+    ``memories`` already; but a session outside lamina reading it (pg_dump, say) waits
+    too, and where one holds it, the import goes batch by batch (``_lock_terms``)."""
     await register_vector_async(conn)
     row = await (
         await conn.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
@@ -318,7 +320,7 @@ async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> _
                 "SELECT NOT EXISTS (SELECT 1 FROM memories), EXISTS (SELECT 1 FROM memory_postings)"
             )
         ).fetchone()
-        if row and row[0]:
+        if row and row[0] and await _lock_terms(conn):
             for trigger in _BLOCK_TRIGGERS:
                 await conn.execute(f"ALTER TABLE memory_terms DISABLE TRIGGER {trigger}")
             indexes = await _drop_terms_key(conn)
@@ -327,6 +329,23 @@ async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> _
             return _Atomic(bool(row[1]), indexes)
     await conn.rollback()
     return None
+
+
+#: How long ``_lock_terms`` waits for sessions reading ``memory_terms`` (while it waits,
+#: the lock on ``memories`` holds every writer).
+_TERMS_LOCK_WAIT = "2s"
+
+
+async def _lock_terms(conn: psycopg.AsyncConnection[Any]) -> bool:
+    """Lock ``memory_terms`` against every other session, waiting ``_TERMS_LOCK_WAIT`` at
+    most: False (the transaction then aborted) when another session holds it longer."""
+    await conn.execute(f"SET LOCAL lock_timeout = '{_TERMS_LOCK_WAIT}'")
+    try:
+        await conn.execute("LOCK TABLE memory_terms IN ACCESS EXCLUSIVE MODE")
+    except psycopg.errors.LockNotAvailable:
+        return False
+    await conn.execute("SET LOCAL lock_timeout TO DEFAULT")
+    return True
 
 
 async def _drop_terms_key(conn: psycopg.AsyncConnection[Any]) -> tuple[str, ...]:

@@ -52,8 +52,9 @@ class Dialect(ABC):
         rows: Sequence[Sequence[Any]],
     ) -> Step:
         """One step setting the columns ``names`` of the rows of ``table`` that ``keys``
-        find (each of ``rows``: the new values in the order of ``names``, then the keys'):
-        SQLite runs one prepared UPDATE per row (executemany, in C)."""
+        find (each of ``rows``: the new values in the order of ``names``, then the keys';
+        no two rows with the same keys): SQLite runs one prepared UPDATE per row
+        (executemany, in C)."""
         sets = ", ".join(f"{name} = %s" for name in names)
         where = " AND ".join(f"{key} = %s" for key in keys)
         return many(f"UPDATE {table} SET {sets} WHERE {where}", rows)  # noqa: S608
