@@ -241,15 +241,18 @@ class PostgresMemories(SqlMemoryLifecycle):
         await conn.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, fetch)}")
         # The scan yields ``fetch`` candidates (keys and distances only: a scope searched
         # row by row sorts narrow rows); the ranking's columns are computed for the
-        # ``want`` nearest of them only.
+        # ``want`` nearest of them only, each row found by its key (a lateral subquery with
+        # LIMIT 1 is never flattened into a join: with a plain join, a tenant that came
+        # after the table's statistics, estimated at one row, had all its rows read again
+        # for every candidate, 38 ms for a 1,094-memory tenant instead of 1).
         return await conn.execute(
             "WITH c AS MATERIALIZED (SELECT seq, embedding <=> %s AS d FROM memories "  # noqa: S608
             "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
             f"AND embedding IS NOT NULL AND {where} "
             "ORDER BY embedding <=> %s LIMIT %s), "
             "n AS MATERIALIZED (SELECT seq, d FROM c ORDER BY d, seq LIMIT %s) "
-            f"SELECT m.seq, {columns} "
-            "FROM n JOIN memories m ON m.tenant_id = %s AND m.seq = n.seq ORDER BY n.d, n.seq",
+            f"SELECT n.seq, r.* FROM n CROSS JOIN LATERAL (SELECT {columns} FROM memories m "
+            "WHERE m.tenant_id = %s AND m.seq = n.seq LIMIT 1) r ORDER BY n.d, n.seq",
             (
                 vector,
                 req.tenant_id,
