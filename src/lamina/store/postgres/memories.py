@@ -241,18 +241,20 @@ class PostgresMemories(SqlMemoryLifecycle):
         await conn.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, fetch)}")
         # The scan yields ``fetch`` candidates (keys and distances only: a scope searched
         # row by row sorts narrow rows); the ranking's columns are computed for the
-        # ``want`` nearest of them only, each row found by its key (a lateral subquery with
-        # LIMIT 1 is never flattened into a join: with a plain join, a tenant that came
-        # after the table's statistics, estimated at one row, had all its rows read again
-        # for every candidate, 38 ms for a 1,094-memory tenant instead of 1).
+        # ``want`` nearest of them only, each row read again where the scan found it (its
+        # ctid, in this statement's snapshot: a TID scan, whatever the statistics say).
+        # Joined by seq, a tenant that came after the table's statistics, estimated at
+        # one row, had its rows read again for every candidate (1,094 memories beside 100k
+        # of another tenant: 38 ms for the statement instead of 2). The lateral subquery's
+        # LIMIT keeps it from being flattened into a join.
         return await conn.execute(
-            "WITH c AS MATERIALIZED (SELECT seq, embedding <=> %s AS d FROM memories "  # noqa: S608
-            "WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
+            "WITH c AS MATERIALIZED (SELECT seq, ctid AS t, embedding <=> %s AS d "  # noqa: S608
+            "FROM memories WHERE tenant_id = %s AND layer = %s AND scope_key = %s "
             f"AND embedding IS NOT NULL AND {where} "
             "ORDER BY embedding <=> %s LIMIT %s), "
-            "n AS MATERIALIZED (SELECT seq, d FROM c ORDER BY d, seq LIMIT %s) "
+            "n AS MATERIALIZED (SELECT seq, t, d FROM c ORDER BY d, seq LIMIT %s) "
             f"SELECT n.seq, r.* FROM n CROSS JOIN LATERAL (SELECT {columns} FROM memories m "
-            "WHERE m.tenant_id = %s AND m.seq = n.seq LIMIT 1) r ORDER BY n.d, n.seq",
+            "WHERE m.ctid = n.t AND m.tenant_id = %s LIMIT 1) r ORDER BY n.d, n.seq",
             (
                 vector,
                 req.tenant_id,
