@@ -393,3 +393,25 @@ def test_a_first_turn_gets_its_neighbourhood_back(backend: Backend) -> None:
         (1, True, True),
         (2, True, True),
     ]
+
+
+def test_messages_added_while_waiting_for_reembedding(backend: Backend, fake: FakeOpenAI) -> None:
+    """Messages added to a store that waits for re-embedding (a model of other dimensions
+    configured) are stored without vectors and without neighbourhood vectors made of the
+    vectors that were not stored; re-embedding then gives them both."""
+    with Lamina(backend.local()) as ms:
+        ms.memory.add("something", layer="user", user_id="u")
+    with Lamina(backend.fake(fake)) as ms:
+        turns = [{"role": "user", "content": f"Turn {i}: sailing"} for i in range(3)]
+        ms.memory.add_messages(turns, user_id="u", conversation_id="c1")
+        waiting = backend.query(
+            "SELECT count(*) FROM memories WHERE conversation_id IS NOT NULL "
+            "AND embedding IS NULL AND context_embedding IS NULL"
+        )
+        assert waiting == [(3,)]
+        assert ms.memory.reembed(batch_size=2)["reembedded"] is True
+    done = backend.query(
+        "SELECT count(*) FROM memories WHERE conversation_id IS NOT NULL "
+        "AND embedding IS NOT NULL AND context_embedding IS NOT NULL"
+    )
+    assert done == [(3,)]

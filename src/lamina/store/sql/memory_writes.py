@@ -97,7 +97,9 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         stored: set[ConversationScope] = set()
         numbered: list[NewMemory] = []
         placed: list[tuple[ConversationScope, int, int]] = []
-        for m in memories:
+        # The vectors as they are stored (none while the store waits for re-embedding).
+        vectors = [m.embedding for m in self._storable(memories)]
+        for m, vector in zip(memories, vectors, strict=True):
             conversation = m.metadata[CONVERSATION]
             key = (m.tenant_id, str(conversation["id"]))
             position = nxt[key]
@@ -111,18 +113,18 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             metadata = {**m.metadata, CONVERSATION: {**conversation, "position": position}}
             numbered.append(replace(m, metadata=metadata))
             placed.append((thread, position, len(window[thread])))
-            window[thread].append((m.content, m.embedding))
+            window[thread].append((m.content, vector))
         neighbourhoods = [
             neighbourhood_of(
                 thread.conversation_id,
                 position,
                 m.content,
                 m.metadata[CONVERSATION],
-                m.embedding,
+                vector,
                 window[thread][max(at - NEIGHBOURS, 0) : at],
                 window[thread][at + 1 : at + 1 + FOLLOWING],
             )
-            for m, (thread, position, at) in zip(memories, placed, strict=True)
+            for m, vector, (thread, position, at) in zip(memories, vectors, placed, strict=True)
         ]
         entries = yield from self._insert(numbered, actor, neighbourhoods)
         for thread in sorted(stored):  # the last stored turns gain next turns
