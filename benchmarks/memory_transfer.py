@@ -108,9 +108,9 @@ def fill_conversations(kind: str, target: str, texts: list[str], vectors: np.nda
     computes every turn's neighbourhood). Seconds taken."""
     import base64
 
+    from lamina.embeddings.local import MODEL_ID as model
     from lamina.memory.records import dump_record
 
-    model = "all-MiniLM-L6-v2-int8"
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="lamina-conv-") as folder:
         path = Path(folder) / "messages.jsonl"

@@ -211,7 +211,7 @@ class BulkLoading:
                 await conn.execute(
                     "SELECT set_config('maintenance_work_mem', %s, true)", (index_build_memory,)
                 )
-                for statement in atomic.indexes:
+                for statement in atomic.terms_key:
                     await conn.execute(statement)
                 await conn.execute(
                     "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
@@ -294,8 +294,9 @@ class _Atomic:
     #: ``memory_postings`` held rows all the same (it cannot gain any meanwhile: they are
     #: made of memories, locked against writers).
     leftover: bool
-    #: The statements that make ``memory_terms``' primary key again, as it was.
-    indexes: tuple[str, ...]
+    #: The statement that makes ``memory_terms``' primary key again, as it was (none
+    #: where it had none).
+    terms_key: tuple[str, ...]
 
 
 async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> _Atomic | None:
@@ -323,10 +324,10 @@ async def _begin_atomic(conn: psycopg.AsyncConnection[Any], tenant_id: str) -> _
         if row and row[0] and await _lock_terms(conn):
             for trigger in _BLOCK_TRIGGERS:
                 await conn.execute(f"ALTER TABLE memory_terms DISABLE TRIGGER {trigger}")
-            indexes = await _drop_terms_key(conn)
+            terms_key = await _drop_terms_key(conn)
             await conn.execute("SELECT set_config('lamina.tenant_id', %s, true)", (tenant_id,))
             await conn.execute("SET LOCAL ROLE lamina_app")
-            return _Atomic(bool(row[1]), indexes)
+            return _Atomic(bool(row[1]), terms_key)
     await conn.rollback()
     return None
 
