@@ -10,7 +10,14 @@ import pytest
 
 from lamina import AsyncLamina, ErrorCode, Lamina, LaminaError
 from lamina.embeddings.coalesce import Coalescer
-from lamina.embeddings.local import DIMENSIONS, PADDING_SLACK, LocalEmbedder, batches
+from lamina.embeddings.local import (
+    DIMENSIONS,
+    PADDING_SLACK,
+    LocalEmbedder,
+    balanced,
+    batches,
+    makespan,
+)
 from lamina.embeddings.openai import OpenAIEmbedder
 from tests.conftest import fast_settings, openai_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
@@ -210,6 +217,28 @@ def test_batches_group_texts_of_close_lengths() -> None:
     padded = sum(lengths[g[-1]] * len(g) for g in groups)
     assert padded < max(lengths) * len(lengths) / 2
     assert batches([], 8) == []
+
+
+def test_a_batch_holding_most_of_a_call_is_split_between_the_workers() -> None:
+    """27 short texts and 3 longer ones (a 30-turn add_messages call): two batches, one of
+    them most of the work; run side by side, one core would wait for the other."""
+    lengths = [12] * 27 + [17] * 3
+    groups = batches(lengths, 64)
+    assert [len(g) for g in groups] == [27, 3]
+    split = balanced(groups, lengths, 2)
+    assert sorted(i for g in split for i in g) == list(range(30))
+    for group in split:
+        assert [lengths[i] for i in group] == sorted(lengths[i] for i in group)
+    # 324 padded tokens on the busier core before; about half of the 375 in all after.
+    assert makespan(groups, lengths, 2) == 27 * 12
+    assert makespan(split, lengths, 2) <= 1.15 * (27 * 12 + 3 * 17) / 2
+    # One worker: nothing to balance. Few texts: not worth splitting.
+    assert balanced(groups, lengths, 1) == groups
+    assert balanced([[0, 1, 2]], [5, 5, 5], 2) == [[0, 1, 2]]
+    # Already even: left as it is.
+    even = [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15]]
+    assert balanced(even, [10] * 16, 2) == even
+    assert balanced([], [], 2) == []
 
 
 def test_mixed_lengths_embed_as_each_text_alone() -> None:

