@@ -721,3 +721,35 @@ def test_knowledge_and_governance_on_postgres(pg: Lamina) -> None:
     with pytest.raises(LaminaError) as err:
         ms.memory.add("AKIAIOSFODNN7EXAMPLE", layer="project", project_id="api")
     assert err.value.code is ErrorCode.POLICY_VIOLATION
+
+
+def test_vectors_travel_as_the_same_floats_in_text_and_binary(pg_url: str) -> None:
+    """lamina's vector parameter (pgvector's binary form, made once) and its text form
+    give pgvector the same float32 values, read back as float32 NumPy arrays; a vector
+    that is not one-dimensional is refused before it is sent."""
+    import asyncio
+
+    import numpy as np
+
+    from lamina.store.postgres.filters import PgVector, register_vectors
+
+    rng = np.random.default_rng(7)
+    vector = rng.standard_normal(384).astype(np.float32)
+    vector[:3] = [0.1, -1e-30, 3.4e38]  # decimal fractions, a tiny and a huge float32
+
+    async def sent() -> list[Any]:
+        async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+            await register_vectors(conn)
+            cur = conn.cursor(binary=True)
+            await cur.execute(
+                "SELECT %b::vector, %t::vector, %s::vector",
+                (PgVector(vector), PgVector(vector), PgVector(vector.astype(np.float64))),
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            return list(row)
+
+    for got in asyncio.run(sent()):
+        assert got.dtype == np.float32 and np.array_equal(got, vector)
+    with pytest.raises(ValueError, match="one dimension"):
+        PgVector(np.zeros((2, 3), dtype=np.float32))

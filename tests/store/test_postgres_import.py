@@ -49,10 +49,12 @@ INDEX_QUERIES = {
 }
 
 
-def source_file(url: str, tmp_path: Path) -> Path:
+def source_file(url: str, tmp_path: Path, *, conversation_last: bool = False) -> Path:
     """An export with vectors and history: memories updated and tagged, a conversation
     whose replies are found by their neighbours' words, and 1,100 more in a few scopes
-    (three blocks of postings per term), with a repeated id the import must skip."""
+    (three blocks of postings per term), with a repeated id the import must skip.
+    ``conversation_last``: the 1,100 come first (the one-transaction import makes the
+    blocks of their postings batch by batch until the conversation comes)."""
     with Lamina(fast_settings(tmp_path / "source", database_url=url)) as ms:
         a = ms.memory.add("Alice prefers window seats", layer="user", user_id="alice")
         ms.memory.update(a.id, content="Alice prefers aisle seats", metadata={"n": 2})
@@ -85,6 +87,8 @@ def source_file(url: str, tmp_path: Path) -> Path:
                 "history": [],
             }
         )
+    if conversation_last:
+        records = records[5:] + records[:5]
     records.append(records[5])  # a repeat: skipped
     path = tmp_path / "export.jsonl"
     path.write_text("".join(dump_record(r) + "\n" for r in records), encoding="utf-8")
@@ -149,10 +153,11 @@ def imported(
         return report, searches(ms), exported
 
 
+@pytest.mark.parametrize("conversation_last", [False, True])
 def test_one_transaction_gives_the_index_of_batches(
-    pg_url: str, importer: str, tmp_path: Path
+    pg_url: str, importer: str, tmp_path: Path, conversation_last: bool
 ) -> None:
-    path = source_file(pg_url, tmp_path)
+    path = source_file(pg_url, tmp_path, conversation_last=conversation_last)
     lines = path.read_text(encoding="utf-8").splitlines()
 
     empty_database(pg_url, tmp_path)
@@ -212,8 +217,9 @@ def test_a_bad_record_leaves_the_empty_database_as_it_was(pg_url: str, tmp_path:
 def test_blocks_left_in_an_empty_store_are_replaced(pg_url: str, tmp_path: Path) -> None:
     """Blocks of postings with no memory left (written by hand here: the triggers never
     leave one) do not fail the one-transaction import, which then writes its blocks over
-    them instead of inserting only: the blocks and the search results are those of an
-    import into a clean store."""
+    them instead of inserting only, those it makes batch by batch as well as those it makes
+    at the end: the blocks and the search results are those of an import into a clean
+    store."""
     words = ["harbour", "crane", "blue", "festival", "window", "tea", "berlin", "seats"]
     rows = [
         json.dumps(
@@ -223,14 +229,14 @@ def test_blocks_left_in_an_empty_store_are_replaced(pg_url: str, tmp_path: Path)
                 "identifiers": {"user_id": "u"},
             }
         )
-        for i in range(40)
+        for i in range(1100)  # three blocks of postings: two made batch by batch
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
     def imported(where: str) -> list[Any]:
         with Lamina(fast_settings(tmp_path / where, database_url=pg_url)) as ms:
-            assert ms.memory.import_(path).imported == 40
+            assert ms.memory.import_(path, batch_size=250).imported == 1100
             return searches(ms) + [
                 [h.memory.id for h in ms.memory.search(word, user_id="u", threshold=0)]
                 for word in words

@@ -35,6 +35,8 @@ _LEFT_OUT = frozenset({"tenant_id", "embedding_generated", "violations", "dedupl
 _TIMES = ("event_at", "valid_from", "valid_until", "expires_at")
 #: Record keys beside the entry's fields.
 _EXTRA = frozenset({"embedding", "history"})
+#: The keys a record may have.
+_KNOWN = frozenset(MemoryEntry.model_fields) - _LEFT_OUT | _EXTRA
 #: Ids of records that carry none: the same record always gets the same id (re-import
 #: does not duplicate it).
 _ID_SPACE = uuid.UUID("5b0f6d1c-3a1e-4d7e-9c55-8e1f3f0a2b6d")
@@ -94,7 +96,7 @@ def parse_record(
         if isinstance(metadata.get("tags"), list):  # as check_metadata leaves them
             metadata["tags"] = list(dict.fromkeys(metadata["tags"]))
     else:
-        unknown = sorted(set(data) - (set(MemoryEntry.model_fields) - _LEFT_OUT) - _EXTRA)
+        unknown = sorted(set(data) - _KNOWN)
         if unknown:
             raise _fail(line, f"unknown field(s): {', '.join(unknown)}", unknown[0])
         try:

@@ -13,7 +13,6 @@ from urllib.parse import urlsplit
 
 import numpy as np
 import psycopg
-from pgvector.psycopg import register_vector_async
 from psycopg import errors as pg_errors
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
@@ -22,7 +21,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.timing import content_key
-from lamina.store.postgres.filters import VectorBinaryLoader, from_pg_vector, to_pg_vector
+from lamina.store.postgres.filters import from_pg_vector, register_vectors, to_pg_vector
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import pending_migrations
 from lamina.store.sql.program import Lock, Program, Step, count, drive_async
@@ -113,8 +112,7 @@ class Database:
 
     async def _configure(self, conn: psycopg.AsyncConnection[Any]) -> None:
         await conn.set_autocommit(True)
-        await register_vector_async(conn)
-        conn.adapters.register_loader(conn.adapters.types["vector"].oid, VectorBinaryLoader)
+        await register_vectors(conn)
         await conn.execute("SET hnsw.iterative_scan = relaxed_order")
         await conn.execute("SET ROLE lamina_app")
         await conn.execute(f"SET statement_timeout = {int(self._statement_timeout_ms)}")
@@ -280,7 +278,7 @@ async def _fill_context_vectors(conn: Any) -> None:
     No indexed word changes: the postings update trigger stays out of it. Every row written
     gets a new entry in each index of ``memories``; when that is a good part of the table,
     the vector index is dropped and built again once instead (as bulk loading does)."""
-    await register_vector_async(conn)
+    await register_vectors(conn)
     row = await (
         await conn.execute(
             "SELECT atttypmod FROM pg_attribute "
