@@ -117,6 +117,69 @@ def test_deleting_or_rewriting_a_turn_leaves_nothing_of_it_in_its_neighbours(lm:
     assert context is not None and "swimming" not in context and not has_vector
 
 
+def _neighbourhoods(ms: Lamina, tenant: str) -> dict[str, tuple[Any, ...]]:
+    """Each memory's place, neighbourhood words and vector and keyword-index columns, read
+    from the raw table, by id."""
+    import numpy as np
+
+    url = ms.settings.database_url
+    sql = (
+        "SELECT id, conversation_id, conversation_position, context, context_embedding, "
+        "lexicon FROM memories WHERE tenant_id = "
+    )
+    if url and url.startswith("postgres"):
+        with psycopg.connect(url) as conn:
+            found = conn.execute(sql + "%s", (tenant,)).fetchall()
+    else:
+        with sqlite3.connect(ms.settings.sqlite_path()) as conn:
+            found = conn.execute(sql + "?", (tenant,)).fetchall()
+
+    def floats(vector: Any) -> tuple[float, ...] | None:
+        if vector is None:
+            return None
+        if isinstance(vector, bytes):
+            return tuple(np.frombuffer(vector, dtype=np.float32).tolist())
+        return tuple(float(v) for v in str(vector).strip("[]").split(","))
+
+    return {str(r[0]): (*r[1:4], floats(r[4]), r[5]) for r in found}
+
+
+def test_an_import_gives_each_turn_the_neighbourhood_it_had(lm: Lamina, tmp_path: Path) -> None:
+    """Conversations added call by call, exported, then imported under another tenant in
+    batches of two records, in the reverse order of the file (each conversation's later
+    turns first, its turns across batches): every turn gets the neighbourhood words,
+    vector and keyword-index columns the add_messages calls gave it."""
+    from lamina.memory.records import dump_record
+
+    talk = [f"turn {i} about {w}" for i, w in enumerate(["tea", "boats", "rain", "jazz", "bread"])]
+    for n, (start, stop) in enumerate([(0, 2), (2, 3), (3, 5)]):
+        for user, cid in [("ann", "c1"), ("bob", "c2")]:
+            lm.memory.add_messages(
+                [
+                    {"role": "user", "name": user, "content": f"{user} {t}"}
+                    for t in talk[start:stop]
+                ],
+                user_id=user,
+                conversation_id=cid,
+            )
+        if n == 1:
+            lm.memory.add("A plain note about tea", layer="user", user_id="ann")
+    records = [dump_record(r) for r in lm.memory.export(embeddings=True)]
+    path = tmp_path / "turns.jsonl"
+    path.write_text("".join(f"{r}\n" for r in reversed(records)), encoding="utf-8")
+    report = lm.memory.import_(path, tenant_id="copy", batch_size=2)
+    assert report.imported == len(records) == 11
+    source, copy = _neighbourhoods(lm, "default"), _neighbourhoods(lm, "copy")
+    assert copy == source
+    assert (
+        sum(
+            context is not None and vector is not None
+            for _, _, context, vector, _ in source.values()
+        )
+        == 10
+    )
+
+
 def test_a_conversation_id_reused_by_another_user_lends_no_words(lm: Lamina) -> None:
     lm.memory.add_messages(
         [{"role": "user", "content": "My bank PIN is zanzibar4471"}],

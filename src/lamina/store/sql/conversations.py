@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lamina.embeddings.base import Vector
+from lamina.memory.ports import NewMemory
 from lamina.memory.scoring import neighbourhood_terms, neighbourhood_vector
 from lamina.store.sql.memory_rows import SqlMemoryRows
 from lamina.store.sql.program import Program, row, rows
@@ -34,6 +35,31 @@ class ConversationScope:
 
     def __iter__(self) -> Iterator[str]:
         return iter((self.tenant_id, self.conversation_id, self.layer, self.scope_key))
+
+
+@dataclass(frozen=True)
+class _Turn:
+    """A turn of a conversation, as its neighbours see it."""
+
+    id: str
+    position: int
+    content: str
+    conversation: dict[str, Any]
+    vector: Vector | None
+
+
+def _around(thread: ConversationScope, turns: Sequence[_Turn], i: int) -> Neighbourhood:
+    """The neighbourhood of ``turns[i]`` among ``turns`` (the turns of ``thread`` in order)."""
+    turn = turns[i]
+    return neighbourhood_of(
+        thread.conversation_id,
+        turn.position,
+        turn.content,
+        turn.conversation,
+        turn.vector,
+        [(t.content, t.vector) for t in turns[max(i - NEIGHBOURS, 0) : i]],
+        [(t.content, t.vector) for t in turns[i + 1 : i + 1 + FOLLOWING]],
+    )
 
 
 @dataclass(frozen=True)
@@ -111,19 +137,34 @@ class SqlConversations(SqlMemoryRows):
                 conversation_id,
             )
 
+    def _sized(self, vector: Vector | None) -> Vector | None:
+        """``vector`` if it is of the configured model's size (as ``_vector_of`` reads it)."""
+        return vector if vector is not None and len(vector) == self.embedder.dimensions else None
+
     def _vector_of(self, value: Any, model: str | None) -> Vector | None:
         """A stored vector if it is of the configured model and size, else None (vectors of
         two models never meet)."""
         if value is None or model != self.embedder.model_id:
             return None
-        vector = self._d.from_vector(value)
-        return vector if vector is not None and len(vector) == self.embedder.dimensions else None
+        return self._sized(self._d.from_vector(value))
 
     def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:
         """Recompute the neighbourhood of the ``count_`` turns (None: all) of ``thread``
         after position ``after``, and of the ``FOLLOWING`` turns at or before it (whose next
         turns those are), from the turns now around them: after turns were added, deleted
         or rewritten, no neighbour keeps old words or vectors or misses new ones."""
+        before, later = yield from self._stored_turns(thread, after, count_)
+        turns = [*before, *later]
+        last = len(turns) if count_ is None else min(len(before) + count_, len(turns))
+        targets = range(max(len(before) - FOLLOWING, 0), last)
+        yield from self._write_renewed(thread, turns, [turns[i] for i in targets], targets)
+
+    def _stored_turns(
+        self, thread: ConversationScope, after: int, count_: int | None
+    ) -> Program[tuple[list[_Turn], list[_Turn]]]:
+        """The stored turns of ``thread``: the ``NEIGHBOURS + FOLLOWING`` at or before
+        position ``after`` and the ``count_`` (None: all) after it (with the ``FOLLOWING``
+        after those), each in order of position."""
         columns = (
             "SELECT id, conversation_position, content, metadata, embedding, embedding_model "
             "FROM memories WHERE tenant_id = %s AND conversation_id = %s AND layer = %s "
@@ -141,32 +182,73 @@ class SqlConversations(SqlMemoryRows):
             *thread,
             after,
         )
-        turns = [*reversed(before), *later]
-        targets = range(
-            max(len(before) - FOLLOWING, 0),
-            len(turns) if count_ is None else min(len(before) + count_, len(turns)),
+        return [self._turn(t) for t in reversed(before)], [self._turn(t) for t in later]
+
+    def _turn(self, stored: Sequence[Any]) -> _Turn:
+        memory_id, position, content, metadata, vector, model = stored
+        conversation = self._d.from_json(metadata).get(CONVERSATION, {})
+        return _Turn(
+            str(memory_id), position, str(content), conversation, self._vector_of(vector, model)
         )
-        window = [(str(t[2]), self._vector_of(t[4], t[5])) for t in turns]
-        tenant_id, conversation_id = thread.tenant_id, thread.conversation_id
+
+    def _write_renewed(
+        self,
+        thread: ConversationScope,
+        turns: Sequence[_Turn],
+        targets: Sequence[_Turn],
+        at: Sequence[int],
+    ) -> Program[None]:
+        """Write the neighbourhoods of the stored ``targets`` (``at``: their places in
+        ``turns``, the turns of ``thread`` in order) in one statement."""
         updates = []
         names: list[str] = []
-        for i in targets:
-            memory_id, position, content, metadata = turns[i][:4]
-            conversation = self._d.from_json(metadata).get(CONVERSATION, {})
-            n = neighbourhood_of(
-                conversation_id,
-                position,
-                content,
-                conversation,
-                window[i][1],
-                window[max(i - NEIGHBOURS, 0) : i],
-                window[i + 1 : i + 1 + FOLLOWING],
-            )
-            values = self._neighbourhood_columns(content, n)
+        for turn, i in zip(targets, at, strict=True):
+            values = self._neighbourhood_columns(turn.content, _around(thread, turns, i))
             names = list(values)
-            updates.append((*values.values(), tenant_id, memory_id))
+            updates.append((*values.values(), thread.tenant_id, turn.id))
         if updates:
             yield self._d.update("memories", names, ("tenant_id", "id"), updates)
+
+    def _imported_turns(
+        self, memories: Sequence[NewMemory], vectors: Sequence[Vector | None]
+    ) -> Program[list[Neighbourhood | None]]:
+        """The neighbourhoods of an import's memories (``vectors``: as they are stored), None
+        for those that are no conversation message: from the stored turns around them and
+        from each other. The stored turns they become neighbours of are renewed (those
+        ``_renew`` renews after a batch's first turn); the memories are written with theirs,
+        instead of written, then renewed."""
+        threads: dict[ConversationScope, list[tuple[int, int]]] = {}
+        for i, m in enumerate(memories):
+            place = place_of(m.metadata)
+            if place is not None:
+                thread = ConversationScope(m.tenant_id, place[0], m.scope.layer.value, m.scope.key)
+                threads.setdefault(thread, []).append((i, place[1]))
+        out: list[Neighbourhood | None] = [None] * len(memories)
+        for thread, mine in sorted(threads.items()):
+            before, later = yield from self._stored_turns(thread, min(p for _, p in mine) - 1, None)
+            new = [
+                _Turn(
+                    memories[i].id,
+                    position,
+                    memories[i].content,
+                    memories[i].metadata.get(CONVERSATION, {}),
+                    self._sized(vectors[i]),
+                )
+                for i, position in mine
+            ]
+            # In order of position; at one position, the stored turns first, then as given.
+            merged = [*before, *later, *new]
+            fresh = len(before) + len(later)  # where the new turns start in ``merged``
+            order = sorted(range(len(merged)), key=lambda k: (merged[k].position, k >= fresh, k))
+            turns = [merged[k] for k in order]
+            where = {k: n for n, k in enumerate(order)}
+            for j, (i, _) in enumerate(mine):
+                out[i] = _around(thread, turns, where[fresh + j])
+            renewed = range(max(len(before) - FOLLOWING, 0), fresh)
+            yield from self._write_renewed(
+                thread, turns, [merged[k] for k in renewed], [where[k] for k in renewed]
+            )
+        return out
 
     def _neighbourhood_columns(self, content: str, n: Neighbourhood | None) -> dict[str, Any]:
         """The index columns of a row; a conversation message's also name its place and

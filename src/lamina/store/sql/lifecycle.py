@@ -13,7 +13,7 @@ from lamina.memory.models import ForgetResult, HistoryEvent
 from lamina.memory.ports import ExportPage, Forgetting, NewMemory, Scope, Selection, StoredMemory
 from lamina.memory.timing import Lifetime
 from lamina.store.cursors import decode_cursor, encode_cursor
-from lamina.store.sql.conversations import ConversationScope, Neighbourhood, place_of
+from lamina.store.sql.conversations import place_of
 from lamina.store.sql.memories import SqlMemories
 from lamina.store.sql.memory_rows import HISTORY_COLUMNS
 from lamina.store.sql.program import Lock, Program, count, row, rows
@@ -261,16 +261,10 @@ class SqlMemoryLifecycle(SqlMemories):
         if not fresh:
             return []
         ends: dict[str, int] = {}
-        starts: dict[ConversationScope, int] = {}
-        around: list[Neighbourhood | None] = []
         for m in fresh:
             place = place_of(m.entry.metadata)
-            around.append(None if place is None else Neighbourhood(*place, "", None))
             if place is not None:
                 ends[place[0]] = max(ends.get(place[0], 0), place[1] + 1)
-                key = scope_key(m.entry.layer, m.entry.identifiers)
-                thread = ConversationScope(tenant_id, place[0], m.entry.layer.value, key)
-                starts[thread] = min(starts.get(thread, place[1]), place[1])
         for conversation_id, end in sorted(ends.items()):
             yield row(
                 "INSERT INTO conversations (tenant_id, conversation_id, next_position) "  # noqa: S608
@@ -305,7 +299,7 @@ class SqlMemoryLifecycle(SqlMemories):
         # deduplicates: the rows are written as they are.
         now = datetime.now(UTC)
         histories = [m.history for m in fresh]
-        yield from self._write_rows(self._storable(new), actor, now, around, histories)
-        for thread, position in sorted(starts.items()):
-            yield from self._renew(thread, position - 1, None)
+        storable = self._storable(new)
+        around = yield from self._imported_turns(storable, [m.embedding for m in storable])
+        yield from self._write_rows(storable, actor, now, around, histories)
         return [m.id for m in new]
