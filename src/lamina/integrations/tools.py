@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.integrations.bridge import Bridge
-from lamina.memory.layers import IDENTIFIER_NAMES, parse_layer
+from lamina.integrations.bridge import Bridge, check_identifier_names
+from lamina.memory.layers import parse_layer
 
 
 @dataclass(frozen=True)
@@ -67,12 +67,7 @@ def memory_tools(
     """``remember`` (into ``layer`` for ``identifiers``) and ``recall`` (across the layers
     they reach). Unknown identifiers or layer: INVALID_ARGUMENT / INVALID_LAYER now."""
     scope = parse_layer(layer).value
-    unknown = sorted(set(identifiers) - set(IDENTIFIER_NAMES))
-    if unknown:
-        raise LaminaError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"unknown identifier(s) {unknown}; valid: {', '.join(IDENTIFIER_NAMES)}",
-        )
+    check_identifier_names(identifiers)
     ids: dict[str, Any] = {k: v for k, v in identifiers.items() if v is not None}
 
     def text(arguments: Mapping[str, Any], name: str) -> str:
