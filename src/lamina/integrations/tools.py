@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lamina.context.tools import object_schema
 from lamina.errors import ErrorCode, LaminaError
 from lamina.integrations.bridge import Bridge, check_identifier_names
 from lamina.memory.layers import parse_layer
@@ -50,15 +51,6 @@ def _answering(run: Run) -> Run:
             return {"error": {"code": exc.code.value, "message": exc.message}}
 
     return guarded
-
-
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
 
 
 def memory_tools(
@@ -104,21 +96,19 @@ def memory_tools(
         MemoryTool(
             "remember",
             f"Store a fact worth remembering later (in the {scope} memory).",
-            _schema(
-                {"content": {"type": "string", "description": "The fact, one sentence."}},
+            object_schema(
                 ["content"],
+                content={"type": "string", "description": "The fact, one sentence."},
             ),
             _answering(remember),
         ),
         MemoryTool(
             "recall",
             "Search long-term memory for facts relevant to a question.",
-            _schema(
-                {
-                    "query": {"type": "string", "description": "What to look for."},
-                    "limit": {"type": "integer", "description": "At most this many (5)."},
-                },
+            object_schema(
                 ["query", "limit"],
+                query={"type": "string", "description": "What to look for."},
+                limit={"type": "integer", "description": "At most this many (5)."},
             ),
             _answering(recall),
         ),
