@@ -9,6 +9,8 @@ import math
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
 from lamina.errors import ErrorCode, LaminaError
 
 S = TypeVar("S", bound=StrEnum)
@@ -23,6 +25,13 @@ def invalid(message: str, field: str | None = None, **details: Any) -> LaminaErr
     if field is not None:
         details = {"field": field, **details}
     return LaminaError(ErrorCode.INVALID_ARGUMENT, message, details=details)
+
+
+def first_error(exc: ValidationError, *prefix: str | int) -> tuple[str, str]:
+    """Where the first error of a pydantic validation stands (its location dotted after
+    ``prefix``; empty for the whole value) and its message."""
+    first = exc.errors()[0]
+    return ".".join(str(p) for p in (*prefix, *first["loc"])), first["msg"]
 
 
 def too_long(

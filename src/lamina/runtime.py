@@ -198,19 +198,21 @@ class AsyncLamina:
                 self.memory.start_expiry()
             except BaseException:
                 self._started = False
-                await self.sessions.close()
-                await self.memory.embedding_buffer.stop()
-                await self.memory.stop_expiry()
+                await self._stop_background()
                 await self.store.shutdown()
                 raise
+
+    async def _stop_background(self) -> None:
+        """Stop what ``start`` starts: the sessions' work, the embedding buffer, expiry."""
+        await self.sessions.close()
+        await self.memory.embedding_buffer.stop()
+        await self.memory.stop_expiry()
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        await self.sessions.close()
-        await self.memory.embedding_buffer.stop()
-        await self.memory.stop_expiry()
+        await self._stop_background()
         await self.context.close()
         await self.store.shutdown()
         await self.embedder.aclose()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Frozen"]
+__all__ = ["Frozen", "jsonable"]
 
 
 class Frozen(BaseModel):
@@ -12,3 +14,15 @@ class Frozen(BaseModel):
     changed copy."""
 
     model_config = ConfigDict(frozen=True)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON data: the shapes in it (in lists and dict values too) dumped as
+    ``model_dump(mode="json")`` does; anything else as it is."""
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, list):
+        return [jsonable(v) for v in value]
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    return value

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
-from pydantic import BaseModel
 
 from lamina.config import Settings, load_settings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.facade import Lamina
+from lamina.shapes import jsonable
 
 __all__ = [
     "IDENTIFIERS",
@@ -61,20 +61,10 @@ class State:
             self._ms.close()
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, list):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _jsonable(v) for k, v in value.items()}
-    return value
-
-
 def emit(as_json: bool, value: Any, human: Callable[[], None]) -> None:
     """Print ``value`` as JSON with ``--json``; otherwise call ``human`` to print it."""
     if as_json:
-        click.echo(json.dumps(_jsonable(value), ensure_ascii=False, indent=2))
+        click.echo(json.dumps(jsonable(value), ensure_ascii=False, indent=2))
     else:
         human()
 

@@ -31,7 +31,9 @@ class AgentTool:
         return await self.handler(arguments)
 
 
-def _schema(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+def object_schema(required: list[str], **properties: dict[str, Any]) -> dict[str, Any]:
+    """The JSON Schema of a tool's arguments: an object of ``properties``, ``required``
+    given, no others."""
     return {
         "type": "object",
         "properties": properties,
@@ -73,7 +75,7 @@ def _search_tool(
     store: CategorisedStore[Any, Any], categories: type[StrEnum]
 ) -> tuple[dict[str, Any], Handler]:
     """The schema and handler of a tool searching ``store`` (optionally by category)."""
-    schema = _schema(
+    schema = object_schema(
         ["query"],
         query=_TEXT,
         limit=_LIMIT,
@@ -110,7 +112,7 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
     """save_knowledge, search_knowledge, save_learning, search_learnings, create_skill,
     list_skills, bound to ``context``."""
 
-    save_knowledge_schema = _schema(
+    save_knowledge_schema = object_schema(
         ["key", "content"],
         key={**_TEXT, "description": "A stable name for this piece of knowledge."},
         content={**_TEXT, "description": "What to remember."},
@@ -124,7 +126,7 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
 
     search_knowledge_schema, search_knowledge = _search_tool(context.knowledge, KnowledgeCategory)
 
-    save_learning_schema = _schema(
+    save_learning_schema = object_schema(
         ["trigger"],
         trigger={**_TEXT, "description": "The situation or error message that occurred."},
         fix={**_TEXT, "description": "What resolved it."},
@@ -139,7 +141,7 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
 
     search_learnings_schema, search_learnings = _search_tool(context.learnings, LearningCategory)
 
-    create_skill_schema = _schema(
+    create_skill_schema = object_schema(
         ["name", "description"],
         name=_TEXT,
         description=_TEXT,
@@ -152,7 +154,7 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
         context.skills.save, create_skill_schema, ("name", "description"), type="composite"
     )
 
-    list_skills_schema = _schema(
+    list_skills_schema = object_schema(
         [],
         type={"type": "string", "enum": [t.value for t in SkillType]},
         limit=_LIMIT,

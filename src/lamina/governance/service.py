@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lamina.checks import invalid, too_long
+from lamina.checks import first_error, invalid, too_long
 from lamina.config import GovernanceSettings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.governance.builtin import secret_views, secrets_policy
@@ -64,9 +64,8 @@ def _context(value: object) -> ValidationContext:
     try:
         return ValidationContext.model_validate(dict(value))
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise invalid(f"context.{where}: {first['msg']}", f"context.{where}") from None
+        where, message = first_error(exc, "context")
+        raise invalid(f"{where}: {message}", where) from None
 
 
 class _Effective:

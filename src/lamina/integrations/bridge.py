@@ -9,14 +9,25 @@ there (and awaited or waited for) otherwise.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from typing import Any, TypeVar
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.facade import Lamina
+from lamina.memory.layers import IDENTIFIER_NAMES
 from lamina.runtime import AsyncLamina
 
 R = TypeVar("R")
+
+
+def check_identifier_names(names: Iterable[str]) -> None:
+    """INVALID_ARGUMENT unless every one of ``names`` is an identifier's (user_id, ...)."""
+    unknown = sorted(set(names) - set(IDENTIFIER_NAMES))
+    if unknown:
+        raise LaminaError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"unknown identifier(s) {unknown}; valid: {', '.join(IDENTIFIER_NAMES)}",
+        )
 
 
 class Bridge:

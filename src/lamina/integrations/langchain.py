@@ -33,11 +33,9 @@ from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
 from lamina.context.turns import from_records, to_records  # noqa: E402
-from lamina.errors import ErrorCode, LaminaError  # noqa: E402
 from lamina.facade import Lamina  # noqa: E402
-from lamina.integrations.bridge import Bridge  # noqa: E402
+from lamina.integrations.bridge import Bridge, check_identifier_names  # noqa: E402
 from lamina.llm.base import ChatMessage, ToolCall  # noqa: E402
-from lamina.memory.layers import IDENTIFIER_NAMES  # noqa: E402
 from lamina.observational.base import check_session_key  # noqa: E402
 from lamina.runtime import AsyncLamina  # noqa: E402
 
@@ -176,12 +174,7 @@ class LaminaRetriever(BaseRetriever):
     _bridge: Bridge = PrivateAttr()
 
     def model_post_init(self, context: Any) -> None:
-        unknown = sorted(set(self.identifiers) - set(IDENTIFIER_NAMES))
-        if unknown:
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"unknown identifier(s) {unknown}; valid: {', '.join(IDENTIFIER_NAMES)}",
-            )
+        check_identifier_names(self.identifiers)
         self._bridge = Bridge(self.lamina, tenant_id=self.tenant_id)
 
     async def _search(self, query: str) -> list[Document]:

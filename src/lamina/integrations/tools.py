@@ -10,9 +10,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from lamina.context.tools import object_schema
 from lamina.errors import ErrorCode, LaminaError
-from lamina.integrations.bridge import Bridge
-from lamina.memory.layers import IDENTIFIER_NAMES, parse_layer
+from lamina.integrations.bridge import Bridge, check_identifier_names
+from lamina.memory.layers import parse_layer
 
 
 @dataclass(frozen=True)
@@ -52,27 +53,13 @@ def _answering(run: Run) -> Run:
     return guarded
 
 
-def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {
-        "type": "object",
-        "properties": properties,
-        "required": required,
-        "additionalProperties": False,
-    }
-
-
 def memory_tools(
     bridge: Bridge, *, layer: str = "user", **identifiers: str | None
 ) -> list[MemoryTool]:
     """``remember`` (into ``layer`` for ``identifiers``) and ``recall`` (across the layers
     they reach). Unknown identifiers or layer: INVALID_ARGUMENT / INVALID_LAYER now."""
     scope = parse_layer(layer).value
-    unknown = sorted(set(identifiers) - set(IDENTIFIER_NAMES))
-    if unknown:
-        raise LaminaError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"unknown identifier(s) {unknown}; valid: {', '.join(IDENTIFIER_NAMES)}",
-        )
+    check_identifier_names(identifiers)
     ids: dict[str, Any] = {k: v for k, v in identifiers.items() if v is not None}
 
     def text(arguments: Mapping[str, Any], name: str) -> str:
@@ -109,21 +96,19 @@ def memory_tools(
         MemoryTool(
             "remember",
             f"Store a fact worth remembering later (in the {scope} memory).",
-            _schema(
-                {"content": {"type": "string", "description": "The fact, one sentence."}},
+            object_schema(
                 ["content"],
+                content={"type": "string", "description": "The fact, one sentence."},
             ),
             _answering(remember),
         ),
         MemoryTool(
             "recall",
             "Search long-term memory for facts relevant to a question.",
-            _schema(
-                {
-                    "query": {"type": "string", "description": "What to look for."},
-                    "limit": {"type": "integer", "description": "At most this many (5)."},
-                },
+            object_schema(
                 ["query", "limit"],
+                query={"type": "string", "description": "What to look for."},
+                limit={"type": "integer", "description": "At most this many (5)."},
             ),
             _answering(recall),
         ),

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from lamina.checks import first_error
 from lamina.errors import ErrorCode, LaminaError
 from lamina.knowledge.models import KnowledgeItem, KnowledgeLayer, KnowledgeType
 
@@ -186,9 +187,8 @@ def parse(path: str, data: bytes, commit: str | None = None) -> KnowledgeItem:
     try:
         item = KnowledgeItem.model_validate({**front, "body": body, "path": path, "commit": commit})
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"]) or None
-        raise FrontMatterError(path, field, first["msg"]) from None
+        where, message = first_error(exc)
+        raise FrontMatterError(path, where or None, message) from None
     for name, value in (
         ("id", item.id),
         ("layer_id", item.layer_id),

@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 
 from pydantic import ValidationError
 
-from lamina.checks import check_choice, check_strings, check_text, invalid
+from lamina.checks import check_choice, check_strings, check_text, first_error, invalid
 from lamina.knowledge.document import check_id
 from lamina.knowledge.index import filter_tag
 from lamina.knowledge.models import KnowledgeLayer, KnowledgeStatus, KnowledgeType
@@ -95,11 +95,8 @@ def check_rules(value: object) -> list[Rule]:
         try:
             out.append(Rule.model_validate(raw))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise invalid(
-                f"rules[{i}]{'.' + where if where else ''}: {first['msg']}", "rules"
-            ) from None
+            where, message = first_error(exc)
+            raise invalid(f"rules[{i}]{'.' + where if where else ''}: {message}", "rules") from None
     ids = [r.id for r in out]
     if len(set(ids)) != len(ids):
         raise invalid("rule ids must be unique within a policy", "rules")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from lamina.checks import check_choice, check_text, invalid
+from lamina.checks import check_choice, check_text, first_error, invalid
 from lamina.errors import ErrorCode, LaminaError
 from lamina.knowledge.document import (
     FrontMatterError,
@@ -71,10 +71,8 @@ class Promotions:
         try:
             return Promotion.model_validate({**(raw or {}), "commit": head})
         except ValidationError as exc:
-            first = exc.errors()[0]
-            raise FrontMatterError(
-                path, ".".join(str(p) for p in first["loc"]) or None, first["msg"]
-            ) from None
+            where, message = first_error(exc)
+            raise FrontMatterError(path, where or None, message) from None
 
     @staticmethod
     def _file(promotion: Promotion) -> dict[str, bytes | None]:

@@ -91,9 +91,13 @@ class Repository(ServiceCore):
         if head is None or self._synced.get(tenant) == head:
             return head
         async with self._lock(tenant):
-            head = await asyncio.to_thread(self.git.head, tenant)
-            if head is not None and self._synced.get(tenant) != head:
-                await self._sync_to(tenant, head)
+            return await self._catch_up(tenant)
+
+    async def _catch_up(self, tenant: str) -> str | None:
+        """The repository's head, the index brought up to it (the tenant's lock held)."""
+        head = await asyncio.to_thread(self.git.head, tenant)
+        if head is not None and self._synced.get(tenant) != head:
+            await self._sync_to(tenant, head)
         return head
 
     async def _sync_to(

@@ -74,9 +74,7 @@ class Writer(Repository):
         async with self._lock(tenant):
             handle = await asyncio.to_thread(self.git.acquire, tenant)
             try:
-                head = await asyncio.to_thread(self.git.head, tenant)
-                if head is not None and self._synced.get(tenant) != head:
-                    await self._sync_to(tenant, head)
+                head = await self._catch_up(tenant)
                 plan = await mutate(head)
                 if self.secret_guard is not None:
                     await self.secret_guard({"message": plan.message})

@@ -29,6 +29,7 @@ from lamina.checks import (
     check_flag,
     check_key,
     check_metadata,
+    first_error,
     invalid,
 )
 from lamina.config import IdentifierFields
@@ -48,7 +49,12 @@ from lamina.memory.layers import (
 from lamina.memory.models import AddedMessages, FactOutcome, MemoryEntry
 from lamina.memory.ports import NewMemory, Scope
 from lamina.memory.timing import Lifetime, parse_time
-from lamina.memory.writes import CONVERSATION_KEY, MemoryWrites, flagged_entry
+from lamina.memory.writes import (
+    CONVERSATION_KEY,
+    MemoryWrites,
+    check_unreserved,
+    flagged_entry,
+)
 
 #: The most messages one call stores (all conversations of a bulk call together).
 MAX_MESSAGES = 10_000
@@ -109,11 +115,7 @@ def check_conversation_metadata(metadata: object, field: str) -> dict[str, Any]:
         meta = check_metadata(metadata)
     except LaminaError as exc:
         raise _at(field, exc, field) from None
-    if CONVERSATION_KEY in meta:
-        raise invalid(
-            f"{field}.{CONVERSATION_KEY}: the key is reserved (add_messages sets it)",
-            f"{field}.{CONVERSATION_KEY}",
-        )
+    check_unreserved(meta, field)
     return meta
 
 
@@ -293,10 +295,9 @@ class MessageWrites(MemoryWrites):
                 try:
                     items.append(ConversationInput.model_validate(item).model_dump())
                 except ValidationError as exc:
-                    first = exc.errors()[0]
-                    where = ".".join(str(p) for p in first["loc"])
+                    where, message = first_error(exc)
                     raise invalid(
-                        f"conversations[{i}]: {first['msg']} at {where}",
+                        f"conversations[{i}]: {message} at {where}",
                         f"conversations[{i}].{where}" if where else f"conversations[{i}]",
                         conversation=i,
                     ) from None

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from lamina.checks import check_content, check_id, check_metadata, invalid
+from lamina.checks import check_content, check_id, check_metadata, first_error, invalid
 from lamina.errors import LaminaError
 from lamina.memory.layers import Identifiers, MemoryLayer, parse_layer, scope_for
 from lamina.memory.models import HistoryEvent, HistoryOperation, MemoryEntry
@@ -139,9 +139,8 @@ def parse_record(
         try:
             entry = MemoryEntry.model_validate(fields)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            raise _fail(line, first["msg"], where) from None
+            where, message = first_error(exc)
+            raise _fail(line, message, where) from None
         vector = _vector(data.get("embedding"), line)
         events = _history(data.get("history"), memory_id, line)
     if vector is not None and (entry.embedding_model != model or len(vector) != dimensions):
@@ -175,9 +174,8 @@ def _identifiers(value: object, layer: MemoryLayer, line: int) -> dict[str, str]
     try:
         ids = Identifiers.model_validate(value)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in ("identifiers", *first["loc"]))
-        raise _fail(line, first["msg"], where) from None
+        where, message = first_error(exc, "identifiers")
+        raise _fail(line, message, where) from None
     scope = scope_for(layer, ids)
     extra = sorted(set(ids.given()) - set(scope))
     if extra:
@@ -223,9 +221,8 @@ def _history(value: object, memory_id: str, line: int) -> list[HistoryEvent] | N
         try:
             events.append(HistoryEvent.model_validate({**event, "memory_id": memory_id, "at": at}))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in ("history", i, *first["loc"]))
-            raise _fail(line, first["msg"], where) from None
+            where, message = first_error(exc, "history", i)
+            raise _fail(line, message, where) from None
     return events
 
 

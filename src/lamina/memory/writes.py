@@ -16,6 +16,7 @@ from lamina.checks import (
     check_flag,
     check_id,
     check_metadata,
+    first_error,
     invalid,
 )
 from lamina.config import IdentifierFields, Section
@@ -40,6 +41,18 @@ from lamina.memory.timing import Lifetime
 #: The reserved metadata key of conversation messages (``lamina.memory.messages`` writes it;
 #: ``update`` may not change it).
 CONVERSATION_KEY = "conversation"
+
+
+def check_unreserved(
+    metadata: Mapping[str, Any], field: str, why: str = "add_messages sets it"
+) -> None:
+    """Refuses caller metadata (argument ``field``) that holds the reserved conversation
+    key, saying ``why``."""
+    if CONVERSATION_KEY in metadata:
+        raise invalid(
+            f"{field}.{CONVERSATION_KEY}: the key is reserved ({why})",
+            f"{field}.{CONVERSATION_KEY}",
+        )
 
 
 class _Content(Section):
@@ -190,12 +203,11 @@ class MemoryWrites(Hierarchy, Backfill):
             mem_layer = parse_layer(layer)
             text = check_content(content, self._settings.max_content_length)
             meta = check_metadata(metadata)
-            if CONVERSATION_KEY in meta:
-                raise invalid(
-                    f"metadata.{CONVERSATION_KEY}: the key is reserved (add_messages sets it: "
-                    "store conversation messages with add_messages)",
-                    f"metadata.{CONVERSATION_KEY}",
-                )
+            check_unreserved(
+                meta,
+                "metadata",
+                "add_messages sets it: store conversation messages with add_messages",
+            )
             lives.append(self._lifetime(mem_layer, timing))
             resolved = await self._resolve(tenant, Identifiers(**ids))
             scope = scope_for(mem_layer, resolved)
@@ -243,9 +255,8 @@ class MemoryWrites(Hierarchy, Backfill):
                         item if isinstance(item, MemoryInput) else MemoryInput.model_validate(item)
                     )
                 except ValidationError as exc:
-                    first = exc.errors()[0]
-                    where = ".".join(str(p) for p in first["loc"])
-                    raise invalid(f"item {i}: {first['msg']} at {where}", index=i) from None
+                    where, message = first_error(exc)
+                    raise invalid(f"item {i}: {message} at {where}", index=i) from None
             defer = check_flag("background_embedding", background_embedding)
             prepared, flagged = await self._prepare(
                 tenant,
@@ -296,11 +307,11 @@ class MemoryWrites(Hierarchy, Backfill):
                 else check_content(content, self._settings.max_content_length)
             )
             patch = None if metadata is None else check_metadata(metadata, partial=True)
-            if patch is not None and CONVERSATION_KEY in patch:
-                raise invalid(
-                    f"metadata.{CONVERSATION_KEY}: the key is reserved (add_messages sets it; "
-                    "a message's place in its conversation cannot be changed)",
-                    f"metadata.{CONVERSATION_KEY}",
+            if patch is not None:
+                check_unreserved(
+                    patch,
+                    "metadata",
+                    "add_messages sets it; a message's place in its conversation cannot be changed",
                 )
             who = check_actor(actor)
             vector = None

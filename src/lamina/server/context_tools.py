@@ -11,7 +11,8 @@ from pydantic import Field
 from lamina.runtime import AsyncLamina
 from lamina.server.memory_args import Args, IdArgs
 from lamina.server.memory_tools import Handler
-from lamina.server.tools import ServerTool, _dump, build_tools
+from lamina.server.tools import ServerTool, build_tools
+from lamina.shapes import jsonable
 
 SessionKey = Field(min_length=1, max_length=256, description="The conversation's session key.")
 
@@ -80,7 +81,7 @@ def build_context_tools(ms: AsyncLamina) -> list[ServerTool]:
                 for c in m.get("tool_calls", [])
             ]
         added = await sessions.append_many(a.session_key, messages, tenant_id=t)
-        return {"messages": _dump(added)}
+        return {"messages": jsonable(added)}
 
     async def session_messages(a: Any, t: str) -> Any:
         if a.recent:
@@ -89,15 +90,15 @@ def build_context_tools(ms: AsyncLamina) -> list[ServerTool]:
             found = await sessions.messages(
                 a.session_key, start=a.start, limit=a.limit, tenant_id=t
             )
-        return {"messages": _dump(found)}
+        return {"messages": jsonable(found)}
 
     async def session_observations(a: Any, t: str) -> Any:
         notes = await sessions.observations(a.session_key, limit=a.limit, tenant_id=t)
-        return {"observations": _dump(notes)}
+        return {"observations": jsonable(notes)}
 
     async def session_reflections(a: Any, t: str) -> Any:
         notes = await sessions.reflections(a.session_key, limit=a.limit, tenant_id=t)
-        return {"reflections": _dump(notes)}
+        return {"reflections": jsonable(notes)}
 
     async def context_prompt(a: Any, t: str) -> Any:
         ids = {k: v for k, v in a.ids().items() if v is not None}
@@ -110,7 +111,7 @@ def build_context_tools(ms: AsyncLamina) -> list[ServerTool]:
             tenant_id=t,
         )
         recent = await sessions.recent_messages(a.session_key, tenant_id=t) if a.session_key else []
-        return {"prompt": prompt, "messages": _dump(recent)}
+        return {"prompt": prompt, "messages": jsonable(recent)}
 
     spec: list[tuple[str, str, type[Args], Handler, bool]] = [
         (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import click
 import uvicorn
@@ -13,6 +14,15 @@ from lamina.runtime import AsyncLamina
 from lamina.server.app import LaminaServer, check_bind
 
 log = logging.getLogger("lamina.server")
+
+#: How lamina's servers run under uvicorn (``serve_app``, and each process of ``lamina serve
+#: --workers``): the app's lifespan on, no access log, five seconds for the requests in
+#: flight at shutdown.
+UVICORN_OPTIONS: dict[str, Any] = {
+    "lifespan": "on",
+    "access_log": False,
+    "timeout_graceful_shutdown": 5,
+}
 
 
 async def serve_app(
@@ -24,9 +34,7 @@ async def serve_app(
         host=host,
         port=port,
         log_level=log_level,
-        lifespan="on",
-        access_log=False,
-        timeout_graceful_shutdown=5,
+        **UVICORN_OPTIONS,
     )
     server = uvicorn.Server(config)
 

@@ -28,6 +28,7 @@ from lamina.server.memory_args import (
     MemoryUpdate,
 )
 from lamina.server.memory_tools import Handler, lifecycle_tools
+from lamina.shapes import jsonable
 
 
 @dataclass(frozen=True)
@@ -155,14 +156,6 @@ class GovernancePolicies(Args):
     layer_id: str | None = None
 
 
-def _dump(value: Any) -> Any:
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, list):
-        return [_dump(v) for v in value]
-    return value
-
-
 def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     """Every tool of the memory, knowledge and governance skills, bound to ``ms``."""
     mem, ks, gov = ms.memory, ms.knowledge, ms.governance
@@ -170,10 +163,10 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     async def memory_add(a: Any, t: str) -> Any:
         times = a.pick("timestamp", "valid_from", "valid_until", "ttl")
         options = a.pick("layer", "metadata", "dedup", "infer")
-        return _dump(await mem.add(a.content, tenant_id=t, **options, **times, **a.ids()))
+        return jsonable(await mem.add(a.content, tenant_id=t, **options, **times, **a.ids()))
 
     async def memory_invalidate(a: Any, t: str) -> Any:
-        return {"invalidated": _dump(await mem.invalidate(a.memory_ids, at=a.at, tenant_id=t))}
+        return {"invalidated": jsonable(await mem.invalidate(a.memory_ids, at=a.at, tenant_id=t))}
 
     async def memory_add_messages(a: Any, t: str) -> Any:
         added = await mem.add_messages(
@@ -182,7 +175,7 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             **a.pick("layer", "conversation_id", "metadata", "ttl", "infer"),
             **a.ids(),
         )
-        return _dump(added)
+        return jsonable(added)
 
     async def memory_search(a: Any, t: str) -> Any:
         hits = await mem.search(
@@ -192,22 +185,22 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
             **a.window(),
             **a.ids(),
         )
-        return {"results": _dump(hits), "below_threshold": hits.below_threshold}
+        return {"results": jsonable(hits), "below_threshold": hits.below_threshold}
 
     async def memory_get(a: Any, t: str) -> Any:
         # As the library: null when no memory of this tenant has the id (not an error).
-        return _dump(await mem.get(a.memory_id, tenant_id=t))
+        return jsonable(await mem.get(a.memory_id, tenant_id=t))
 
     async def memory_update(a: Any, t: str) -> Any:
-        return _dump(
+        return jsonable(
             await mem.update(a.memory_id, content=a.content, metadata=a.metadata, tenant_id=t)
         )
 
     async def memory_delete(a: Any, t: str) -> Any:
-        return _dump(await mem.delete(a.memory_id, tenant_id=t))
+        return jsonable(await mem.delete(a.memory_id, tenant_id=t))
 
     async def memory_list(a: Any, t: str) -> Any:
-        return _dump(
+        return jsonable(
             await mem.list(
                 tenant_id=t,
                 **a.pick("layers", "tags", "filters", "limit", "cursor"),
@@ -219,16 +212,16 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     async def knowledge_query(a: Any, t: str) -> Any:
         filters = a.pick("type", "layer", "layer_id", "status", "tags", "limit")
         hits = await ks.search(a.query, mode=a.mode, tenant_id=t, **filters)
-        return {"results": _dump(hits)}
+        return {"results": jsonable(hits)}
 
     async def knowledge_get(a: Any, t: str) -> Any:
-        return _dump(await ks.get(a.id, history=a.history, tenant_id=t))
+        return jsonable(await ks.get(a.id, history=a.history, tenant_id=t))
 
     def content(a: _KnowledgeContent) -> dict[str, Any]:
         return a.pick(*_KnowledgeContent.model_fields)
 
     async def knowledge_create(a: Any, t: str) -> Any:
-        return _dump(
+        return jsonable(
             await ks.create(
                 a.type,
                 a.title,
@@ -239,26 +232,26 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
         )
 
     async def knowledge_update(a: Any, t: str) -> Any:
-        return _dump(await ks.update(a.id, title=a.title, tenant_id=t, **content(a)))
+        return jsonable(await ks.update(a.id, title=a.title, tenant_id=t, **content(a)))
 
     async def knowledge_status(a: Any, t: str) -> Any:
-        return _dump(
+        return jsonable(
             await ks.set_status(
                 a.id, a.status, tenant_id=t, **a.pick("superseded_by", "author", "message")
             )
         )
 
     async def knowledge_history(a: Any, t: str) -> Any:
-        return {"history": _dump(await ks.history(a.id, limit=a.limit, tenant_id=t))}
+        return {"history": jsonable(await ks.history(a.id, limit=a.limit, tenant_id=t))}
 
     async def governance_validate(a: Any, t: str) -> Any:
-        return _dump(await gov.validate(a.layer, a.context, a.layer_id, tenant_id=t))
+        return jsonable(await gov.validate(a.layer, a.context, a.layer_id, tenant_id=t))
 
     async def governance_drift(a: Any, t: str) -> Any:
-        return _dump(await gov.drift(a.layer, a.contexts, a.layer_id, tenant_id=t))
+        return jsonable(await gov.drift(a.layer, a.contexts, a.layer_id, tenant_id=t))
 
     async def governance_policies(a: Any, t: str) -> Any:
-        return {"policies": _dump(await gov.policies(a.layer, a.layer_id, tenant_id=t))}
+        return {"policies": jsonable(await gov.policies(a.layer, a.layer_id, tenant_id=t))}
 
     spec: list[tuple[str, str, str, type[BaseModel], Handler, bool]] = [
         (

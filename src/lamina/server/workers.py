@@ -104,17 +104,12 @@ def _worker(settings_json: str, log_level: str, sock: socket.socket) -> None:
 
     from lamina.runtime import AsyncLamina
     from lamina.server.app import LaminaServer
+    from lamina.server.run import UVICORN_OPTIONS
 
     settings = Settings.model_validate_json(settings_json)
     logging.getLogger("lamina").setLevel(log_level.upper())
     app = LaminaServer(AsyncLamina(settings), close_runtime=True).app
-    config = uvicorn.Config(
-        app,
-        log_level=log_level,
-        lifespan="on",
-        access_log=False,
-        timeout_graceful_shutdown=5,
-    )
+    config = uvicorn.Config(app, log_level=log_level, **UVICORN_OPTIONS)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
     if not server.started:  # the app did not start (its store, its configuration)

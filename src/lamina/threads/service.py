@@ -166,22 +166,23 @@ class ThreadService:
         when that context is too large."""
         if change is None:
             return NewThread(thread.thread_id, thread.created_at)
-        context = thread.conversation_context
-        change(context)
-        text, identifiers = self._written(context)
-        expires = self._clock() + self._settings.state_ttl
+        text, identifiers, expires = self._written(thread.conversation_context, change)
         return NewThread(thread.thread_id, thread.created_at, text, expires, 1, identifiers)
 
-    def _written(self, context: dict[str, Any]) -> tuple[str, str]:
-        """The context as stored (its oldest turns past ``max_turns`` dropped) and its
-        identifiers, as JSON; THREAD_STATE_TOO_LARGE when it is too large."""
+    def _written(
+        self, context: dict[str, Any], change: Callable[[dict[str, Any]], None]
+    ) -> tuple[str, str, float]:
+        """``change`` applied to ``context``, then the context as stored (its oldest turns
+        past ``max_turns`` dropped) and its identifiers, as JSON, and when it expires
+        (``state_ttl`` from now); THREAD_STATE_TOO_LARGE when it is too large."""
+        change(context)
         turns = context.get("turns")
         if isinstance(turns, list) and len(turns) > self._settings.max_turns:
             del turns[: len(turns) - self._settings.max_turns]
         identifiers = json.dumps(
             context.get("identifiers") or {}, ensure_ascii=False, separators=(",", ":")
         )
-        return self._encode(context), identifiers
+        return self._encode(context), identifiers, self._clock() + self._settings.state_ttl
 
     async def update(
         self,
@@ -202,9 +203,7 @@ class ThreadService:
                     raise self._expired_error(thread_id)
                 context = self._decode(tenant_id, row, False).conversation_context
                 version = row.version
-            change(context)
-            text, identifiers = self._written(context)
-            expires = self._clock() + self._settings.state_ttl
+            text, identifiers, expires = self._written(context, change)
             if await self._store.save_context(
                 tenant_id,
                 thread_id,

@@ -18,14 +18,18 @@ from lamina.server.ui.base import Inspector, Viewer, redirect
 from lamina.server.ui.memories import Browse
 
 
+def _missing(memory_id: str) -> LaminaError:
+    return LaminaError(
+        ErrorCode.MEMORY_NOT_FOUND,
+        f"no memory {memory_id!r} in this tenant",
+        details={"id": memory_id},
+    )
+
+
 async def _entry(ui: Inspector, viewer: Viewer, memory_id: str) -> MemoryEntry:
     found = await ui.ms.memory.get(memory_id, tenant_id=viewer.tenant)
     if found is None:
-        raise LaminaError(
-            ErrorCode.MEMORY_NOT_FOUND,
-            f"no memory {memory_id!r} in this tenant",
-            details={"id": memory_id},
-        )
+        raise _missing(memory_id)
     return found
 
 
@@ -43,11 +47,7 @@ async def detail(ui: Inspector, request: Request, viewer: Viewer) -> Response:
             raise
         history = []
     if entry is None and not history:
-        raise LaminaError(
-            ErrorCode.MEMORY_NOT_FOUND,
-            f"no memory {memory_id!r} in this tenant",
-            details={"id": memory_id},
-        )
+        raise _missing(memory_id)
     return ui.render(
         viewer,
         "memory.html",

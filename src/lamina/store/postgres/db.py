@@ -401,6 +401,14 @@ _COLUMN_TYPES = {
 }
 
 
+def _unnest(names: Sequence[str], rows: Sequence[Sequence[Any]]) -> tuple[str, list[list[Any]]]:
+    """``unnest(...)`` of one array parameter per column of ``names``, of the column's type,
+    and those arrays (the columns of ``rows``). ``%b``: arrays in binary (text arrays would
+    format every float of every vector)."""
+    arrays = ", ".join(f"%b::{_COLUMN_TYPES.get(n, 'text')}[]" for n in names)
+    return f"unnest({arrays})", [list(column) for column in zip(*rows, strict=True)]
+
+
 class PostgresDialect(Dialect):
     memory_term_count = True
     seq = "seq"
@@ -416,11 +424,10 @@ class PostgresDialect(Dialect):
         """One INSERT of every row, each column passed as one array (``unnest``): the
         statement triggers (keyword postings) run once for all the rows, and the client
         adapts a few arrays instead of a parameter per value."""
-        # %b: arrays in binary (text arrays would format every float of every vector).
-        arrays = ", ".join(f"%b::{_COLUMN_TYPES.get(n, 'text')}[]" for n in names)
+        source, arrays = _unnest(names, rows)
         return count(
-            f"INSERT INTO {table} ({', '.join(names)}) SELECT * FROM unnest({arrays})",  # noqa: S608
-            *(list(column) for column in zip(*rows, strict=True)),
+            f"INSERT INTO {table} ({', '.join(names)}) SELECT * FROM {source}",  # noqa: S608
+            *arrays,
         )
 
     def update(
@@ -434,13 +441,13 @@ class PostgresDialect(Dialect):
         triggers (keyword postings) run once for all the rows, not once a row (renewing
         the neighbourhoods of 1,000 imported turns: one statement instead of 1,000)."""
         columns = [*names, *keys]
-        arrays = ", ".join(f"%b::{_COLUMN_TYPES.get(n, 'text')}[]" for n in columns)
+        source, arrays = _unnest(columns, rows)
         sets = ", ".join(f"{name} = v.{name}" for name in names)
         where = " AND ".join(f"t.{key} = v.{key}" for key in keys)
         return count(
-            f"UPDATE {table} AS t SET {sets} FROM unnest({arrays}) "  # noqa: S608
+            f"UPDATE {table} AS t SET {sets} FROM {source} "  # noqa: S608
             f"AS v({', '.join(columns)}) WHERE {where}",
-            *(list(column) for column in zip(*rows, strict=True)),
+            *arrays,
         )
 
     def is_true(self, column: str) -> str:

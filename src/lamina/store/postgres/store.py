@@ -7,7 +7,6 @@ items, sessions and threads. Every call is one transaction as lamina_app that fi
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import psycopg
@@ -16,7 +15,6 @@ from psycopg_pool import PoolTimeout
 from lamina.backend import HealthStatus, StoreCapabilities
 from lamina.embeddings.base import Embedder
 from lamina.errors import LaminaError
-from lamina.memory.ports import ContextRecord
 from lamina.store.postgres.bulk import BulkLoading
 from lamina.store.postgres.context_items import PostgresContextItems
 from lamina.store.postgres.db import POSTGRES, Database, translate
@@ -89,6 +87,3 @@ class PostgresStore(PostgresMemories, BulkLoading, VectorColumns):
 
     def capabilities(self) -> StoreCapabilities:
         return capabilities(self.embedder)
-
-    def _item_record(self, values: Sequence[Any]) -> ContextRecord:
-        return self.context_items._record(values)

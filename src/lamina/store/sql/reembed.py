@@ -19,7 +19,7 @@ from typing import Any
 from lamina.embeddings.base import Embedder, Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.ports import ContextRecord, ItemText, ReembedProgress
-from lamina.store.sql.context_items import RECORD
+from lamina.store.sql.context_items import RECORD, SqlContextItems
 from lamina.store.sql.conversations import ConversationScope
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, EmbeddingState
@@ -45,6 +45,7 @@ class Reembedding(ABC):
     _d: Dialect
     embedder: Embedder
     embedding: EmbeddingState
+    context_items: SqlContextItems
     #: The dimensions of a row's ``embedding`` in SQL (SQLite: float32 blobs).
     _VECTOR_DIMS = "length(embedding) / 4"
 
@@ -53,9 +54,9 @@ class Reembedding(ABC):
         self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
     ) -> Vector: ...
 
-    @abstractmethod
     def _item_record(self, values: Sequence[Any]) -> ContextRecord:
         """A context item's row (sequence, record columns, embedding) as a record."""
+        return self.context_items._record(values)
 
     @abstractmethod
     def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:

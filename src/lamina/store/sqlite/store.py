@@ -10,12 +10,10 @@ import logging
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from lamina.backend import HealthStatus, StoreCapabilities
 from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.ports import ContextRecord
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, capabilities
 from lamina.store.sql.program import Program, rows
 from lamina.store.sql.reembed import Reembedding
@@ -119,9 +117,6 @@ class SQLiteStore(SQLiteMemories, Reembedding):
         return capabilities(self.embedder)
 
     # -- re-embedding (lamina.store.sql.reembed) ----------------------------------------------
-
-    def _item_record(self, values: Sequence[Any]) -> ContextRecord:
-        return self.context_items._record(values)
 
     async def _tenants(self) -> list[str]:
         def read() -> Program[list[str]]:
