@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -291,6 +292,10 @@ def test_several_processes_share_one_address(tmp_path: Path) -> None:
         ) as url,
         httpx.Client(base_url=url, timeout=60, headers=auth, limits=fresh) as client,
     ):
+        # The banner is printed before the supervisor spawns its workers: wait for them.
+        deadline = time.monotonic() + 60
+        while len(_children(_serving(data))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert len(_children(_serving(data))) == 2
         tasks = [
             send(
