@@ -13,6 +13,7 @@ top k, averaged over questions. Also printed:
 - each question searched against the *other* conversation's user, where nothing relevant
   exists (calibration (b): the share of those searches that return nothing),
 - keyword-only and semantic-only recall, and search latency;
+- the default search's recall@10 by LoCoMo category and by conversation;
 - ``search_p50_ms_every_default``: search with every argument its default (limit 10 too), in
   a new instance of the library on the same store, so that each query is embedded again.
 
@@ -38,6 +39,8 @@ from lamina import Lamina
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "eval" / "locomo-dev.json"
 KS = (5, 10, 20)
+#: LoCoMo's question categories.
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
 
 def questions(sample: dict[str, Any]) -> list[dict[str, Any]]:
@@ -59,6 +62,8 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
     totals = {name: dict.fromkeys(KS, 0.0) for name in runs}
     latencies: dict[str, list[float]] = {name: [] for name in runs}
     count = empty_elsewhere = messages = 0
+    # recall@10 of the default search by LoCoMo category and by conversation.
+    groups: dict[str, list[float]] = {}
     below_when_empty: list[int] = []
     ingest_seconds = 0.0
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,6 +98,10 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
                         got = recall([dia_of[h.memory.id] for h in hits], evidence)
                         for k in KS:
                             totals[name][k] += got[k]
+                        if name == "default":
+                            category = CATEGORIES.get(qa["category"], str(qa["category"]))
+                            for group in (f"category {category}", f"conversation {user}"):
+                                groups.setdefault(group, []).append(got[10])
                     elsewhere = ms.memory.search(qa["question"], user_id=other, limit=20)
                     if not elsewhere:
                         empty_elsewhere += 1
@@ -116,6 +125,10 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
             **{f"recall@{k}": round(totals[name][k] / count, 3) for k in KS},
             "search_p50_ms": round(statistics.median(latencies[name]) * 1000, 2),
         }
+    result["default_recall@10_by"] = {
+        group: {"questions": len(values), "recall@10": round(sum(values) / len(values), 3)}
+        for group, values in sorted(groups.items())
+    }
     result["search_p50_ms_every_default"] = round(statistics.median(plain) * 1000, 2)
     result["calibration"] = {
         "recall@10_default_minus_threshold_0": round(
