@@ -53,8 +53,7 @@ def source_file(url: str, tmp_path: Path, *, conversation_last: bool = False) ->
     """An export with vectors and history: memories updated and tagged, a conversation
     whose replies are found by their neighbours' words, and 1,100 more in a few scopes
     (three blocks of postings per term), with a repeated id the import must skip.
-    ``conversation_last``: the 1,100 come first (the one-transaction import makes the
-    blocks of their postings batch by batch until the conversation comes)."""
+    ``conversation_last``: the 1,100 come first, the conversation's turns last."""
     with Lamina(fast_settings(tmp_path / "source", database_url=url)) as ms:
         a = ms.memory.add("Alice prefers window seats", layer="user", user_id="alice")
         ms.memory.update(a.id, content="Alice prefers aisle seats", metadata={"n": 2})
@@ -217,9 +216,8 @@ def test_a_bad_record_leaves_the_empty_database_as_it_was(pg_url: str, tmp_path:
 def test_blocks_left_in_an_empty_store_are_replaced(pg_url: str, tmp_path: Path) -> None:
     """Blocks of postings with no memory left (written by hand here: the triggers never
     leave one) do not fail the one-transaction import, which then writes its blocks over
-    them instead of inserting only, those it makes batch by batch as well as those it makes
-    at the end: the blocks and the search results are those of an import into a clean
-    store."""
+    them instead of inserting only: the blocks and the search results are those of an
+    import into a clean store."""
     words = ["harbour", "crane", "blue", "festival", "window", "tea", "berlin", "seats"]
     rows = [
         json.dumps(
@@ -229,14 +227,14 @@ def test_blocks_left_in_an_empty_store_are_replaced(pg_url: str, tmp_path: Path)
                 "identifiers": {"user_id": "u"},
             }
         )
-        for i in range(1100)  # three blocks of postings: two made batch by batch
+        for i in range(40)
     ]
     path = tmp_path / "rows.jsonl"
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
 
     def imported(where: str) -> list[Any]:
         with Lamina(fast_settings(tmp_path / where, database_url=pg_url)) as ms:
-            assert ms.memory.import_(path, batch_size=250).imported == 1100
+            assert ms.memory.import_(path).imported == 40
             return searches(ms) + [
                 [h.memory.id for h in ms.memory.search(word, user_id="u", threshold=0)]
                 for word in words

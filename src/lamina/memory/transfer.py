@@ -302,6 +302,8 @@ class MemoryTransfer(MemoryWrites):
                 batch.append(item)
                 if len(batch) >= size:
                     pending, batch = await _hand_over(pending, store(batch)), []
+                elif not len(batch) % _TURN:
+                    await asyncio.sleep(0)  # the batch being stored sends its next statement
             if batch:
                 pending = await _hand_over(pending, store(batch))
             if pending is not None:
@@ -359,6 +361,8 @@ class MemoryTransfer(MemoryWrites):
                 batch.append(self._parse(data, line, tenant, checked=same))
                 if len(batch) >= size:
                     pending, batch = await hand_over(batch), []
+                elif not len(batch) % _TURN:
+                    await asyncio.sleep(0)  # the batch being stored sends its next statement
             if batch:
                 pending = await hand_over(batch)
             if pending is not None:
@@ -447,6 +451,12 @@ def _reader(
             yield number, from_mem0(data, number) if format == "mem0" else data, raw
 
     return read
+
+
+#: Records read between two turns of the event loop: a batch is stored in several
+#: statements, and each is sent only when the loop turns (reading a whole batch before the
+#: next one ran the database's part of each batch mostly after the reading, not beside it).
+_TURN = 32
 
 
 async def _hand_over(
