@@ -725,8 +725,9 @@ def test_knowledge_and_governance_on_postgres(pg: Lamina) -> None:
 
 def test_vectors_travel_as_the_same_floats_in_text_and_binary(pg_url: str) -> None:
     """lamina's vector parameter (pgvector's binary form, made once) and its text form
-    give pgvector the same float32 values, read back as float32 NumPy arrays; a vector
-    that is not one-dimensional is refused before it is sent."""
+    give pgvector the same float32 values, read back as float32 NumPy arrays, as does a
+    NumPy vector COPY sends typed by oid; a vector that is not one-dimensional is refused
+    before it is sent."""
     import asyncio
 
     import numpy as np
@@ -747,9 +748,18 @@ def test_vectors_travel_as_the_same_floats_in_text_and_binary(pg_url: str) -> No
             )
             row = await cur.fetchone()
             assert row is not None
-            return list(row)
+            # COPY types its columns by oid: other vectors reach lamina's dumper there.
+            await conn.execute("CREATE TEMP TABLE copied (v vector)")
+            async with cur.copy("COPY copied (v) FROM STDIN (FORMAT BINARY)") as copy:
+                copy.set_types(["vector"])
+                await copy.write_row([vector])
+                await copy.write_row([PgVector(vector)])
+            await cur.execute("SELECT v FROM copied")
+            return [*row, *(r[0] for r in await cur.fetchall())]
 
-    for got in asyncio.run(sent()):
-        assert got.dtype == np.float32 and np.array_equal(got, vector)
+    got = asyncio.run(sent())
+    assert len(got) == 5
+    for value in got:
+        assert value.dtype == np.float32 and np.array_equal(value, vector)
     with pytest.raises(ValueError, match="one dimension"):
         PgVector(np.zeros((2, 3), dtype=np.float32))

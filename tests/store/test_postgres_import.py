@@ -191,23 +191,25 @@ def test_one_transaction_gives_the_index_of_batches(
 
 def test_a_bad_record_leaves_the_empty_database_as_it_was(pg_url: str, tmp_path: Path) -> None:
     good = {"content": "fine words", "layer": "user", "identifiers": {"user_id": "u"}}
-    rows = [json.dumps({**good, "content": f"fine words {i}"}) for i in range(30)]
+    rows = [json.dumps({**good, "content": f"fine words {i}"}) for i in range(130)]
     path = tmp_path / "bad.jsonl"
     bad = json.dumps({**good, "layer": "nowhere"})
     path.write_text("\n".join([*rows, bad, *rows]) + "\n", encoding="utf-8")
     with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
         with pytest.raises(LaminaError) as err:
-            ms.memory.import_(path, batch_size=10)  # three batches stored before line 31
+            # Two batches stored before line 131, the third read (the reader lets the
+            # batch being stored go on every 32 records) when the bad line comes.
+            ms.memory.import_(path, batch_size=50)
         assert err.value.code in (ErrorCode.INVALID_ARGUMENT, ErrorCode.INVALID_LAYER)
-        assert err.value.details["line"] == 31
+        assert err.value.details["line"] == 131
         state = index_state(pg_url)
         assert not any(state[name] for name in ("terms", "stats", "blocks", "rows"))
         assert state["vector_index"] == [(1,)] and state["triggers_off"] == [(0,)]
         assert len(state["term_indexes"]) == 3  # two indexes, one of them the primary key
         # The file mended, the import completes; the store then takes writes as always.
         path.write_text("\n".join([*rows, *rows]) + "\n", encoding="utf-8")
-        report = ms.memory.import_(path, batch_size=10)
-        assert (report.imported, report.skipped) == (30, 30)
+        report = ms.memory.import_(path, batch_size=50)
+        assert (report.imported, report.skipped) == (130, 130)
         ms.memory.add("harbour crane", layer="user", user_id="u")
         hits = ms.memory.search("crane", user_id="u", mode="keyword")
         assert [h.memory.content for h in hits] == ["harbour crane"]

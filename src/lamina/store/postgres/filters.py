@@ -106,18 +106,27 @@ class PgVector:
         return ("[" + ",".join(str(float(v)) for v in values) + "]").encode("ascii")
 
 
+def _as_pg_vector(obj: Any) -> PgVector:
+    """``obj`` as a ``PgVector``: registered for the vector type's oid too, the dumpers
+    below may be handed another vector (a NumPy array, pgvector's ``Vector``: COPY with
+    ``set_types``, say)."""
+    if isinstance(obj, PgVector):
+        return obj
+    return PgVector(obj.to_numpy() if hasattr(obj, "to_numpy") else obj)
+
+
 class _PgVectorDumper(Dumper):
     format = Format.TEXT
 
-    def dump(self, obj: PgVector) -> Buffer:
-        return obj.text()
+    def dump(self, obj: Any) -> Buffer:
+        return _as_pg_vector(obj).text()
 
 
 class _PgVectorBinaryDumper(Dumper):
     format = Format.BINARY
 
-    def dump(self, obj: PgVector) -> Buffer:
-        return obj.data
+    def dump(self, obj: Any) -> Buffer:
+        return _as_pg_vector(obj).data
 
 
 def to_pg_vector(vector: Vector) -> PgVector:
@@ -126,8 +135,9 @@ def to_pg_vector(vector: Vector) -> PgVector:
 
 
 async def register_vectors(conn: psycopg.AsyncConnection[Any]) -> None:
-    """The vector type on ``conn``: ``PgVector`` parameters, vectors read as float32
-    NumPy arrays (``VectorBinaryLoader``)."""
+    """The vector type on ``conn``: ``PgVector`` parameters, and vectors of binary results
+    read as float32 NumPy arrays (``VectorBinaryLoader``; text results stay pgvector's
+    ``Vector``: ``from_pg_vector`` reads both)."""
     await register_vector_async(conn)
     oid = conn.adapters.types["vector"].oid
     conn.adapters.register_loader(oid, VectorBinaryLoader)

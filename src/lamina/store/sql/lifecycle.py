@@ -240,7 +240,8 @@ class SqlMemoryLifecycle(SqlMemories):
         present: set[str] | None = None,
     ) -> Program[list[str]]:
         """Skip the ids the tenant has (and repeats), advance each conversation past the
-        positions imported, insert, then renew the neighbourhoods of the imported turns.
+        positions imported, and insert: conversation turns with their neighbourhoods, the
+        stored turns they become neighbours of renewed (``_imported_turns``).
         ``present``: every id the tenant has, when the caller knows them (an atomic import
         into an empty store); the ids stored are added to it."""
         ids = [] if present is not None else list(dict.fromkeys(m.entry.id for m in memories))
