@@ -3,6 +3,7 @@ threshold, on the embedded store and on PostgreSQL, through the public library."
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 from collections.abc import Iterator
@@ -178,6 +179,40 @@ def test_an_import_gives_each_turn_the_neighbourhood_it_had(lm: Lamina, tmp_path
         )
         == 10
     )
+
+
+def test_turns_imported_at_one_position_keep_the_order_they_were_stored_in(
+    lm: Lamina, tmp_path: Path
+) -> None:
+    """Two turns of a file at one position (hand-made, or two exports merged) are in the
+    order they were stored, on both stores and whichever path makes the neighbourhood:
+    the turn two places after them sees the second of them, before and after a renewal."""
+    from lamina.memory.records import dump_record
+
+    words = ["alpha", "bravo", "charlie", "delta", "echo"]
+    added = lm.memory.add_messages(
+        [{"role": "user", "content": w} for w in words], user_id="u", conversation_id="c"
+    ).memories
+    records = [dump_record(r) for r in lm.memory.export(embeddings=True)]
+    tied = []
+    for line in records:
+        record = json.loads(line)
+        if record["content"] == "charlie":  # charlie at bravo's position
+            record["metadata"]["conversation"]["position"] = 1
+        tied.append(json.dumps(record))
+    path = tmp_path / "tied.jsonl"
+    path.write_text("".join(f"{r}\n" for r in tied), encoding="utf-8")
+    assert lm.memory.import_(path, tenant_id="copy").imported == 5
+
+    def echo_context() -> str:
+        by_id = _neighbourhoods(lm, "copy")
+        return str(by_id[added[4].id][2])
+
+    # echo (position 4) follows delta (3): its two previous turns are charlie and delta.
+    assert "charlie" in echo_context() and "bravo" not in echo_context()
+    lm.memory.update(added[3].id, content="foxtrot", tenant_id="copy")  # renews echo in SQL
+    assert "charlie" in echo_context() and "foxtrot" in echo_context()
+    assert "bravo" not in echo_context()
 
 
 def test_a_conversation_id_reused_by_another_user_lends_no_words(lm: Lamina) -> None:

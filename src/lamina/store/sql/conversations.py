@@ -117,9 +117,10 @@ class SqlConversations(SqlMemoryRows):
         ``before``, oldest first. Only turns of the same scope count: a conversation id
         another user also used never lends that user's words."""
         found = yield rows(
-            "SELECT content, embedding, embedding_model FROM memories WHERE tenant_id = %s "
+            "SELECT content, embedding, embedding_model FROM memories WHERE tenant_id = %s "  # noqa: S608
             "AND conversation_id = %s AND layer = %s AND scope_key = %s "
-            "AND conversation_position < %s ORDER BY conversation_position DESC LIMIT %s",
+            "AND conversation_position < %s "
+            f"ORDER BY conversation_position DESC, {self._d.seq} DESC LIMIT %s",
             *thread,
             before,
             NEIGHBOURS,
@@ -164,21 +165,22 @@ class SqlConversations(SqlMemoryRows):
     ) -> Program[tuple[list[_Turn], list[_Turn]]]:
         """The stored turns of ``thread``: the ``NEIGHBOURS + FOLLOWING`` at or before
         position ``after`` and the ``count_`` (None: all) after it (with the ``FOLLOWING``
-        after those), each in order of position."""
+        after those), each in order of position, then of storing (turns an import gave one
+        position are in one order on both stores)."""
         columns = (
             "SELECT id, conversation_position, content, metadata, embedding, embedding_model "
             "FROM memories WHERE tenant_id = %s AND conversation_id = %s AND layer = %s "
             "AND scope_key = %s AND conversation_position "
         )
         before = yield rows(
-            columns + "<= %s ORDER BY conversation_position DESC LIMIT %s",
+            columns + f"<= %s ORDER BY conversation_position DESC, {self._d.seq} DESC LIMIT %s",
             *thread,
             after,
             NEIGHBOURS + FOLLOWING,
         )
         limit = "" if count_ is None else f" LIMIT {int(count_) + FOLLOWING}"
         later = yield rows(
-            columns + f"> %s ORDER BY conversation_position{limit}",
+            columns + f"> %s ORDER BY conversation_position, {self._d.seq}{limit}",
             *thread,
             after,
         )
