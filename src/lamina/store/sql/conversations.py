@@ -110,23 +110,6 @@ def neighbourhood_of(
 class SqlConversations(SqlMemoryRows):
     """The neighbourhood work of writes and deletes."""
 
-    def _previous_turns(
-        self, thread: ConversationScope, before: int
-    ) -> Program[list[tuple[str, Vector | None]]]:
-        """(content, vector) of the ``NEIGHBOURS`` stored turns of ``thread`` before position
-        ``before``, oldest first. Only turns of the same scope count: a conversation id
-        another user also used never lends that user's words."""
-        found = yield rows(
-            "SELECT content, embedding, embedding_model FROM memories WHERE tenant_id = %s "  # noqa: S608
-            "AND conversation_id = %s AND layer = %s AND scope_key = %s "
-            "AND conversation_position < %s "
-            f"ORDER BY conversation_position DESC, {self._d.seq} DESC LIMIT %s",
-            *thread,
-            before,
-            NEIGHBOURS,
-        )
-        return [(str(c), self._vector_of(v, m)) for c, v, m in reversed(found)]
-
     def _lock_conversations(self, tenant_id: str, conversation_ids: set[str]) -> Program[None]:
         """Hold the ``conversations`` rows (as ``add_messages`` does) before changing turns,
         in one order: no neighbourhood is computed from turns that change meanwhile."""

@@ -23,12 +23,10 @@ from lamina.memory.ports import (
 from lamina.memory.timing import content_key
 from lamina.store.sql.conversations import (
     CONVERSATION,
-    FOLLOWING,
     NEIGHBOURS,
     ConversationScope,
     Neighbourhood,
     SqlConversations,
-    neighbourhood_of,
     place_of,
 )
 from lamina.store.sql.embedding_cache import SqlEmbeddingCache
@@ -90,45 +88,19 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
                 size,
             )
             nxt[(tenant_id, conversation_id)] = int(end[0]) - size
-        # Per conversation (and scope): its stored turns before the call's, then the call's
-        # own, as (content, vector); and where each of the call's messages sits in it.
-        window: dict[ConversationScope, list[tuple[str, Vector | None]]] = {}
-        first: dict[ConversationScope, int] = {}
-        stored: set[ConversationScope] = set()
         numbered: list[NewMemory] = []
-        placed: list[tuple[ConversationScope, int, int]] = []
-        # The vectors as they are stored (none while the store waits for re-embedding).
-        vectors = [m.embedding for m in self._storable(memories)]
-        for m, vector in zip(memories, vectors, strict=True):
+        for m in memories:
             conversation = m.metadata[CONVERSATION]
             key = (m.tenant_id, str(conversation["id"]))
-            position = nxt[key]
+            metadata = {**m.metadata, CONVERSATION: {**conversation, "position": nxt[key]}}
             nxt[key] += 1
-            thread = ConversationScope(m.tenant_id, key[1], m.scope.layer.value, m.scope.key)
-            if thread not in window:
-                window[thread] = yield from self._previous_turns(thread, position)
-                first[thread] = position
-                if window[thread]:
-                    stored.add(thread)
-            metadata = {**m.metadata, CONVERSATION: {**conversation, "position": position}}
             numbered.append(replace(m, metadata=metadata))
-            placed.append((thread, position, len(window[thread])))
-            window[thread].append((m.content, vector))
-        neighbourhoods = [
-            neighbourhood_of(
-                thread.conversation_id,
-                position,
-                m.content,
-                m.metadata[CONVERSATION],
-                vector,
-                window[thread][max(at - NEIGHBOURS, 0) : at],
-                window[thread][at + 1 : at + 1 + FOLLOWING],
-            )
-            for m, vector, (thread, position, at) in zip(memories, vectors, placed, strict=True)
-        ]
+        # Each message's neighbourhood from the stored turns before it and the call's own;
+        # the last stored turns gain next turns (renewed). The vectors as they are stored
+        # (none while the store waits for re-embedding).
+        vectors = [m.embedding for m in self._storable(numbered)]
+        neighbourhoods = yield from self._imported_turns(numbered, vectors)
         entries = yield from self._insert(numbered, actor, neighbourhoods)
-        for thread in sorted(stored):  # the last stored turns gain next turns
-            yield from self._renew(thread, first[thread] - 1, 0)
         return entries
 
     def _insert(
