@@ -194,14 +194,15 @@ class SqlConversations(SqlMemoryRows):
         if updates:
             yield self._d.update("memories", names, ("tenant_id", "id"), updates)
 
-    def _imported_turns(
+    def _new_turns(
         self, memories: Sequence[NewMemory], vectors: Sequence[Vector | None]
     ) -> Program[list[Neighbourhood | None]]:
-        """The neighbourhoods of an import's memories (``vectors``: as they are stored), None
-        for those that are no conversation message: from the stored turns around them and
-        from each other. The stored turns they become neighbours of are renewed (those
-        ``_renew`` renews after a batch's first turn); the memories are written with theirs,
-        instead of written, then renewed."""
+        """The neighbourhoods of memories about to be written (an import's batch, an
+        ``add_messages`` call; ``vectors``: as they are stored), None for those that are no
+        conversation message: from the stored turns around them and from each other. The
+        stored turns they become neighbours of are renewed (those ``_renew`` renews after a
+        thread's first new turn); the memories are written with theirs, instead of written,
+        then renewed."""
         threads: dict[ConversationScope, list[tuple[int, int]]] = {}
         for i, m in enumerate(memories):
             place = place_of(m.metadata)

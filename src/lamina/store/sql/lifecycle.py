@@ -241,7 +241,7 @@ class SqlMemoryLifecycle(SqlMemories):
     ) -> Program[list[str]]:
         """Skip the ids the tenant has (and repeats), advance each conversation past the
         positions imported, and insert: conversation turns with their neighbourhoods, the
-        stored turns they become neighbours of renewed (``_imported_turns``).
+        stored turns they become neighbours of renewed (``_new_turns``).
         ``present``: every id the tenant has, when the caller knows them (an atomic import
         into an empty store); the ids stored are added to it."""
         ids = [] if present is not None else list(dict.fromkeys(m.entry.id for m in memories))
@@ -301,6 +301,6 @@ class SqlMemoryLifecycle(SqlMemories):
         now = datetime.now(UTC)
         histories = [m.history for m in fresh]
         storable = self._storable(new)
-        around = yield from self._imported_turns(storable, [m.embedding for m in storable])
+        around = yield from self._new_turns(storable, [m.embedding for m in storable])
         yield from self._write_rows(storable, actor, now, around, histories)
         return [m.id for m in new]

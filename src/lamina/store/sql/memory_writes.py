@@ -99,7 +99,7 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         # the last stored turns gain next turns (renewed). The vectors as they are stored
         # (none while the store waits for re-embedding).
         vectors = [m.embedding for m in self._storable(numbered)]
-        neighbourhoods = yield from self._imported_turns(numbered, vectors)
+        neighbourhoods = yield from self._new_turns(numbered, vectors)
         entries = yield from self._insert(numbered, actor, neighbourhoods)
         return entries
 
