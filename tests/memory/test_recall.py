@@ -31,17 +31,21 @@ def lm(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Lamina]:
         yield ms
 
 
-def _raw_context(ms: Lamina, memory_id: str) -> tuple[str | None, bool]:
-    """(context, has a neighbourhood vector) of a memory, read from the raw table."""
+def _raw_rows(ms: Lamina, sql: str, value: str) -> list[Any]:
+    """The rows of ``sql`` + a placeholder bound to ``value``, read from the raw tables of
+    either store."""
     url = ms.settings.database_url
-    sql = "SELECT context, context_embedding IS NOT NULL FROM memories WHERE id = "
     if url and url.startswith("postgres"):
         with psycopg.connect(url) as conn:
-            row = conn.execute(sql + "%s", (memory_id,)).fetchone()
-    else:
-        with sqlite3.connect(ms.settings.sqlite_path()) as conn:
-            row = conn.execute(sql + "?", (memory_id,)).fetchone()
-    assert row is not None
+            return conn.execute(sql + "%s", (value,)).fetchall()
+    with sqlite3.connect(ms.settings.sqlite_path()) as conn:
+        return conn.execute(sql + "?", (value,)).fetchall()
+
+
+def _raw_context(ms: Lamina, memory_id: str) -> tuple[str | None, bool]:
+    """(context, has a neighbourhood vector) of a memory, read from the raw table."""
+    sql = "SELECT context, context_embedding IS NOT NULL FROM memories WHERE id = "
+    [row] = _raw_rows(ms, sql, memory_id)
     return row[0], bool(row[1])
 
 
@@ -123,17 +127,11 @@ def _neighbourhoods(ms: Lamina, tenant: str) -> dict[str, tuple[Any, ...]]:
     from the raw table, by id."""
     import numpy as np
 
-    url = ms.settings.database_url
     sql = (
         "SELECT id, conversation_id, conversation_position, context, context_embedding, "
         "lexicon FROM memories WHERE tenant_id = "
     )
-    if url and url.startswith("postgres"):
-        with psycopg.connect(url) as conn:
-            found = conn.execute(sql + "%s", (tenant,)).fetchall()
-    else:
-        with sqlite3.connect(ms.settings.sqlite_path()) as conn:
-            found = conn.execute(sql + "?", (tenant,)).fetchall()
+    found = _raw_rows(ms, sql, tenant)
 
     def floats(vector: Any) -> tuple[float, ...] | None:
         if vector is None:
