@@ -177,11 +177,11 @@ class BulkLoading:
         None. Meanwhile the triggers renewing blocks of keyword postings are off in this
         transaction only (the ALTER TABLE is rolled back, or undone before the commit: no
         other transaction sees them off), and the batches are written as lamina_app under
-        the tenant, as ``import_memories`` writes them. At the end the blocks are made in
-        one pass (``_BLOCKS``: the same rows the triggers make) and the vector index is
-        built if ``bulk_loading`` dropped it, before the commit: the rows, their postings
-        and their index become visible together, and an import that fails or is cut short
-        leaves nothing."""
+        the tenant, as ``import_memories`` writes them. At the end ``memory_terms``' key is
+        made again, the blocks are made in one pass in its order (``_BLOCKS``: the same rows
+        the triggers make) and the vector index is built if ``bulk_loading`` dropped it,
+        before the commit: the rows, their postings and their index become visible
+        together, and an import that fails or is cut short leaves nothing."""
         try:
             conn = await self._db.connect()
         except psycopg.Error as exc:
@@ -206,15 +206,21 @@ class BulkLoading:
             yield write  # an error rolls back: the connection closes without a commit
             try:
                 await conn.execute("RESET ROLE")
-                await conn.execute("SELECT set_config('work_mem', '256MB', true)")
-                await conn.execute(_BLOCKS + _BLOCKS_OVER if atomic.leftover else _BLOCKS)
-                for trigger in _BLOCK_TRIGGERS:
-                    await conn.execute(f"ALTER TABLE memory_terms ENABLE TRIGGER {trigger}")
                 await conn.execute(
                     "SELECT set_config('maintenance_work_mem', %s, true)", (index_build_memory,)
                 )
                 for statement in atomic.terms_key:
                     await conn.execute(statement)
+                # The blocks read the postings in the key's order (term by term, each
+                # term's in seq order: what the blocks group and concatenate), instead of
+                # sorting them all: made after the key, 100k memories' 800k postings make
+                # their 721k blocks in 3.3 s instead of 4.6 (measured 2026-11-27).
+                await conn.execute("SELECT set_config('work_mem', '256MB', true)")
+                await conn.execute("SELECT set_config('enable_sort', 'off', true)")
+                await conn.execute(_BLOCKS + _BLOCKS_OVER if atomic.leftover else _BLOCKS)
+                await conn.execute("SELECT set_config('enable_sort', 'on', true)")
+                for trigger in _BLOCK_TRIGGERS:
+                    await conn.execute(f"ALTER TABLE memory_terms ENABLE TRIGGER {trigger}")
                 await conn.execute(
                     "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
                     "USING hnsw (embedding vector_cosine_ops)"
