@@ -9,6 +9,7 @@ way, and compare every row of the keyword index.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import uuid
@@ -21,7 +22,8 @@ import psycopg
 import pytest
 
 from lamina import ErrorCode, Lamina, LaminaError
-from lamina.memory.records import dump_record
+from lamina.memory.ports import StoredMemory
+from lamina.memory.records import dump_record, parse_record
 from tests.conftest import fast_settings
 from tests.store import test_postgres
 
@@ -291,3 +293,66 @@ def test_a_session_reading_the_postings_makes_the_import_go_batch_by_batch(
         assert state["triggers_off"] == [(0,)] and state["vector_index"] == [(1,)]
         hits = ms.memory.search("harbour", user_id="u", mode="keyword", threshold=0)
         assert hits
+
+
+def test_batches_in_flight_are_stored_in_order_and_none_after_a_failure(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The writer of the one-transaction import takes the next batch before the call
+    storing the one before it returned (the importer keeps two in flight, so that the next
+    batch's rows are made while one is stored): the batches are stored in the order of
+    the calls. A batch the database refuses loses the transaction: the batch after it
+    sends nothing, and the store is left as it was."""
+
+    def batch(first: int, content: str = "note {i}") -> list[StoredMemory]:
+        return [
+            parse_record(
+                {
+                    "id": str(uuid.UUID(int=i)),
+                    "content": content.format(i=i),
+                    "layer": "user",
+                    "identifiers": {"user_id": "u"},
+                },
+                i + 1,
+                tenant_id="default",
+                max_length=10_000,
+                model="none",
+                dimensions=384,
+                checked=True,  # as the importer's records are by then: no check refuses
+            )
+            for i in range(first, first + 20)
+        ]
+
+    async def concurrently(store: Any, *batches: list[StoredMemory]) -> list[Any]:
+        """Each batch's outcome (ids stored, or the error); committed when none failed."""
+        async with store.atomic_import("default") as write:
+            assert write is not None
+            tasks = [asyncio.create_task(write(b, "importer")) for b in batches]
+            await asyncio.wait(tasks)
+            outcomes = [t.exception() or t.result() for t in tasks]
+            failed = [o for o in outcomes if isinstance(o, BaseException)]
+            if failed:
+                raise ExceptionGroup("batches failed", failed)  # rolled back
+            return outcomes
+
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        store = ms.aio.store
+        # Text PostgreSQL cannot hold (NUL; checks refuse it, skipped here): refused there.
+        refused = batch(20, "note {i}\x00")
+        with pytest.raises(ExceptionGroup) as failed:
+            ms._run(concurrently(store, batch(0), refused, batch(40)))
+        # The refused batch's error, then the next one's: the writer sent nothing of it.
+        refusal, after = failed.value.exceptions
+        assert isinstance(refusal, LaminaError) and isinstance(after, LaminaError)
+        assert "a batch before it failed" in after.message
+        state = index_state(pg_url)
+        assert not any(state[name] for name in ("terms", "stats", "blocks", "rows"))
+        assert state["triggers_off"] == [(0,)] and len(state["term_indexes"]) == 3
+
+        results = ms._run(concurrently(store, batch(0), batch(20), batch(40)))
+        assert [len(r) for r in results] == [20, 20, 20]
+        with psycopg.connect(pg_url) as conn:
+            ids = [r[0] for r in conn.execute("SELECT id FROM memories ORDER BY seq")]
+        assert ids == [str(uuid.UUID(int=i)) for i in range(60)]
+        hits = ms.memory.search("note", user_id="u", mode="keyword", threshold=0, limit=100)
+        assert len(hits) == 60

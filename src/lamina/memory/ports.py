@@ -82,7 +82,9 @@ class StoredMemory:
 
 
 #: Stores a batch of an atomic import: ``import_memories`` (the memories, the actor) on the
-#: import's own transaction; the ids stored.
+#: import's own transaction; the ids stored. It may be called for the next batch before a
+#: call returns: the batches are stored one at a time, in the order of the calls (the
+#: writer may make a batch's rows meanwhile), and none after one that failed.
 ImportWriter = Callable[[Sequence[StoredMemory], str | None], Awaitable[list[str]]]
 
 

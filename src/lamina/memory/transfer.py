@@ -287,13 +287,13 @@ class MemoryTransfer(MemoryWrites):
             if on_progress is not None:
                 on_progress(report["imported"] + report["skipped"], None)
 
-        # One batch is stored while the next is read and checked (the writer's transaction
-        # takes one batch at a time); a bad record stops the import once the batch being
-        # stored is done, and the store rolls back.
-        pending: asyncio.Task[None] | None = None
+        # Batches are stored while the next ones are read and checked, two in flight: the
+        # writer's transaction takes one at a time, in order, and makes the next one's rows
+        # meanwhile. A bad record stops the import once the batches in flight are done, and
+        # the store rolls back.
+        storing: list[asyncio.Task[None]] = []
 
         async def read() -> None:
-            nonlocal pending
             batch: list[StoredMemory] = []
             for line, data, _ in records():
                 item = self._parse(data, line, tenant)
@@ -301,19 +301,20 @@ class MemoryTransfer(MemoryWrites):
                 report["records"] += 1
                 batch.append(item)
                 if len(batch) >= size:
-                    pending, batch = await _hand_over(pending, store(batch)), []
+                    await _hand_over(storing, store, batch)
+                    batch = []
                 elif not len(batch) % _TURN:
-                    await asyncio.sleep(0)  # the batch being stored sends its next statement
+                    await asyncio.sleep(0)  # the batches in flight go on meanwhile
             if batch:
-                pending = await _hand_over(pending, store(batch))
-            if pending is not None:
-                await pending
+                await _hand_over(storing, store, batch)
+            while storing:
+                await storing.pop(0)
 
         try:
             await self._observe("import", read)
         finally:
-            if pending is not None and not pending.done():
-                await _settle(pending)
+            for task in storing:
+                await _settle(task)
         return ImportReport(**report)
 
     async def _import_in_batches(
@@ -459,24 +460,28 @@ def _reader(
 _TURN = 32
 
 
+#: Batches of an atomic import in flight at once: one being stored, the next one made
+#: ready meanwhile (the writer's rows of it), so the database never waits for this process
+#: to make a batch's rows, and this process never waits for the database to store one.
+_IN_FLIGHT = 2
+
+
 async def _hand_over(
-    pending: asyncio.Task[None] | None, storing: Coroutine[Any, Any, None]
-) -> asyncio.Task[None]:
-    """Start ``storing`` once the batch before it (``pending``) is stored (never, if that
-    one failed)."""
-    if pending is not None:
-        try:
-            await pending
-        except BaseException:
-            storing.close()
-            raise
-    task = asyncio.create_task(storing)
+    storing: list[asyncio.Task[None]],
+    store: Callable[[list[StoredMemory]], Coroutine[Any, Any, None]],
+    batch: list[StoredMemory],
+) -> None:
+    """Start storing ``batch`` (a task appended to ``storing``, the batches in flight, in
+    order) once fewer than ``_IN_FLIGHT`` are; never, if one before it failed (its error
+    is raised)."""
+    while len(storing) >= _IN_FLIGHT:
+        await storing.pop(0)
+    storing.append(asyncio.create_task(store(batch)))
     await asyncio.sleep(0)  # let it start before reading on
-    return task
 
 
 async def _settle(task: asyncio.Task[None]) -> None:
-    """Wait for a batch still being stored when the import stops (its transaction is then
+    """Wait for a batch still in flight when the import stops (its transaction is then
     rolled back: the writer's connection must be idle first), ignoring how it ends."""
     await asyncio.wait([task])
     if not task.cancelled():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -10,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
+from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.ports import ImportWriter, StoredMemory
 from lamina.store.postgres.db import POSTGRES, Database, run, translate
 from lamina.store.postgres.filters import register_vectors, to_pg_vector
@@ -196,12 +198,30 @@ class BulkLoading:
                 return
 
             present: set[str] = set()  # the ids stored: the store had none before
+            turn = asyncio.Lock()  # the batches take the transaction one at a time, in order
+            failed: list[bool] = []
 
             async def write(memories: Sequence[StoredMemory], actor: str | None) -> list[str]:
+                program = self._import(tenant_id, list(memories), actor, present)
+                # The batch's work up to its first statement (plain memories: all their
+                # rows) is done before its turn, while the batch before it is stored.
                 try:
-                    return await run(conn, self._import(tenant_id, list(memories), actor, present))
-                except psycopg.Error as exc:
-                    raise translate(exc, "import") from exc
+                    first = next(program)
+                except StopIteration as done:  # nothing to store
+                    return list(done.value)
+                async with turn:
+                    if failed:  # the transaction is lost: a batch before this one failed
+                        program.close()
+                        raise LaminaError(
+                            ErrorCode.INTERNAL_ERROR, "import: not stored, a batch before it failed"
+                        )
+                    try:
+                        return await run(conn, program, first)
+                    except BaseException as exc:
+                        failed.append(True)
+                        if isinstance(exc, psycopg.Error):
+                            raise translate(exc, "import") from exc
+                        raise
 
             yield write  # an error rolls back: the connection closes without a commit
             try:

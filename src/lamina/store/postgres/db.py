@@ -359,8 +359,9 @@ async def _fill(
             )
 
 
-async def run(conn: Any, program: Program[T]) -> T:
-    """Run a shared SQL program on ``conn``, awaiting each statement."""
+async def run(conn: Any, program: Program[T], first: Step | Lock | None = None) -> T:
+    """Run a shared SQL program on ``conn``, awaiting each statement (``first``: the step
+    the caller already advanced it to)."""
 
     async def execute(step: Step | Lock) -> Any:
         if isinstance(step, Lock):
@@ -380,7 +381,7 @@ async def run(conn: Any, program: Program[T]) -> T:
             return await cursor.fetchone()
         return cursor.rowcount
 
-    return await drive_async(program, execute)
+    return await drive_async(program, execute, first)
 
 
 #: The PostgreSQL type of each column ``PostgresDialect.insert`` fills (memories and

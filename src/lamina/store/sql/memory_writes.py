@@ -178,7 +178,9 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         names = list(dict.fromkeys(k for values in stored for k in values))
         if any(len(values) != len(names) for values in stored):  # messages among memories
             stored = [{k: values.get(k) for k in names} for values in stored]
-        yield d.insert("memories", names, [tuple(values.values()) for values in stored])
+        memories_insert = d.insert("memories", names, [tuple(values.values()) for values in stored])
+        # Every value is made before the first statement (an atomic import makes a batch's
+        # values while the batch before it is stored).
         events: list[tuple[Any, ...]] = []
         for n, v in enumerate(stored):
             given = None if histories is None else histories[n]
@@ -200,6 +202,7 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
                 )
                 for e in given
             ]
+        yield memories_insert
         if events:
             yield d.insert("memory_history", HISTORY_NAMES, events)
 

@@ -83,10 +83,15 @@ def drive(program: Program[T], execute: Callable[[Step | Lock], Any]) -> T:
         return result
 
 
-async def drive_async(program: Program[T], execute: Callable[[Step | Lock], Awaitable[Any]]) -> T:
-    """Run ``program``, awaiting ``execute`` for each step."""
+async def drive_async(
+    program: Program[T],
+    execute: Callable[[Step | Lock], Awaitable[Any]],
+    first: Step | Lock | None = None,
+) -> T:
+    """Run ``program``, awaiting ``execute`` for each step (``first``: the step the caller
+    already advanced it to, with ``next``)."""
     try:
-        step = next(program)
+        step = next(program) if first is None else first
         while True:
             step = program.send(await execute(step))
     except StopIteration as done:
