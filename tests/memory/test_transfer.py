@@ -3,6 +3,7 @@ does, the records they get, and every bad input refused without touching stored 
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from lamina import Lamina
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory import transfer
 from lamina.memory.records import dump_record
 from tests.conftest import fast_settings
 
@@ -372,3 +374,36 @@ def test_a_checked_record_reads_back_the_same_without_its_checks(ms: Lamina) -> 
             assert fast.vector is None and full.vector is None
         else:
             assert full.vector is not None and np.array_equal(fast.vector, full.vector)
+
+
+def test_the_garbage_collector_pauses_while_imports_run(ms: Lamina, tmp_path: Path) -> None:
+    """An import turns Python's cyclic garbage collector off while it runs (its batches'
+    objects made the collector traverse the whole process again and again) and back on
+    when it ends, however it ends; with imports overlapping, when the last one ends; and a
+    collector the application had turned off stays off."""
+    path = tmp_path / "rows.jsonl"
+    record = {"content": "note", "layer": "user", "identifiers": {"user_id": "u"}}
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    seen: list[bool] = []
+    assert gc.isenabled()
+    report = ms.memory.import_(path, on_progress=lambda *_: seen.append(gc.isenabled()))
+    assert report.imported == 1 and seen and not any(seen) and gc.isenabled()
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"content": "x", "layer": "nowhere", "identifiers": {}}\n', encoding="utf-8")
+    with pytest.raises(LaminaError):
+        ms.memory.import_(bad)
+    assert gc.isenabled()
+
+    with transfer._collector_paused():
+        with transfer._collector_paused():  # another import, overlapping
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        ms.memory.import_(path)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -6,8 +6,10 @@ lives in ``records``."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
+import threading
 import zlib
 from array import array
 from collections.abc import (
@@ -20,6 +22,7 @@ from collections.abc import (
     Mapping,
     Sequence,
 )
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Unpack
 
@@ -247,10 +250,11 @@ class MemoryTransfer(MemoryWrites):
 
         # Into an empty store that can take an import as one transaction, the records are
         # checked while they are stored, in one pass: a bad one rolls everything back.
-        async with self._store.bulk_loading(), self._store.atomic_import(tenant) as writer:
-            if writer is None:
-                return await self._import_in_batches(records, tenant, who, size, on_progress)
-            report = await self._import_at_once(records, tenant, who, size, writer, on_progress)
+        with _collector_paused():
+            async with self._store.bulk_loading(), self._store.atomic_import(tenant) as writer:
+                if writer is None:
+                    return await self._import_in_batches(records, tenant, who, size, on_progress)
+                report = await self._import_at_once(records, tenant, who, size, writer, on_progress)
         if on_progress is not None:  # committed, indexes built: the total is known now
             on_progress(report.imported + report.skipped, report.records)
         return report
@@ -486,6 +490,34 @@ async def _settle(task: asyncio.Task[None]) -> None:
     await asyncio.wait([task])
     if not task.cancelled():
         task.exception()  # seen: the import's own error is the one raised
+
+
+#: ``_collector_paused``'s state: how many imports run, whether the collector was on.
+_PAUSE = threading.Lock()
+_paused = {"imports": 0, "was_on": False}
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while imports run in this process (on again
+    when the last one ends, if it was on when the first began). An import keeps every
+    record's objects until its batch is stored, so the collector moved them to its oldest
+    generation and traversed every object of the process again and again: at 100k records
+    it took 2.3 of the import's 12 CPU-seconds (27 full collections, 1.6 s). Objects
+    without cycles are freed as they always are, by their reference counts; only garbage
+    in cycles waits for the import's end."""
+    with _PAUSE:
+        if _paused["imports"] == 0:
+            _paused["was_on"] = gc.isenabled()
+            gc.disable()
+        _paused["imports"] += 1
+    try:
+        yield
+    finally:
+        with _PAUSE:
+            _paused["imports"] -= 1
+            if _paused["imports"] == 0 and _paused["was_on"]:
+                gc.enable()
 
 
 def _crc(raw: str | None) -> int:
