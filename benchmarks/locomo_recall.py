@@ -47,6 +47,12 @@ def questions(sample: dict[str, Any]) -> list[dict[str, Any]]:
     return [q for q in sample["qa"] if q.get("category") in (1, 2, 3, 4) and q.get("evidence")]
 
 
+def evidence_of(qa: dict[str, Any]) -> set[str]:
+    """The dialogue ids of a question's evidence turns. One entry of the file names two turns
+    in one string ("D8:6; D9:17"): read as the two, it can be found like any other."""
+    return {part.strip() for entry in qa["evidence"] for part in entry.split(";") if part.strip()}
+
+
 def recall(ranked: list[str], evidence: set[str]) -> dict[int, float]:
     return {k: len(evidence & set(ranked[:k])) / len(evidence) for k in KS}
 
@@ -90,7 +96,7 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
                 other = users[(index + 1) % len(users)]
                 for qa in questions(sample):
                     count += 1
-                    evidence = set(qa["evidence"])
+                    evidence = evidence_of(qa)
                     for name, extra in runs.items():
                         start = time.perf_counter()
                         hits = ms.memory.search(qa["question"], user_id=user, limit=20, **extra)

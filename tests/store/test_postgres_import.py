@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import gc
 import json
 import uuid
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ import psycopg
 import pytest
 
 from lamina import ErrorCode, Lamina, LaminaError
+from lamina.embeddings.local import MODEL_ID
 from lamina.memory.ports import StoredMemory
 from lamina.memory.records import dump_record, parse_record
 from tests.conftest import fast_settings
@@ -356,3 +358,44 @@ def test_batches_in_flight_are_stored_in_order_and_none_after_a_failure(
         assert ids == [str(uuid.UUID(int=i)) for i in range(60)]
         hits = ms.memory.search("note", user_id="u", mode="keyword", threshold=0, limit=100)
         assert len(hits) == 60
+
+
+def test_a_batch_that_embeds_keeps_its_place(pg_url: str, tmp_path: Path) -> None:
+    """Records without a vector are embedded before their batch is stored: with two batches
+    in flight, the next batch (its vectors given) waits for it, so rows are stored in the
+    file's order, the first of two records with one id is the one kept, and every embedding
+    is counted. The collector stays paused to the last progress call."""
+    rng = np.random.default_rng(7)
+
+    def record(i: int, *, vector: bool, content: str = "harbour note {i}") -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "id": str(uuid.UUID(int=i)),
+            "content": content.format(i=i),
+            "layer": "user",
+            "identifiers": {"user_id": "u"},
+        }
+        if vector:
+            v = rng.standard_normal(384).astype("<f4")
+            data["embedding"] = base64.b64encode((v / np.linalg.norm(v)).tobytes()).decode()
+            data["embedding_model"] = MODEL_ID  # the store's: the vector is kept
+        return data
+
+    records = [record(i, vector=False) for i in range(20)]  # embedded: the slow batch
+    records += [record(i, vector=True) for i in range(20, 40)]
+    records += [record(0, vector=True, content="a later record with the first one's id")]
+    records += [record(i, vector=False) for i in range(41, 60)]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    collecting: list[bool] = []
+    with Lamina(fast_settings(tmp_path, database_url=pg_url)) as ms:
+        report = ms.memory.import_(
+            path, batch_size=20, on_progress=lambda *_: collecting.append(gc.isenabled())
+        )
+        assert (report.imported, report.skipped) == (59, 1)
+        assert report.embedded == 39
+        with psycopg.connect(pg_url) as conn:
+            rows = conn.execute("SELECT id, content FROM memories ORDER BY seq").fetchall()
+        assert [r[0] for r in rows] == list(dict.fromkeys(r["id"] for r in records))
+        assert rows[0][1] == "harbour note 0"
+        assert [r["id"] for r in ms.memory.export()] == [r[0] for r in rows]
+    assert collecting and not any(collecting) and gc.isenabled()

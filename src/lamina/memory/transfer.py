@@ -255,8 +255,8 @@ class MemoryTransfer(MemoryWrites):
                 if writer is None:
                     return await self._import_in_batches(records, tenant, who, size, on_progress)
                 report = await self._import_at_once(records, tenant, who, size, writer, on_progress)
-        if on_progress is not None:  # committed, indexes built: the total is known now
-            on_progress(report.imported + report.skipped, report.records)
+            if on_progress is not None:  # committed, indexes built: the total is known now
+                on_progress(report.imported + report.skipped, report.records)
         return report
 
     async def _check(self, tenant: str, item: StoredMemory, line: int) -> None:
@@ -285,16 +285,35 @@ class MemoryTransfer(MemoryWrites):
         ``writer`` (one transaction: nothing is kept unless every record passes). The
         total is not known before the end."""
         report = {"records": 0, "imported": 0, "skipped": 0, "embedded": 0}
+        #: The batch handed over last: its call of the writer has begun (or it ended).
+        called: list[asyncio.Event] = []
 
         async def store(items: list[StoredMemory]) -> None:
-            report["embedded"] += await self._store_batch(tenant, items, who, report, writer)
+            before = called[-1] if called else None
+            mine = asyncio.Event()
+            called.append(mine)
+
+            async def in_order(batch: Sequence[StoredMemory], actor: str | None) -> list[str]:
+                # A batch embedding its records (a batch without vectors) must not let the
+                # next one reach the writer first: the writer stores them in the order of
+                # its calls, and that is the file's.
+                if before is not None:
+                    await before.wait()
+                mine.set()  # the next batch calls once this call waits in the writer
+                return await writer(batch, actor)
+
+            try:
+                embedded = await self._store_batch(tenant, items, who, report, in_order)
+            finally:
+                mine.set()
+            report["embedded"] += embedded
             if on_progress is not None:
                 on_progress(report["imported"] + report["skipped"], None)
 
         # Batches are stored while the next ones are read and checked, two in flight: the
-        # writer's transaction takes one at a time, in order, and makes the next one's rows
-        # meanwhile. A bad record stops the import once the batches in flight are done, and
-        # the store rolls back.
+        # writer's transaction takes one at a time, in the file's order, and makes the next
+        # one's rows meanwhile. A bad record stops the import once the batches in flight
+        # are done, and the store rolls back.
         storing: list[asyncio.Task[None]] = []
 
         async def read() -> None:
@@ -312,7 +331,8 @@ class MemoryTransfer(MemoryWrites):
             if batch:
                 await _hand_over(storing, store, batch)
             while storing:
-                await storing.pop(0)
+                await storing[0]
+                storing.pop(0)
 
         try:
             await self._observe("import", read)
@@ -465,8 +485,8 @@ _TURN = 32
 
 
 #: Batches of an atomic import in flight at once: one being stored, the next one made
-#: ready meanwhile (the writer's rows of it), so the database never waits for this process
-#: to make a batch's rows, and this process never waits for the database to store one.
+#: ready meanwhile (the writer makes its rows), so that the database and this process
+#: work side by side instead of in turns.
 _IN_FLIGHT = 2
 
 
@@ -479,7 +499,8 @@ async def _hand_over(
     order) once fewer than ``_IN_FLIGHT`` are; never, if one before it failed (its error
     is raised)."""
     while len(storing) >= _IN_FLIGHT:
-        await storing.pop(0)
+        await storing[0]  # kept in ``storing`` until done, to be settled if this is cancelled
+        storing.pop(0)
     storing.append(asyncio.create_task(store(batch)))
     await asyncio.sleep(0)  # let it start before reading on
 
@@ -506,18 +527,21 @@ def _collector_paused() -> Iterator[None]:
     it took 2.3 of the import's 12 CPU-seconds (27 full collections, 1.6 s). Objects
     without cycles are freed as they always are, by their reference counts; only garbage
     in cycles waits for the import's end."""
-    with _PAUSE:
-        if _paused["imports"] == 0:
-            _paused["was_on"] = gc.isenabled()
-            gc.disable()
-        _paused["imports"] += 1
+    counted = False
     try:
+        with _PAUSE:
+            if _paused["imports"] == 0:
+                _paused["was_on"] = gc.isenabled()
+                gc.disable()
+            _paused["imports"] += 1
+            counted = True
         yield
     finally:
-        with _PAUSE:
-            _paused["imports"] -= 1
-            if _paused["imports"] == 0 and _paused["was_on"]:
-                gc.enable()
+        if counted:
+            with _PAUSE:
+                _paused["imports"] -= 1
+                if _paused["imports"] == 0 and _paused["was_on"]:
+                    gc.enable()
 
 
 def _crc(raw: str | None) -> int:
