@@ -240,7 +240,9 @@ class MemoryTransfer(MemoryWrites):
         superuser) the whole import is one transaction instead, each record checked as it
         is read, in one pass (a bad one or a crash rolls it all back; the progress's
         ``total`` is None until the commit). Records without a vector of the configured
-        model are embedded. ``on_progress(done, total)`` follows the storing."""
+        model are embedded. ``on_progress(done, total)`` follows the storing. While it runs,
+        Python's cyclic garbage collector is paused in this process (``_collector_paused``:
+        docs/export.md, "Speed")."""
         tenant = self._tenant(tenant_id)
         if format not in FORMATS:
             raise invalid(f"format must be one of {', '.join(FORMATS)}, not {format!r}", "format")
