@@ -287,13 +287,14 @@ class MemoryTransfer(MemoryWrites):
         ``writer`` (one transaction: nothing is kept unless every record passes). The
         total is not known before the end."""
         report = {"records": 0, "imported": 0, "skipped": 0, "embedded": 0}
-        #: The batch handed over last: its call of the writer has begun (or it ended).
-        called: list[asyncio.Event] = []
+        #: Set once the call of the writer of the batch handed over last has begun (or the
+        #: batch ended).
+        called: asyncio.Event | None = None
 
         async def store(items: list[StoredMemory]) -> None:
-            before = called[-1] if called else None
-            mine = asyncio.Event()
-            called.append(mine)
+            nonlocal called
+            before, mine = called, asyncio.Event()
+            called = mine
 
             async def in_order(batch: Sequence[StoredMemory], actor: str | None) -> list[str]:
                 # A batch embedding its records (a batch without vectors) must not let the

@@ -199,9 +199,10 @@ class BulkLoading:
 
             present: set[str] = set()  # the ids stored: the store had none before
             turn = asyncio.Lock()  # the batches take the transaction one at a time, in order
-            failed: list[bool] = []
+            failed = False  # a batch failed: the transaction is lost
 
             async def write(memories: Sequence[StoredMemory], actor: str | None) -> list[str]:
+                nonlocal failed
                 program = self._import(tenant_id, list(memories), actor, present)
                 # The batch's work up to its first statement (plain memories: all their
                 # rows) is done before its turn, while the batch before it is stored; an
@@ -216,7 +217,7 @@ class BulkLoading:
                     early = exc
                 try:
                     async with turn:
-                        if failed:  # the transaction is lost: a batch before this one failed
+                        if failed:
                             raise LaminaError(
                                 ErrorCode.INTERNAL_ERROR,
                                 "import: not stored, a batch before it failed",
@@ -226,7 +227,7 @@ class BulkLoading:
                                 raise early
                             return await run(conn, program, first)
                         except BaseException as exc:
-                            failed.append(True)
+                            failed = True
                             if isinstance(exc, psycopg.Error):
                                 raise translate(exc, "import") from exc
                             raise
