@@ -90,6 +90,14 @@ async def mine_found(session: Any) -> set[str]:
     return found | {h["memory"]["content"] for h in hits["results"]}
 
 
+async def theirs_found(session: Any) -> set[str]:
+    """Bob's and the project's memories the server finds (null: not the defaults)."""
+    bob = await ok(session, "memory_list", {"user_id": "bob"})
+    scope = {"project_id": "atlas", "user_id": None, "agent_id": None}
+    project = await ok(session, "memory_list", scope)
+    return {m["content"] for m in bob["items"] + project["items"]}
+
+
 def contents(*keys: str) -> set[str]:
     return {MINE[k]["content"] for k in keys}
 
@@ -121,13 +129,28 @@ def test_delete_all_forgets_the_default_user(store: dict[str, str], tmp_path: Pa
             # null: no agent default (the server's agent would narrow to its memories).
             assert await deleted(s, {"agent_id": None}) == 2
             assert await mine_found(s) == set()
+            assert await theirs_found(s) == {m["content"] for m in THEIRS}
+
+            # include_sessions: the user's sessions' messages go too.
+            await add(s, *MINE.values())
+            message = {"role": "user", "content": "book the train"}
+            await ok(s, "session_append", {"session_key": "s1", "messages": [message]})
+            done = await ok(s, "memory_delete_all", {"include_sessions": True})
+            assert done["deleted"] == len(MINE)
+            assert done["sessions"] == ["s1"] and done["session_messages"] == 1
+            assert (await ok(s, "session_messages", {"session_key": "s1"}))["messages"] == []
+            assert await mine_found(s) == set()
+
+            # A project named: its memories, no user default (they belong to no user).
+            assert await deleted(s, {"project_id": "atlas"}) == 1
+            assert await theirs_found(s) == {m["content"] for m in THEIRS[:2]}
 
     run(scenario)
     assert "Traceback" not in (tmp_path / "err").read_text(encoding="utf-8")
     with library(data, store) as ms:
         assert ms.memory.count_all(user_id=USER) == 0
         assert ms.memory.count_all(user_id="bob") == 2
-        assert ms.memory.count_all(project_id="atlas") == 1
+        assert ms.memory.count_all(project_id="atlas") == 0
 
 
 def test_each_tool_says_which_defaults_it_applies(tmp_path: Path) -> None:
