@@ -1,7 +1,8 @@
 """The desktop client configurations of docs/mcp.md, run as written: each snippet's command,
 arguments and environment start `lamina mcp` over stdio, driven by the official mcp client.
 Also the default identifiers of `lamina mcp`: filled in when a call omits them, overridden by
-an explicit value, and absent defaults leave the MISSING_IDENTIFIER errors as they were."""
+an explicit value (an explicit null: none), and absent defaults leave the MISSING_IDENTIFIER
+errors as they were."""
 
 from __future__ import annotations
 

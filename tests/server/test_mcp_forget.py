@@ -185,6 +185,10 @@ def test_each_tool_says_which_defaults_it_applies(tmp_path: Path) -> None:
             )
             assert added["memories"][0]["layer"] == "agent"
             assert added["memories"][0]["identifiers"] == {"agent_id": AGENT, "user_id": USER}
+            query = {"query": "hi", "mode": "keyword"}
+            hits = (await ok(s, "memory_search", query))["results"]
+            assert [h["memory"]["content"] for h in hits] == ["hi"]
+            assert (await ok(s, "memory_search", {**query, "agent_id": None}))["results"] == []
 
     run(scenario)
 
