@@ -1,115 +1,30 @@
 """The desktop client configurations of docs/mcp.md, run as written: each snippet's command,
 arguments and environment start `lamina mcp` over stdio, driven by the official mcp client.
 Also the default identifiers of `lamina mcp`: filled in when a call omits them, overridden by
-an explicit value, and absent defaults leave the MISSING_IDENTIFIER errors as they were."""
+an explicit value (an explicit null: none), and absent defaults leave the MISSING_IDENTIFIER
+errors as they were."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import os
-import re
 import subprocess
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from importlib.metadata import version
-from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-DOC = ROOT / "docs" / "mcp.md"
-LAMINA = ROOT / ".venv" / "bin" / "lamina"
-IDENTIFIERS = ("agent_id", "user_id", "session_id", "project_id", "team_id", "org_id", "company_id")
-CLIENTS = ("claude-desktop", "cursor", "vscode")
-SESSION_TIMEOUT = 120.0  # seconds for a whole client session, start to shutdown
-REQUEST_TIMEOUT = 60.0  # seconds for one request (the first loads the embedding model)
-
-_SNIPPET = re.compile(r"<!-- mcp-config: ([\w-]+) -->\s*```json\n(.*?)\n```", re.S)
-
-
-def snippets() -> dict[str, dict[str, Any]]:
-    found: dict[str, dict[str, Any]] = {}
-    for name, body in _SNIPPET.findall(DOC.read_text(encoding="utf-8")):
-        assert name not in found, f"two snippets marked {name}"
-        found[name] = json.loads(body)
-    return found
-
-
-def server_entry(client: str, config: dict[str, Any]) -> dict[str, Any]:
-    """The ``lamina`` entry, after checking the shape ``client`` expects."""
-    key = "servers" if client == "vscode" else "mcpServers"
-    assert list(config) == [key], f"{client}: top-level key must be {key!r}"
-    entry: dict[str, Any] = config[key]["lamina"]
-    allowed = (
-        {"type", "command", "args", "env"} if client == "vscode" else {"command", "args", "env"}
-    )
-    assert set(entry) <= allowed, f"{client}: unexpected fields {set(entry) - allowed}"
-    if client == "vscode":
-        assert entry["type"] == "stdio"
-    assert isinstance(entry["command"], str) and entry["command"]
-    assert isinstance(entry["args"], list) and all(isinstance(a, str) for a in entry["args"])
-    env = entry.get("env", {})
-    assert isinstance(env, dict)
-    assert all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
-    return entry
-
-
-def command_of(entry: dict[str, Any]) -> str:
-    """The snippet's command; the bare name ``lamina`` is this checkout's console script."""
-    if entry["command"] != "lamina":
-        return str(entry["command"])
-    assert LAMINA.is_file(), f"{LAMINA} is missing: run scripts/bootstrap"
-    return str(LAMINA)
-
-
-def expected_defaults(entry: dict[str, Any]) -> dict[str, str]:
-    """The default identifiers the snippet configures: LAMINA_MCP__* then the options."""
-    env = entry.get("env", {})
-    found = {
-        n: env[f"LAMINA_MCP__{n.upper()}"] for n in IDENTIFIERS if f"LAMINA_MCP__{n.upper()}" in env
-    }
-    args = entry["args"]
-    for flag, value in pairwise(args):
-        name = flag.removeprefix("--").replace("-", "_")
-        if flag.startswith("--") and name in IDENTIFIERS:
-            found[name] = value
-    return found
-
-
-@asynccontextmanager
-async def mcp_session(
-    command: str, args: list[str], env: dict[str, str], data_dir: Path, errlog: Path
-) -> AsyncIterator[Any]:
-    from mcp import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-
-    params = StdioServerParameters(
-        command=command,
-        args=args,
-        env={**os.environ, **env, "LAMINA_DATA_DIR": str(data_dir)},
-    )
-    with errlog.open("w", encoding="utf-8") as err:
-        async with (
-            stdio_client(params, errlog=err) as (read, write),
-            ClientSession(read, write, read_timeout_seconds=REQUEST_TIMEOUT) as session,
-        ):
-            yield session
-
-
-def run(scenario: Callable[[], Awaitable[None]]) -> None:
-    async def bounded() -> None:
-        async with asyncio.timeout(SESSION_TIMEOUT):
-            await scenario()
-
-    asyncio.run(bounded())
-
-
-async def call(session: Any, tool: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
-    result = await session.call_tool(tool, arguments)
-    return bool(result.is_error), json.loads(result.content[0].text)
+from tests.server.mcp_support import (
+    CLIENTS,
+    LAMINA,
+    call,
+    command_of,
+    documented_tool_count,
+    expected_defaults,
+    mcp_session,
+    run,
+    server_entry,
+    snippets,
+)
 
 
 def test_the_page_holds_one_config_per_client_matching_the_command() -> None:
@@ -142,7 +57,7 @@ def test_each_documented_config_serves_with_its_defaults(client: str, tmp_path: 
             assert f"user_id={defaults['user_id']!r}" in (init.instructions or "")
 
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            assert len(tools) == 27
+            assert len(tools) == documented_tool_count()
             for name in ("memory_add", "memory_search", "memory_list"):
                 schema = tools[name].input_schema
                 for ident, value in defaults.items():
@@ -197,11 +112,16 @@ def test_an_explicit_identifier_wins_over_the_default(tmp_path: Path) -> None:
             )
             assert not error and bob["identifiers"] == {"user_id": "bob"}
             error, alice = await call(
-                session,
-                "memory_add",
-                {"content": "alice likes vim", "layer": "user", "user_id": None},
+                session, "memory_add", {"content": "alice likes vim", "layer": "user"}
             )
             assert not error and alice["identifiers"] == {"user_id": "alice"}
+            # An explicit null is "none": the default is not applied.
+            error, nobody = await call(
+                session,
+                "memory_add",
+                {"content": "nobody likes vim", "layer": "user", "user_id": None},
+            )
+            assert error and nobody["error"]["code"] == "MISSING_IDENTIFIER"
 
             query = {"query": "likes vim", "mode": "keyword", "layers": ["user"]}
             _, mine = await call(session, "memory_search", query)

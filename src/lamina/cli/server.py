@@ -137,7 +137,9 @@ def mcp(
     server, over stdio or streamable HTTP (API keys and loopback rule as for serve).
 
     --user-id, --project-id … are filled into every memory tool call that omits them, so
-    the model need not invent them; an identifier the model passes wins."""
+    the model need not invent them; an identifier the model passes wins, null means none.
+    memory_delete_all takes only --user-id: {} forgets that user's memories in every layer
+    the user owns (docs/mcp.md)."""
     require("mcp")
     if transport == "http":
         require("server", "The MCP server over streamable HTTP")

@@ -36,7 +36,8 @@ def _instructions(defaults: IdentifierDefaults) -> str:
     if defaults:
         text += (
             f" This server fills in {defaults.describe()} when a memory tool call omits "
-            "them: leave them out unless you mean someone or something else."
+            "them (memory_delete_all: user_id only; each tool's description says which): "
+            "leave them out unless you mean someone or something else, pass null for none."
         )
     return text
 
@@ -65,7 +66,7 @@ class MCPAdapter(ToolSurface):
     def native(self, tool: ServerTool) -> types.Tool:
         return types.Tool(
             name=tool.name,
-            description=tool.description,
+            description=self.defaults.description(tool),
             input_schema=self.defaults.schema(tool),
             annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
         )
