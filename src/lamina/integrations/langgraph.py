@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -38,7 +38,6 @@ from langgraph.store.base import (  # noqa: E402
     BaseStore,
     GetOp,
     ListNamespacesOp,
-    MatchCondition,
     Op,
     PutOp,
     Result,
@@ -50,32 +49,28 @@ from lamina.errors import ErrorCode, LaminaError  # noqa: E402
 from lamina.facade import Lamina  # noqa: E402
 from lamina.integrations import langgraph_values as values  # noqa: E402
 from lamina.integrations.bridge import Bridge  # noqa: E402
-from lamina.memory.layers import MemoryLayer, parse_layer  # noqa: E402
+from lamina.integrations.langgraph_namespaces import (  # noqa: E402
+    Reach,
+    Scope,
+    check_namespace,
+    default_scope,
+    fixed_prefix,
+    matches,
+    under,
+)
+from lamina.memory.layers import MemoryLayer  # noqa: E402
 from lamina.runtime import AsyncLamina  # noqa: E402
 
 __all__ = ["LaminaStore"]
 
 META = "langgraph"
-_LAYERS = frozenset(layer.value for layer in MemoryLayer)
 #: Memories read per page, and keys looked up per query.
 PAGE = 1000
 KEYS = 500
-Scope = tuple[str, dict[str, str]]
 
 
 def _bad(message: str, **details: Any) -> LaminaError:
     return LaminaError(ErrorCode.INVALID_ARGUMENT, message, details=details)
-
-
-@dataclass(frozen=True)
-class Reach:
-    """Where the items under a namespace prefix are: one scope (``scope``), or the memories
-    of ``layers`` (all: empty) whose identifiers include ``ids``; ``nowhere``: none can be."""
-
-    scope: Scope | None = None
-    layers: tuple[str, ...] = ()
-    ids: dict[str, str] = field(default_factory=dict)
-    nowhere: bool = False
 
 
 @dataclass
@@ -96,6 +91,10 @@ class Found:
         )
 
 
+def _scope_of(layer: str, identifiers: Mapping[str, str]) -> Scope:
+    return layer, {n: identifiers[n] for n in MemoryLayer(layer).required_identifiers}
+
+
 def _found(entry: Any) -> Found:
     """A Found from a MemoryEntry or an export record (a dict)."""
     if isinstance(entry, Mapping):
@@ -104,33 +103,15 @@ def _found(entry: Any) -> Found:
             entry["metadata"][META],
             datetime.fromisoformat(entry["created_at"]),
             datetime.fromisoformat(entry["updated_at"]),
-            (entry["layer"], dict(entry["identifiers"])),
+            _scope_of(entry["layer"], entry["identifiers"]),
         )
-    layer = entry.layer.value
     return Found(
         entry.id,
         entry.metadata[META],
         entry.created_at,
         entry.updated_at,
-        (layer, {n: entry.identifiers[n] for n in MemoryLayer(layer).required_identifiers}),
+        _scope_of(entry.layer.value, entry.identifiers),
     )
-
-
-def _check_namespace(namespace: Any) -> tuple[str, ...]:
-    """The namespace, or INVALID_ARGUMENT for labels LangGraph refuses (empty, not text,
-    holding a period)."""
-    if not isinstance(namespace, tuple) or not all(
-        isinstance(label, str) and label and "." not in label for label in namespace
-    ):
-        raise _bad(
-            f"namespace {namespace!r}: a tuple of non-empty strings without periods",
-            namespace=repr(namespace),
-        )
-    return namespace
-
-
-def _under(namespace: tuple[str, ...], prefix: tuple[str, ...]) -> bool:
-    return namespace[: len(prefix)] == prefix
 
 
 class LaminaStore(BaseStore):
@@ -148,46 +129,10 @@ class LaminaStore(BaseStore):
         """``scope``: the layer and identifiers of namespaces that do not name one
         (``{"layer": "project", "project_id": "p1"}``)."""
         self._bridge = Bridge(lamina, tenant_id=tenant_id)
-        self._default: Scope | None = None
-        if scope is not None:
-            rest = dict(scope)
-            layer = parse_layer(rest.pop("layer", "project")).value
-            self._default = (layer, rest)
-
-    # -- namespaces ↔ scopes ----------------------------------------------------------------
-
-    def _scope(self, namespace: tuple[str, ...]) -> Scope:
-        """The scope a put to ``namespace`` writes in, or INVALID_ARGUMENT."""
-        reach = self._reach(namespace)
-        if reach.scope is not None:
-            return reach.scope
-        if namespace and namespace[0] in _LAYERS:
-            layer = MemoryLayer(namespace[0])
-            raise _bad(
-                f"namespace {namespace!r}: the {layer.value} layer needs "
-                f"{', '.join(layer.required_identifiers)} after it",
-                namespace=list(namespace),
-            )
-        raise _bad(
-            f"namespace {namespace!r} names no memory layer (start it with user, agent, "
-            "session, project, team, org or company and the identifier) and the store "
-            "has no default scope",
-            namespace=list(namespace),
-        )
+        self._default = default_scope(scope)
 
     def _reach(self, prefix: tuple[str, ...]) -> Reach:
-        if not prefix:
-            return Reach()
-        if prefix[0] in _LAYERS:
-            layer = MemoryLayer(prefix[0])
-            names = layer.required_identifiers
-            ids = dict(zip(names, prefix[1 : 1 + len(names)], strict=False))
-            if len(ids) == len(names):
-                return Reach(scope=(layer.value, ids))
-            return Reach(layers=(layer.value,), ids=ids)
-        if self._default is None:
-            return Reach(nowhere=True)
-        return Reach(scope=self._default)
+        return Reach.of(prefix, self._default)
 
     # -- the operations ---------------------------------------------------------------------
 
@@ -203,11 +148,11 @@ class LaminaStore(BaseStore):
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in ops:
             if isinstance(op, PutOp):
-                puts[(_check_namespace(op.namespace), op.key)] = op
+                puts[(check_namespace(op.namespace), op.key)] = op
             elif isinstance(op, GetOp):
-                _check_namespace(op.namespace)
+                check_namespace(op.namespace)
             elif isinstance(op, SearchOp):
-                _check_namespace(op.namespace_prefix)
+                check_namespace(op.namespace_prefix)
                 values.check_filter(op.filter)
             elif not isinstance(op, ListNamespacesOp):
                 raise _bad(f"unknown store operation {type(op).__name__}")
@@ -273,11 +218,11 @@ class LaminaStore(BaseStore):
             if prefix:
                 narrow[f"{META}.prefixes"] = {"contains": ".".join(prefix)}
             async for found in self._scoped(reach.scope, narrow):
-                if _under(tuple(found.meta["namespace"]), prefix):
+                if under(tuple(found.meta["namespace"]), prefix):
                     yield found
             return
         async for found in self._wide(reach):
-            if _under(tuple(found.meta["namespace"]), prefix):
+            if under(tuple(found.meta["namespace"]), prefix):
                 yield found
 
     async def _find(self, namespace: tuple[str, ...], keys: list[str]) -> dict[str, list[Found]]:
@@ -332,7 +277,7 @@ class LaminaStore(BaseStore):
             scopes[(reach.scope[0], ())] = reach.scope
         elif not reach.nowhere:
             async for found in self._wide(reach):
-                if _under(tuple(found.meta["namespace"]), prefix):
+                if under(tuple(found.meta["namespace"]), prefix):
                     layer, ids = found.scope
                     scopes.setdefault((layer, tuple(sorted(ids.items()))), found.scope)
         filters = {f"{META}.store": True, **narrow}
@@ -360,7 +305,7 @@ class LaminaStore(BaseStore):
             kept = []
             for hit in hits:
                 found = _found(hit.memory)
-                if _under(tuple(found.meta["namespace"]), op.namespace_prefix) and values.matches(
+                if under(tuple(found.meta["namespace"]), op.namespace_prefix) and values.matches(
                     found.item().value, op.filter
                 ):
                     kept.append((found, hit.score))
@@ -369,22 +314,14 @@ class LaminaStore(BaseStore):
             limit = min(most, limit * 4)
 
     async def _namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        conditions = op.match_conditions or ()
-        for condition in conditions:
-            _check_namespace(tuple(label for label in condition.path if label != "*"))
-        prefix: tuple[str, ...] = ()
-        for condition in conditions:
-            if condition.match_type == "prefix":
-                fixed = []
-                for label in condition.path:
-                    if label == "*":
-                        break
-                    fixed.append(label)
-                prefix = max(prefix, tuple(fixed), key=len)
+        conditions = [(c.match_type, tuple(c.path)) for c in op.match_conditions or ()]
+        for _, path in conditions:
+            check_namespace(tuple(label for label in path if label != "*"))
+        prefix = fixed_prefix(conditions)
         seen: set[tuple[str, ...]] = set()
         async for found in self._items(prefix, {}):
             namespace = tuple(found.meta["namespace"])
-            if all(_matches(namespace, c) for c in conditions):
+            if all(matches(namespace, kind, path) for kind, path in conditions):
                 seen.add(namespace[: op.max_depth] if op.max_depth is not None else namespace)
         return sorted(seen)[op.offset : op.offset + op.limit]
 
@@ -394,7 +331,7 @@ class LaminaStore(BaseStore):
         """The scope, metadata and text a put stores (None, "": it deletes)."""
         if op.value is None:
             return op, self._reach(op.namespace).scope or ("", {}), None, ""
-        scope = self._scope(op.namespace)
+        scope = self._reach(op.namespace).writable(op.namespace)
         if not isinstance(op.value, Mapping):
             raise _bad("a LangGraph store value must be a dict", key=op.key)
         if not isinstance(op.key, str):
@@ -443,13 +380,3 @@ class LaminaStore(BaseStore):
             await memory.update(memory_id, content=text, metadata=metadata, tenant_id=tenant)
         if doomed:
             await memory.bulk_delete(doomed, tenant_id=tenant)
-
-
-def _matches(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
-    path = tuple(condition.path)
-    if not path:
-        return True
-    if len(path) > len(namespace):
-        return False
-    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[-len(path) :]
-    return all(p == "*" or p == n for p, n in zip(path, part, strict=True))
