@@ -145,6 +145,16 @@ def test_where_lamina_differs_it_says_so(settings: Any) -> None:
             assert err.value.code is code, (namespace, err.value)
         assert store.search(()) == []
         assert store.list_namespaces() == []
+        # A search with a query ranks at most memory.max_limit items; without, any number.
+        for call in (
+            lambda: store.search(("user",), query="x", limit=1001),
+            lambda: store.search(("user", "alice"), query="x", limit=10, offset=995),
+        ):
+            with pytest.raises(LaminaError) as err:
+                call()
+            assert err.value.code is ErrorCode.INVALID_ARGUMENT
+            assert "memory.max_limit" in err.value.message
+        assert store.search(("user",), limit=5000) == []
         # One bad put refuses its whole batch before anything is written.
         with pytest.raises(LaminaError):
             store.batch(

@@ -254,6 +254,14 @@ class LaminaStore(BaseStore):
             return []
         narrow = values.pushdown(op.filter, f"{META}.value")
         if op.query:
+            most = self._bridge.ms.settings.memory.max_limit
+            if wanted > most:
+                raise _bad(
+                    f"a search with a query reaches the best {most} items at most "
+                    f"(memory.max_limit); offset + limit is {wanted}",
+                    limit=op.limit,
+                    offset=op.offset,
+                )
             found = await self._ranked(op, narrow, wanted)
             return [f.item(score) for f, score in found[op.offset : wanted]]
         kept: list[SearchItem] = []
