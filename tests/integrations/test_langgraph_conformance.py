@@ -113,6 +113,7 @@ async def script(call: Call) -> Observed:
         ((), {"meta": {"level": {"n": 1}}}),
         ((), {"tags": ["tools", "dev"]}),
         ((), {"at": WHEN}),
+        ((), {"at": WHEN.isoformat()}),  # a datetime is not its text
         ((), {"span": (1, 2)}),
         ((), {"content": {"$eq": "Alice prefers dark mode"}}),
     ]:

@@ -136,6 +136,8 @@ def test_where_lamina_differs_it_says_so(settings: Any) -> None:
                 ErrorCode.INVALID_ARGUMENT,
             ),
             (("user", "alice"), {"content": "fine", "bad": {1, 2}}, ErrorCode.INVALID_ARGUMENT),
+            (("user", "alice"), {"content": "fine", "n": float("nan")}, ErrorCode.INVALID_ARGUMENT),
+            (("user", "alice"), {"content": "fine", "d": {1: "x"}}, ErrorCode.INVALID_ARGUMENT),
             (("project", "p1"), {"content": f"the key is {key}"}, ErrorCode.POLICY_VIOLATION),
             (("project", "p1"), {"content": "fine", "note": key}, ErrorCode.POLICY_VIOLATION),
         ]

@@ -157,11 +157,16 @@ class LaminaStore(BaseStore):
             elif not isinstance(op, ListNamespacesOp):
                 raise _bad(f"unknown store operation {type(op).__name__}")
         writes = [self._prepare(op) for op in puts.values()]
+        wanted: dict[tuple[str, ...], list[str]] = {}
+        for op in ops:
+            if isinstance(op, GetOp):
+                wanted.setdefault(op.namespace, []).append(op.key)
+        got = {ns: await self._find(ns, list(dict.fromkeys(keys))) for ns, keys in wanted.items()}
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
-                found = await self._find(op.namespace, [op.key])
-                results.append(found[op.key][0].item() if op.key in found else None)
+                found = got[op.namespace].get(op.key)
+                results.append(found[0].item() if found else None)
             elif isinstance(op, SearchOp):
                 results.append(await self._search(op))
             elif isinstance(op, ListNamespacesOp):
@@ -182,7 +187,9 @@ class LaminaStore(BaseStore):
         cursor: str | None = None
         while True:
             page = await self._bridge.ms.memory.list(
-                limit=PAGE, cursor=cursor, **self._listing(scope, filters)
+                limit=min(PAGE, self._bridge.ms.settings.memory.max_limit),
+                cursor=cursor,
+                **self._listing(scope, filters),
             )
             for entry in page.items:
                 yield _found(entry)
