@@ -81,11 +81,13 @@ def as_set(items: list[Any]) -> list[Any]:
     return sorted((shape(i) for i in items), key=repr)
 
 
-async def page_through(call: Call, prefix: tuple[str, ...], size: int) -> list[Any]:
+async def page_through(
+    call: Call, prefix: tuple[str, ...], size: int, query: str | None = None
+) -> list[Any]:
     """Every page of a search, checked to have no item twice."""
     seen: list[Any] = []
     offset = 0
-    while page := await call("search", prefix, limit=size, offset=offset):
+    while page := await call("search", prefix, query=query, limit=size, offset=offset):
         assert len(page) <= size
         seen += [shape(i) for i in page]
         offset += size
@@ -122,6 +124,7 @@ async def script(call: Call) -> Observed:
     for query in ["which text editor does she use?", "failover"]:
         found = await call("search", (), query=query, limit=100)
         out.append((f"query {query}", as_set(found)))
+        out.append((f"query pages {query}", await page_through(call, ("user",), 2, query)))
     best = await call("search", ("user",), query="which text editor does she use?", limit=1)
     out.append(("best", shape(best)))
     for args in [

@@ -163,3 +163,22 @@ def test_where_lamina_differs_it_says_so(settings: Any) -> None:
                 [PutOp(("user", "alice"), "ok", {"content": "ok"}), PutOp(("docs",), "k", {})]
             )
         assert store.get(("user", "alice"), "ok") is None
+
+
+def test_pages_of_a_query_search_cover_equal_scores_once(settings: Any) -> None:
+    """Many keys of one text score the same: pages (offset, limit) of a query search still
+    give each item once, across scopes too."""
+    with Lamina(settings) as ms:
+        store = LaminaStore(ms)
+        puts = [PutOp(("user", "alice", "n"), f"a{i}", {"content": TEXT}) for i in range(25)]
+        puts += [PutOp(("user", "bob", "n"), f"b{i}", {"content": TEXT}) for i in range(5)]
+        puts.append(PutOp(("user", "bob", "n"), "other", {"content": "Lunch is at noon"}))
+        store.batch(puts)
+        for prefix, count in [(("user", "alice"), 25), (("user",), 31)]:
+            seen: list[tuple[tuple[str, ...], str]] = []
+            for offset in range(0, 40, 4):
+                page = store.search(prefix, query="the deploy window", limit=4, offset=offset)
+                seen += [(i.namespace, i.key) for i in page]
+            assert len(seen) == len(set(seen)) == count
+        # The one other text ranks last.
+        assert seen[-1] == (("user", "bob", "n"), "other")

@@ -283,8 +283,8 @@ class LaminaStore(BaseStore):
     async def _ranked(
         self, op: SearchOp, narrow: dict[str, Any], wanted: int
     ) -> list[tuple[Found, float]]:
-        """The items under the prefix that pass the filter, best first: searched in each
-        scope that holds some (one, when the prefix names it)."""
+        """The items under the prefix that pass the filter, best first (then by namespace
+        and key): searched in each scope that holds some (one, when the prefix names it)."""
         prefix = op.namespace_prefix
         reach = self._reach(prefix)
         scopes: dict[tuple[str, tuple[tuple[str, str], ...]], Scope] = {}
@@ -301,7 +301,8 @@ class LaminaStore(BaseStore):
         out: list[tuple[Found, float]] = []
         for scope in scopes.values():
             out += await self._ranked_in(scope, op, filters, wanted)
-        out.sort(key=lambda pair: pair[1], reverse=True)
+        # Equal scores in a stable order, so that pages (offset, limit) never overlap.
+        out.sort(key=lambda pair: (-pair[1], pair[0].meta["path"], pair[0].meta["key"]))
         return out
 
     async def _ranked_in(
@@ -324,7 +325,10 @@ class LaminaStore(BaseStore):
                     found.item().value, op.filter
                 ):
                     kept.append((found, hit.score))
-            if len(kept) >= wanted or len(hits) < limit or limit >= most:
+            if len(hits) < limit or limit >= most:
+                return kept
+            # Enough, unless items as good as the last one wanted may lie past this page.
+            if len(kept) >= wanted and kept[wanted - 1][1] > hits[-1].score:
                 return kept
             limit = min(most, limit * 4)
 
