@@ -69,7 +69,7 @@ class MemoryReads(Hierarchy):
             tenant = self._tenant(tenant_id)
             window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
             text = check_query(query, self._settings.max_query_length)
-            distinct = check_flag("collapse", collapse)
+            collapsing = check_flag("collapse", collapse)
             try:
                 search_mode = SearchMode(mode)
             except ValueError:
@@ -123,7 +123,7 @@ class MemoryReads(Hierarchy):
                 found.extend(results.hits)
                 below += results.below_threshold
             await self._refresh_storage_gauge()
-            return SearchResults(self._merge(found, count, distinct), below_threshold=below)
+            return SearchResults(self._merge(found, count, collapsing), below_threshold=below)
 
         return await self._observe("search", run)
 
