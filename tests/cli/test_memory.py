@@ -64,6 +64,15 @@ def test_memory_commands_end_to_end(capsys: pytest.CaptureFixture[str], data_dir
         "user",
     )
     assert hybrid["results"][0]["memory"]["id"] == mid
+    # The same text stored again (--no-dedup): search leaves the near-duplicate out unless
+    # --no-collapse.
+    again = ("memory", "add", "Prefers dark mode in every editor", "--layer", "user")
+    twin = run_json(capsys, data_dir, *again, "--user-id", "alice", "--no-dedup")["id"]
+    query = ("memory", "search", "dark editor", "--user-id", "alice")
+    assert len(run_json(capsys, data_dir, *query)["results"]) == 1
+    both = run_json(capsys, data_dir, *query, "--no-collapse")["results"]
+    assert {h["memory"]["id"] for h in both} == {mid, twin}
+    assert run_json(capsys, data_dir, "memory", "delete", twin)["existed"] is True
     assert run_json(capsys, data_dir, "memory", "get", mid)["content"].startswith("Prefers")
     updated = run_json(
         capsys,

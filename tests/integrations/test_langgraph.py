@@ -60,7 +60,12 @@ def test_put_get_search_delete_and_namespaces(data_dir: Path) -> None:
         assert store.list_namespaces(prefix=("user", "alice"), suffix=("notes",)) == [
             ("user", "alice", "notes")
         ]
-        assert store.list_namespaces() == [("docs", "runbooks")]  # the default scope
+        # Without a prefix: every namespace the store holds, the default scope's too.
+        assert store.list_namespaces() == [
+            ("docs", "runbooks"),
+            ("user", "alice", "notes"),
+            ("user", "alice", "prefs"),
+        ]
 
         store.delete(ALICE, "theme")
         assert store.get(ALICE, "theme") is None
@@ -75,7 +80,6 @@ def test_bad_namespaces_and_filters_are_clear_errors(data_dir: Path) -> None:
         for call in (
             lambda: store.put(("docs",), "k", {"content": "x"}),
             lambda: store.put(("agent", "bot"), "k", {"content": "x"}),  # needs user_id too
-            lambda: store.search(("user",)),
         ):
             with pytest.raises(LaminaError) as err:
                 call()
@@ -87,6 +91,9 @@ def test_bad_namespaces_and_filters_are_clear_errors(data_dir: Path) -> None:
             LaminaStore(ms, scope={"layer": "galaxy"})
         assert err.value.code is ErrorCode.INVALID_LAYER
         assert store.get(ALICE, "theme").value == {"content": "kept"}  # type: ignore[union-attr]
+        # Reads of a namespace nothing can be stored in find nothing, as LangGraph's do.
+        assert store.get(("docs",), "k") is None
+        assert store.search(("docs",)) == []
         agent = ("agent", "bot", "alice")
         store.put(agent, "k", {"content": "the bot's own note"})
         entry = ms.memory.list(agent_id="bot", user_id="alice", layers=["agent"]).items[0]

@@ -28,6 +28,23 @@ def test_near_duplicates_keep_the_most_specific_layer(ms: Lamina) -> None:
     ms.memory.add("Lunch is at noon", layer="user", user_id="u")
     hits = ms.memory.search("code review approvals", user_id="u", project_id="p", threshold=0.3)
     assert [h.memory.id for h in hits] == [user.id]
+    # collapse=False keeps every one of them, still in precedence order.
+    every = ms.memory.search(
+        "code review approvals", user_id="u", project_id="p", threshold=0.3, collapse=False
+    )
+    assert [h.memory.layer.value for h in every] == ["user", "company"]
+    assert every[0].memory.id == user.id
+    same = [
+        ms.memory.add("Code reviews need two approvals", layer="user", user_id="v", dedup=False)
+    ]
+    same.append(
+        ms.memory.add("Code reviews need two approvals", layer="user", user_id="v", dedup=False)
+    )
+    found = ms.memory.search("code reviews", user_id="v", threshold=0.3, collapse=False)
+    assert {h.memory.id for h in found} == {m.id for m in same}
+    with pytest.raises(LaminaError) as err:
+        ms.memory.search("code reviews", user_id="v", collapse="no")  # type: ignore[arg-type]
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
 
 
 def test_default_threshold_and_limit(ms: Lamina) -> None:

@@ -12,7 +12,7 @@ from typing import Any, Unpack
 import numpy as np
 import numpy.typing as npt
 
-from lamina.checks import check_id, check_int, check_number, check_query, invalid
+from lamina.checks import check_flag, check_id, check_int, check_number, check_query, invalid
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import parse_filter
@@ -53,13 +53,15 @@ class MemoryReads(Hierarchy):
         include_invalid: bool = False,
         since: str | datetime | None = None,
         until: str | datetime | None = None,
+        collapse: bool = True,
         **scope_ids: Unpack[IdentifierArgs],
     ) -> SearchResults:
         """Search every reachable layer (or ``layers``) at once, best first; see
         docs/search.md. The result is a list of hits; its ``below_threshold`` says how many
         candidates the threshold removed. Facts no longer valid are left out unless
         ``include_invalid``; ``since`` / ``until`` keep memories whose event time lies in
-        [since, until); expired memories are never returned."""
+        [since, until); expired memories are never returned. ``collapse=False`` keeps
+        near-duplicates (by default one that is as good as another kept is left out)."""
 
         given = identifier_args("search", scope_ids)
 
@@ -67,6 +69,7 @@ class MemoryReads(Hierarchy):
             tenant = self._tenant(tenant_id)
             window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
             text = check_query(query, self._settings.max_query_length)
+            collapsing = check_flag("collapse", collapse)
             try:
                 search_mode = SearchMode(mode)
             except ValueError:
@@ -120,7 +123,7 @@ class MemoryReads(Hierarchy):
                 found.extend(results.hits)
                 below += results.below_threshold
             await self._refresh_storage_gauge()
-            return SearchResults(self._merge(found, count), below_threshold=below)
+            return SearchResults(self._merge(found, count, collapsing), below_threshold=below)
 
         return await self._observe("search", run)
 
@@ -152,8 +155,11 @@ class MemoryReads(Hierarchy):
 
         return await self._retry.run("search", attempt)
 
-    def _merge(self, found: list[ScoredMemory], limit: int) -> list[SearchHit]:
-        """Precedence, then score; near-duplicates keep the most specific layer."""
+    def _merge(
+        self, found: list[ScoredMemory], limit: int, collapse: bool = True
+    ) -> list[SearchHit]:
+        """Precedence, then score; near-duplicates keep the most specific layer (all of
+        them are kept unless ``collapse``)."""
         found.sort(key=lambda s: (s.entry.layer.precedence, -s.parts.raw))
         kept: list[ScoredMemory] = []
         # The vectors kept so far, row by row: one product per candidate, no restacking.
@@ -164,7 +170,8 @@ class MemoryReads(Hierarchy):
         for item in found:
             vector = item.vector
             if (
-                vector is not None
+                collapse
+                and vector is not None
                 and kept_vectors is not None
                 and float(np.max(kept_vectors[:held] @ vector)) >= threshold
             ):

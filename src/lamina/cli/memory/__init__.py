@@ -228,6 +228,12 @@ def memory_reembed(state: State, /, batch_size: int, as_json: bool) -> None:
     "--threshold", type=float, default=None, help="Minimum score in [0, 1] (default 0.7)."
 )
 @click.option("--explain", is_flag=True, help="Show each score's parts (docs/search.md).")
+@click.option(
+    "--collapse/--no-collapse",
+    default=True,
+    show_default=True,
+    help="Leave out near-duplicates of a result kept (memory.dedup_threshold).",
+)
 @click.option("--limit", type=int, default=None, help="Most results (default 10).")
 @any_tags_option
 @click.option("--filter", "filters", default=None, help='Metadata filter JSON: {"f": {"gte": 2}}.')
@@ -249,6 +255,7 @@ def memory_search(state: State, /, query: str, **kw: Any) -> None:
         mode=kw.pop("mode"),
         threshold=kw.pop("threshold"),
         limit=kw.pop("limit"),
+        collapse=kw.pop("collapse"),
         **window(kw),
         **ids(kw),
     )
