@@ -56,6 +56,8 @@ def session_show(state: State, /, session_key: str, as_json: bool) -> None:
     view = state.ms().sessions.show(session_key)
 
     def human() -> None:
+        if view.system_prompt is not None:
+            click.echo(f"system prompt: {view.system_prompt}")
         for m in view.messages:
             mark = " " if m.index > view.observed_through else "*"
             click.echo(f"{mark}#{m.index} [{m.role}] {m.content}")

@@ -218,8 +218,8 @@ class SessionRecords(ObserverRuns):
         tenant_id: str | None = None,
     ) -> SessionView:
         """The session's messages (from index ``start``, at most ``limit``; None: all), its
-        observations and reflections, and its totals (counted in the store, not from the
-        page)."""
+        observations and reflections, its base system prompt, and its totals (counted in the
+        store, not from the page)."""
         messages = await self.messages(session_key, start=start, limit=limit, tenant_id=tenant_id)
         tenant = self._tenant(tenant_id)
         key = check_session_key(session_key)
@@ -231,6 +231,9 @@ class SessionRecords(ObserverRuns):
         )
         observations = await self._notes(tenant, key, reflections=False, limit=None)
         reflections = await self._notes(tenant, key, reflections=True, limit=None)
+        prompt = await self._call(
+            "system prompt", lambda: self._sessions.system_prompt(tenant, key)
+        )
         return SessionView(
             session_key=key,
             messages=[m for m in messages],
@@ -241,6 +244,7 @@ class SessionRecords(ObserverRuns):
             message_count=total,
             message_tokens=tokens,
             unobserved_count=waiting,
+            system_prompt=prompt,
         )
 
     async def _notes(
