@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from lamina import AsyncLamina, ErrorCode, LaminaError
+from lamina import AsyncLamina, ContextLayer, ErrorCode, LaminaError
 from lamina.config import LLMSettings, Settings
 from lamina.context.model import ContextAwareModel
 from lamina.context.providers import RuntimeContextAdapter, session_scope
@@ -215,6 +215,12 @@ def test_runtime_alone_adds_the_runtime_context(server: FakeOpenAI, data_dir: Pa
             ms.context.runtime_context = RuntimeContextAdapter(active_tool_count=9)
             await model.generate(request(("user", "hi"), system="Base."))
             assert "Tools: 3" in system_sent(server) and "Tools: 9" not in system_sent(server)
+            # retrieve and build_prompt take the adapter for one call the same way.
+            found = await ms.context.retrieve("state", layers=["runtime_context"], runtime=runtime)
+            [item] = found.items[ContextLayer.RUNTIME_CONTEXT]
+            assert "Tools: 3" in item.content
+            prompt = await ms.context.build_prompt("B.", "state", layers=["runtime_context"])
+            assert "Tools: 9" in prompt
             await model.aclose()
 
     asyncio.run(scenario())

@@ -191,7 +191,7 @@ class ContextRetriever:
         tasks = [
             self._layer(layer, query, keywords, vector, mode, max_per_layer, session_key, tenant)
             if layer is not ContextLayer.RUNTIME_CONTEXT
-            else self._runtime_items(runtime or self.runtime)
+            else self._runtime_items(self.runtime if runtime is None else runtime)
             for layer in wanted
         ]
         results = await asyncio.gather(*tasks, return_exceptions=True)
