@@ -22,3 +22,24 @@ def test_session_list_is_a_table(capsys: pytest.CaptureFixture[str], data_dir: P
     assert [line.split() for line in lines[2:]] == [["chat:1", "2"], ["chat:2", "1"]]
     code, out, _ = run(capsys, data_dir, "session", "show", "chat:2")
     assert code == 0 and "#0 [user] [not markup]" in out
+
+
+def test_session_system_prompt_is_shown_set_and_cleared(
+    capsys: pytest.CaptureFixture[str], data_dir: Path
+) -> None:
+    code, out, _ = run(capsys, data_dir, "session", "system-prompt", "chat:1")
+    assert (code, out) == (0, "no system prompt\n")
+    set_ = run_json(capsys, data_dir, "session", "system-prompt", "chat:1", "--set", "Be brief.")
+    assert set_ == {"session_key": "chat:1", "system_prompt": "Be brief."}
+    code, out, _ = run(capsys, data_dir, "session", "system-prompt", "chat:1")
+    assert (code, out) == (0, "Be brief.\n")
+    code, out, _ = run(capsys, data_dir, "session", "show", "chat:1")
+    assert code == 0 and out.startswith("system prompt: Be brief.\n")
+    assert run_json(capsys, data_dir, "session", "show", "chat:1")["system_prompt"] == "Be brief."
+    code, _, err = run(
+        capsys, data_dir, "session", "system-prompt", "chat:1", "--set", "x", "--clear"
+    )
+    assert code == 1 and "INVALID_ARGUMENT" in err
+    cleared = run_json(capsys, data_dir, "session", "system-prompt", "chat:1", "--clear")
+    assert cleared == {"session_key": "chat:1", "system_prompt": None}
+    assert run_json(capsys, data_dir, "session", "show", "chat:1")["system_prompt"] is None

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.ports import Selection
 from lamina.observational.ports import NewGraph, NewMessage, NewNote
 from tests.conformance.conftest import Harness
 
@@ -139,6 +140,31 @@ def test_leases_exclude_other_owners_until_they_expire(harness: Harness) -> None
     assert h.run(s.acquire_lease("t1", "a", "p2", 0.05))
     h.run(asyncio.sleep(0.1))
     assert h.run(s.acquire_lease("t1", "a", "p3", 60))  # p2's lease expired
+
+
+def test_a_sessions_system_prompt_is_replaced_cleared_and_forgotten(harness: Harness) -> None:
+    h, s = harness, harness.store.sessions
+    assert h.run(s.system_prompt("t1", "a")) is None
+    h.run(s.set_system_prompt("t1", "a", "You are the on-call assistant."))
+    h.run(s.set_system_prompt("t1", "b", "Session b."))
+    h.run(s.set_system_prompt("t2", "a", "Other tenant."))
+    h.run(s.set_system_prompt("t1", "a", "You are the release bot."))  # replaces
+    assert h.run(s.system_prompt("t1", "a")) == "You are the release bot."
+    # Kept in the database: another connection (process) reads it.
+    other = h.reopen()
+    assert h.run(other.sessions.system_prompt("t1", "a")) == "You are the release bot."
+    assert h.run(other.sessions.system_prompt("t2", "a")) == "Other tenant."
+    h.run(s.set_system_prompt("t1", "a", None))
+    assert h.run(s.system_prompt("t1", "a")) is None
+    h.run(s.set_system_prompt("t1", "a", None))  # clearing twice is fine
+    assert h.run(s.system_prompt("t1", "b")) == "Session b."
+    assert h.run(s.system_prompt("t2", "a")) == "Other tenant."
+    # Forgetting a session takes its prompt; other sessions and tenants keep theirs.
+    h.run(s.set_system_prompt("t1", "c", "Session c."))
+    h.run(h.store.forget_where("t1", Selection((), {"user_id": "nobody"}), session_keys=["b"]))
+    assert h.run(s.system_prompt("t1", "b")) is None
+    assert h.run(s.system_prompt("t1", "c")) == "Session c."
+    assert h.run(s.system_prompt("t2", "a")) == "Other tenant."
 
 
 def test_concurrent_appends_never_collide(harness: Harness) -> None:

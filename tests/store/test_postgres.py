@@ -261,6 +261,7 @@ def test_db_copy_moves_everything_and_verifies(
         ms.sessions.append("s1", "user", "hello", tool_calls=[{"name": "t", "input": 1}])
         ms.sessions.append("s1", "assistant", "hi")
         ms.sessions.compact("s1", 0, "greeting")
+        ms.sessions.set_system_prompt("s1", "You are the on-call assistant.")
         said = ms.memory.add_messages(
             [{"role": "user", "content": "said once"}], user_id="u", conversation_id="c"
         )
@@ -283,6 +284,7 @@ def test_db_copy_moves_everything_and_verifies(
         "observations": 0,
         "reflections": 0,
         "conversations": 1,
+        "session_prompts": 1,
     }
     assert report["tenants"]["T2"]["memories"] == 1
     assert report["tenants"]["T2"]["context_items"] == 1
@@ -297,6 +299,7 @@ def test_db_copy_moves_everything_and_verifies(
         assert pg.memory.get(other.id, tenant_id="T2") is not None
         copied_session = pg.sessions.messages("s1")
         assert [m.content for m in copied_session] == ["[Compacted Summary]\ngreeting", "hi"]
+        assert pg.sessions.system_prompt("s1") == "You are the on-call assistant."
         assert [v.content for v in pg.context.knowledge.versions("tz")] == [
             "The user works in CEST in summer",
             "The user works in CET",
@@ -390,6 +393,7 @@ def _back_to_schema_15(url: str) -> int:
                 "UPDATE memories SET context_embedding = %s WHERE tenant_id = %s AND seq = %s",
                 (np.asarray(vector.to_numpy(), np.float32).tobytes(), tenant, seq),
             )
+        conn.execute("DROP TABLE session_prompts")  # migration 18's
         conn.execute("DELETE FROM schema_migrations WHERE version >= 16")
     return len(stored)
 

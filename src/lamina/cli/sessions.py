@@ -9,7 +9,7 @@ import click
 
 from lamina.cli._common import State, emit, json_option, parse_json
 from lamina.cli.output import print_table, progress
-from lamina.errors import ErrorCode
+from lamina.errors import ErrorCode, LaminaError
 
 __all__ = ["session"]
 
@@ -56,6 +56,8 @@ def session_show(state: State, /, session_key: str, as_json: bool) -> None:
     view = state.ms().sessions.show(session_key)
 
     def human() -> None:
+        if view.system_prompt is not None:
+            click.echo(f"system prompt: {view.system_prompt}")
         for m in view.messages:
             mark = " " if m.index > view.observed_through else "*"
             click.echo(f"{mark}#{m.index} [{m.role}] {m.content}")
@@ -162,6 +164,30 @@ def session_delete_messages(state: State, /, session_key: str, start: int, as_js
     """Delete messages from index START on (from 0: observations and reflections too)."""
     count = state.ms().sessions.delete_messages(session_key, start=start)
     emit(as_json, {"deleted": count}, lambda: click.echo(f"deleted {count} message(s)"))
+
+
+@session.command("system-prompt")
+@click.argument("session_key")
+@click.option("--set", "text", default=None, help="Replace it with TEXT.")
+@click.option("--clear", is_flag=True, help="Clear it.")
+@json_option
+@click.pass_obj
+def session_system_prompt(
+    state: State, /, session_key: str, text: str | None, clear: bool, as_json: bool
+) -> None:
+    """The session's base system prompt (the one the context-aware model keeps); with --set
+    or --clear, replace or clear it first."""
+    if text is not None and clear:
+        raise LaminaError(ErrorCode.INVALID_ARGUMENT, "give --set or --clear, not both")
+    sessions = state.ms().sessions
+    if text is not None or clear:
+        sessions.set_system_prompt(session_key, None if clear else text)
+    prompt = sessions.system_prompt(session_key)
+    emit(
+        as_json,
+        {"session_key": session_key, "system_prompt": prompt},
+        lambda: click.echo("no system prompt" if prompt is None else prompt),
+    )
 
 
 @session.command("meta-reflect")

@@ -9,6 +9,10 @@ Per call: the session key (and the memory identifiers) come from the call's cont
    wrapped model receives (``include_history``);
 4. after the call, the reply (text and tool calls) is appended too.
 
+The session's base system prompt is kept with it: a request's ``system`` (given once) is
+stored as the session's and used by every later call that has none, until a new one
+replaces it (``ms.sessions.set_system_prompt(key, None)`` clears it).
+
 Every call, whatever the query: the runtime adapter is told the session; runtime context
 and, with a session key, the session's reflections and observations are always injected;
 the query for the searchable layers (tools, knowledge, skills, references, learnings,
@@ -107,6 +111,25 @@ class ContextAwareModel:
         conversation = [m for m in history if m.role != "system"] + new
         return within_budget(conversation, self._budget, counter)
 
+    async def _base(self, request: ChatRequest, session: str | None, *, keep: bool) -> str:
+        """The base system prompt of the call: the request's own, kept as the session's
+        (``keep`` and ``append_turn``) when it changes; without one, the session's kept one
+        (with ``include_history``)."""
+        if not session or self._sessions is None:
+            return request.system
+        if not request.system.strip():
+            if not self._history:
+                return request.system
+            kept = await self._sessions.system_prompt(session, tenant_id=self._tenant)
+            return request.system if kept is None else kept
+        if keep and self._append:
+            kept = await self._sessions.system_prompt(session, tenant_id=self._tenant)
+            if kept != request.system:
+                await self._sessions.set_system_prompt(
+                    session, request.system, tenant_id=self._tenant
+                )
+        return request.system
+
     async def _record_reply(self, session: str | None, reply: ChatResponse) -> None:
         if not session or self._sessions is None or not self._append:
             return
@@ -114,8 +137,8 @@ class ContextAwareModel:
         if row is not None:
             await self._sessions.append_many(session, [row], tenant_id=self._tenant)
 
-    async def _system(self, request: ChatRequest, messages: Sequence[ChatMessage]) -> str:
-        """The augmented system instruction; the caller's own on trouble."""
+    async def _system(self, base: str, messages: Sequence[ChatMessage]) -> str:
+        """The augmented system instruction; the base one on trouble."""
         session = current_session()
         if self._runtime is not None:
             self._runtime.set_session(session)
@@ -123,30 +146,33 @@ class ContextAwareModel:
         try:
             async with asyncio.timeout(self._context_timeout):
                 return await self._context.build_prompt(
-                    request.system,
+                    base,
                     query[: self._context.settings.max_query_length],
                     layers=MODEL_LAYERS,
                     session_key=session or "",
                     identifiers=current_identifiers() if session else None,
                     tenant_id=self._tenant,
+                    runtime=self._runtime,
                 )
         except (LaminaError, TimeoutError) as exc:
             log.warning("context retrieval failed; the call goes out without it: %r", exc)
-            return request.system
+            return base
 
     async def prepare(self, request: ChatRequest) -> ChatRequest:
         """The request as it will be forwarded: the conversation kept by the session (and
-        the new messages appended to it), the system instruction augmented."""
+        the new messages appended to it), the session's base system prompt (a new one kept
+        in its place), augmented."""
         session = current_session()
+        base = await self._base(request, session, keep=True)
         messages = await self._messages(request, session)
-        system = await self._system(request, messages)
+        system = await self._system(base, messages)
         return dataclasses.replace(request, system=system, messages=tuple(messages))
 
     async def augment(self, request: ChatRequest) -> ChatRequest:
-        """The request with its system instruction augmented, messages untouched."""
-        return dataclasses.replace(
-            request, system=await self._system(request, list(request.messages))
-        )
+        """The request with its system instruction augmented (the session's base one when
+        it has none), messages untouched; nothing is kept in the session."""
+        base = await self._base(request, current_session(), keep=False)
+        return dataclasses.replace(request, system=await self._system(base, list(request.messages)))
 
     # -- the calls --------------------------------------------------------------------------
 

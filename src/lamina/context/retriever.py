@@ -164,7 +164,10 @@ class ContextRetriever:
         max_per_layer: int,
         session_key: str | None,
         tenant: str,
+        runtime: RuntimeContextProvider | None = None,
     ) -> RetrievalResult:
+        """``runtime`` (when given) is asked for the runtime context instead of the
+        retriever's own provider."""
         if not isinstance(query, str):
             raise invalid("query must be a string")
         check_int("max_per_layer", max_per_layer, minimum=1, maximum=100)
@@ -187,6 +190,8 @@ class ContextRetriever:
                 mode = SearchMode.KEYWORD
         tasks = [
             self._layer(layer, query, keywords, vector, mode, max_per_layer, session_key, tenant)
+            if layer is not ContextLayer.RUNTIME_CONTEXT
+            else self._runtime_items(self.runtime if runtime is None else runtime)
             for layer in wanted
         ]
         results = await asyncio.gather(*tasks, return_exceptions=True)
@@ -265,19 +270,6 @@ class ContextRetriever:
             return found
         if layer is ContextLayer.TOOL_REGISTRY:
             return self._tools(keywords, limit)
-        if layer is ContextLayer.RUNTIME_CONTEXT:
-            if self.runtime is None:
-                return []
-            state = self.runtime.get_runtime_context()
-            return [
-                ContextItem(
-                    layer=layer,
-                    key="session-state",
-                    content=state.describe(),
-                    score=1.0,
-                    source="runtime",
-                )
-            ]
         if self.conversation is None or not session_key:
             return []
         if layer is ContextLayer.OBSERVATIONS:
@@ -289,6 +281,20 @@ class ContextRetriever:
         return [
             ContextItem(layer=layer, key=f"{layer.value}-{n}", content=t, score=1.0)
             for n, t in enumerate(texts)
+        ]
+
+    async def _runtime_items(self, runtime: RuntimeContextProvider | None) -> list[ContextItem]:
+        if runtime is None:
+            return []
+        state = runtime.get_runtime_context()
+        return [
+            ContextItem(
+                layer=ContextLayer.RUNTIME_CONTEXT,
+                key="session-state",
+                content=state.describe(),
+                score=1.0,
+                source="runtime",
+            )
         ]
 
     def _tools(self, keywords: list[str], limit: int) -> list[ContextItem]:

@@ -118,9 +118,12 @@ class ContextService(ServiceCore):
         session_key: str | None = None,
         *,
         tenant_id: str | None = None,
+        runtime: RuntimeContextProvider | None = None,
     ) -> RetrievalResult:
         """Context for ``query`` from the layers asked for (default: user knowledge, skill
-        patterns, external knowledge, agent learnings), at most ``max_per_layer`` each."""
+        patterns, external knowledge, agent learnings), at most ``max_per_layer`` each.
+        ``runtime``, when given, provides the runtime context instead of
+        ``runtime_context``."""
         await self._ready()
         tenant = self._tenant(tenant_id)
         return await self._retriever.retrieve(
@@ -129,6 +132,7 @@ class ContextService(ServiceCore):
             max_per_layer=self.settings.max_per_layer if max_per_layer is None else max_per_layer,
             session_key=session_key if session_key is not None else current_session(),
             tenant=tenant,
+            runtime=runtime,
         )
 
     def assemble_prompt(
@@ -198,9 +202,12 @@ class ContextService(ServiceCore):
         session_key: str | None = None,
         identifiers: Mapping[str, str] | None = None,
         tenant_id: str | None = None,
+        runtime: RuntimeContextProvider | None = None,
     ) -> str:
         """retrieve + the memory store's relevant memories + conversation memory, assembled.
-        Each part that fails is logged and left out; the base prompt always comes back."""
+        Each part that fails is logged and left out; the base prompt always comes back.
+        ``runtime``, when given, provides the runtime context instead of
+        ``runtime_context``."""
         session = session_key if session_key is not None else current_session()
         conversation = self._retriever.conversation
 
@@ -224,7 +231,7 @@ class ContextService(ServiceCore):
             return found
 
         results = await asyncio.gather(
-            self.retrieve(query, layers, session_key=session, tenant_id=tenant_id),
+            self.retrieve(query, layers, session_key=session, tenant_id=tenant_id, runtime=runtime),
             memories(),
             recent("reflections"),
             recent("observations"),

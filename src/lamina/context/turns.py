@@ -32,7 +32,8 @@ class SessionRecord(Protocol):
 
 
 class SessionLog(Protocol):
-    """Where a session's messages are kept (observational memory provides it)."""
+    """Where a session's messages and its base system prompt are kept (observational memory
+    provides it)."""
 
     async def append_many(
         self, session_key: str, messages: Sequence[Mapping[str, Any]], *, tenant_id: str | None
@@ -41,6 +42,12 @@ class SessionLog(Protocol):
     async def recent_messages(
         self, session_key: str, *, tenant_id: str | None
     ) -> Sequence[SessionRecord]: ...
+
+    async def system_prompt(self, session_key: str, *, tenant_id: str | None) -> str | None: ...
+
+    async def set_system_prompt(
+        self, session_key: str, prompt: str | None, *, tenant_id: str | None
+    ) -> None: ...
 
 
 def _input(arguments: str) -> Any:

@@ -7,9 +7,26 @@ import os
 from lamina.config import LLMSettings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.extras import require
-from lamina.llm.base import ChatMessage, ChatModel, ChatRequest, ChatResponse, request
+from lamina.llm.base import (
+    ChatMessage,
+    ChatModel,
+    ChatRequest,
+    ChatResponse,
+    ToolCall,
+    ToolSpec,
+    request,
+)
 
-__all__ = ["ChatMessage", "ChatModel", "ChatRequest", "ChatResponse", "build_chat_model", "request"]
+__all__ = [
+    "ChatMessage",
+    "ChatModel",
+    "ChatRequest",
+    "ChatResponse",
+    "ToolCall",
+    "ToolSpec",
+    "build_chat_model",
+    "request",
+]
 
 
 def build_chat_model(settings: LLMSettings) -> ChatModel:

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lamina.checks import check_content, check_int, invalid
+from lamina.checks import check_content, check_int, invalid, too_long
 from lamina.observational.base import ROLES, check_session_key, check_tool_calls
 from lamina.observational.models import Note, SessionMessage, SessionView
 from lamina.observational.ports import NewMessage
@@ -132,8 +132,8 @@ class SessionRecords(ObserverRuns):
         self, session_key: str, *, start: int = 0, tenant_id: str | None = None
     ) -> int:
         """Delete the session's messages from index ``start`` on (all by default); how many
-        were deleted. From 0, its observations and reflections go too: nothing of the
-        deleted conversation comes back in a prompt."""
+        were deleted. From 0, its observations, reflections and base system prompt go too:
+        nothing of the deleted conversation comes back in a prompt."""
         tenant = self._tenant(tenant_id)
         key = check_session_key(session_key)
         check_int("start", start, minimum=0)
@@ -142,6 +142,9 @@ class SessionRecords(ObserverRuns):
         )
         if start == 0:
             await self._call(
+                "clear system prompt", lambda: self._sessions.set_system_prompt(tenant, key, None)
+            )
+            await self._call(
                 "delete notes", lambda: self._sessions.delete_notes(tenant, key, reflections=False)
             )
             await self._call(
@@ -149,6 +152,31 @@ class SessionRecords(ObserverRuns):
             )
         self._unobserved.pop((tenant, key), None)
         return deleted
+
+    async def system_prompt(self, session_key: str, *, tenant_id: str | None = None) -> str | None:
+        """The session's base system prompt (what the context-aware model keeps for the
+        session's later turns); None when it has none."""
+        tenant = self._tenant(tenant_id)
+        key = check_session_key(session_key)
+        found: str | None = await self._call(
+            "system prompt", lambda: self._sessions.system_prompt(tenant, key)
+        )
+        return found
+
+    async def set_system_prompt(
+        self, session_key: str, prompt: str | None, *, tenant_id: str | None = None
+    ) -> None:
+        """Replace the session's base system prompt; None (or an empty string) clears it."""
+        tenant = self._tenant(tenant_id)
+        key = check_session_key(session_key)
+        if prompt is not None and not isinstance(prompt, str):
+            raise invalid("prompt must be a string or None", "prompt")
+        text = prompt if prompt and prompt.strip() else None
+        if text is not None and len(text) > self._max_content:
+            raise too_long("prompt", len(text), self._max_content, length=len(text))
+        await self._call(
+            "set system prompt", lambda: self._sessions.set_system_prompt(tenant, key, text)
+        )
 
     async def compact(
         self, session_key: str, up_to_index: int, summary: str, *, tenant_id: str | None = None
@@ -190,8 +218,8 @@ class SessionRecords(ObserverRuns):
         tenant_id: str | None = None,
     ) -> SessionView:
         """The session's messages (from index ``start``, at most ``limit``; None: all), its
-        observations and reflections, and its totals (counted in the store, not from the
-        page)."""
+        observations and reflections, its base system prompt, and its totals (counted in the
+        store, not from the page)."""
         messages = await self.messages(session_key, start=start, limit=limit, tenant_id=tenant_id)
         tenant = self._tenant(tenant_id)
         key = check_session_key(session_key)
@@ -203,6 +231,9 @@ class SessionRecords(ObserverRuns):
         )
         observations = await self._notes(tenant, key, reflections=False, limit=None)
         reflections = await self._notes(tenant, key, reflections=True, limit=None)
+        prompt = await self._call(
+            "system prompt", lambda: self._sessions.system_prompt(tenant, key)
+        )
         return SessionView(
             session_key=key,
             messages=[m for m in messages],
@@ -213,6 +244,7 @@ class SessionRecords(ObserverRuns):
             message_count=total,
             message_tokens=tokens,
             unobserved_count=waiting,
+            system_prompt=prompt,
         )
 
     async def _notes(

@@ -46,3 +46,5 @@ class SessionView(Frozen):
     message_count: int = 0
     message_tokens: int = 0
     unobserved_count: int = 0
+    #: The base system prompt the context-aware model keeps for the session (None: none).
+    system_prompt: str | None = None

@@ -73,6 +73,16 @@ class SessionStore(Protocol):
         """Delete the session's messages from index ``start`` on; how many were deleted."""
         ...
 
+    async def system_prompt(self, tenant_id: str, session_key: str) -> str | None:
+        """The session's base system prompt; None when it has none."""
+        ...
+
+    async def set_system_prompt(
+        self, tenant_id: str, session_key: str, content: str | None
+    ) -> None:
+        """Replace the session's base system prompt; None deletes it."""
+        ...
+
     async def compact_messages(
         self, tenant_id: str, session_key: str, up_to_index: int, summary: str, tokens: int
     ) -> SessionMessage:

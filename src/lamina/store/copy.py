@@ -114,6 +114,7 @@ _SOURCE: dict[str, tuple[str, str]] = {
         "id, session_key, content, token_count, generation, source_start, source_end, created_at",
         "pk",
     ),
+    "session_prompts": ("session_key, content, updated_at", ""),
     "memories": (
         "id, layer, scope_key, identifiers, content, metadata, embedding, embedding_model, "
         "created_at, updated_at, conversation_id, conversation_position, context, "

@@ -30,6 +30,7 @@ TENANT_TABLES = (
     "observations",
     "reflections",
     "conversations",
+    "session_prompts",
 )
 
 #: The tables a bulk load fills, analyzed when it ends.
@@ -74,6 +75,7 @@ _ROW_COLUMNS = {
     "observations": "id, session_key, content, token_count, source_start, source_end, created_at",
     "reflections": "id, session_key, content, token_count, generation, source_start, "
     "source_end, created_at",
+    "session_prompts": "session_key, content, updated_at",
 }
 
 

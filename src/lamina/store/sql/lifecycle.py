@@ -140,11 +140,12 @@ class SqlMemoryLifecycle(SqlMemories):
                     tenant_id,
                     *params,
                 )
-            yield count(
-                f"DELETE FROM session_leases WHERE tenant_id = %s AND {chunk}",  # noqa: S608
-                tenant_id,
-                *params,
-            )
+            for table in ("session_leases", "session_prompts"):
+                yield count(
+                    f"DELETE FROM {table} WHERE tenant_id = %s AND {chunk}",  # noqa: S608
+                    tenant_id,
+                    *params,
+                )
             ends = yield rows(
                 f"DELETE FROM graph_relations WHERE tenant_id = %s AND {chunk} "  # noqa: S608
                 f"RETURNING source_{d.graph_id}, target_{d.graph_id}",

@@ -23,6 +23,7 @@ from lamina.observational.ports import (
 )
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Lock, Program, count, every, many, row, rows
+from lamina.store.sql.session_prompts import SqlSessionPrompts
 
 SUMMARY_PREFIX = "[Compacted Summary]\n"
 
@@ -38,8 +39,9 @@ def _table(reflections: bool) -> str:
     return "reflections" if reflections else "observations"
 
 
-class SqlSessions:
-    """The SessionStore protocol on one backend's executor and dialect."""
+class SqlSessions(SqlSessionPrompts):
+    """The SessionStore protocol on one backend's executor and dialect (the base system
+    prompts in session_prompts.py)."""
 
     def __init__(self, executor: Executor, dialect: Dialect) -> None:
         self._exec = executor
