@@ -88,9 +88,18 @@ def test_delete_all(
     add(capsys, data_dir, "Bob likes tea", "--user-id", "bob")
     code, out, _ = run(capsys, data_dir, "memory", "delete-all", "--json")
     assert code == 1 and json.loads(out)["error"]["code"] == "MISSING_IDENTIFIER"
+    # A no, or no answer at all (the input ends), deletes nothing and exits with status 1.
+    for answer in ("n\n", ""):
+        monkeypatch.setattr("sys.stdin", io.StringIO(answer))
+        code, out, err = run(capsys, data_dir, "memory", "delete-all", "--user-id", "alice")
+        assert (code, out) == (1, "")
+        assert "Delete every memory of user_id=alice?" in err
+        assert err.rstrip().endswith("aborted: nothing was done (--yes skips this question)")
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
-    code, _, err = run(capsys, data_dir, "memory", "delete-all", "--user-id", "alice")
-    assert code == 130 and "Delete every memory of user_id=alice?" in err  # aborted
+    code, _, err = run(
+        capsys, data_dir, "memory", "delete-all", "--user-id", "alice", "--include-sessions"
+    )
+    assert code == 1 and "Delete every memory and session of user_id=alice?" in err
     assert run_json(capsys, data_dir, "memory", "get", mid)["id"] == mid
     deleted = run_json(
         capsys, data_dir, "memory", "delete-all", "--user-id", "alice", "--yes", "--actor", "dpo"
