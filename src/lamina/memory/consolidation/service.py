@@ -164,20 +164,26 @@ class Consolidating(MessageWrites):
         self, tenant: str, model: ChatModel, plans: list[Plan], new: list[NewMemory]
     ) -> list[Extracted]:
         facts: list[Extracted] = []
-        for p, (_, mine) in enumerate(per_plan(plans, new)):
-            facts += await self._extract(model, p, mine)
+        for p, (plan, mine) in enumerate(per_plan(plans, new)):
+            facts += await self._extract(model, p, mine, plan.resolved.get("user_id"))
         vectors = await self._embed_texts(tenant, [f.text for f in facts])
         for fact, vector in zip(facts, vectors, strict=True):
             fact.vector = vector
         return facts
 
     async def _extract(
-        self, model: ChatModel, p: int, messages: Sequence[NewMemory]
+        self, model: ChatModel, p: int, messages: Sequence[NewMemory], user: str | None
     ) -> list[Extracted]:
+        """The facts of one conversation's messages. The prompt names each speaker as the
+        memory does (a message's ``name``), and a user's message without a name by the
+        scope's user id: the model writes facts about "alice", not about "user"."""
         lines = []
         for i, m in enumerate(messages):
             said = m.metadata[CONVERSATION_KEY]
-            lines.append(Line(i, str(said["speaker"]), str(said["timestamp"]), m.content))
+            speaker = str(said["speaker"])
+            if user is not None and said.get("role") == "user" and speaker == "user":
+                speaker = user
+            lines.append(Line(i, speaker, str(said["timestamp"]), m.content))
         budget = self._settings.infer_max_input_tokens
         out: dict[str, Extracted] = {}
         for batch, indexes in batch_lines(lines, budget, self.counter):
@@ -313,8 +319,17 @@ class Consolidating(MessageWrites):
             if event is FactEvent.UPDATE:
                 target = decision.targets[0]
                 step.revised = len(revised)
+                # The rewritten fact comes from the new evidence now: its time is the
+                # evidence's, as inferred_from names it.
                 revised.append(
-                    Revision(target, seen[target].updated_at, text, next(rewrite_vectors), meta)
+                    Revision(
+                        target,
+                        seen[target].updated_at,
+                        text,
+                        next(rewrite_vectors),
+                        meta,
+                        event_at=fact.event_at,
+                    )
                 )
                 continue
             for target in decision.targets:  # DELETE: contradicted, no longer valid
