@@ -218,7 +218,10 @@ def test_add_with_infer_keeps_the_text_and_reports_the_facts(
 def test_a_bad_answer_every_time_fails_cleanly_and_stores_nothing(
     data_dir: Path, llm: FakeOpenAI, bad: str | Failure
 ) -> None:
-    with Lamina(settings(data_dir, llm)) as ms:
+    # The chat model retries a failed call 3 times (llm.max_retries), the shared policy
+    # (retry.max_retries, 3) an answer that is not what was asked for: one layer each.
+    config = chat_settings(data_dir, llm, llm={"max_retries": 3})
+    with Lamina(config) as ms:
         ids = seed(ms)
         before = snapshot(ms, ids)
         llm.reply = lambda body: bad if isinstance(bad, str) else "{}"
@@ -227,7 +230,7 @@ def test_a_bad_answer_every_time_fails_cleanly_and_stores_nothing(
             ms.memory.add_messages(CONVERSATION, user_id=U, infer=True)
         assert err.value.code is ErrorCode.PROVIDER_ERROR
         assert snapshot(ms, ids) == before  # not one message, fact or change
-        # Retried through the shared policy (a body the client cannot read is not retried).
+        # 4 attempts, not 4 x 4 (a body the client cannot read is not retried).
         assert len(llm.chat_requests) == (1 if bad == Failure(200, body="not json at all") else 4)
 
 
@@ -235,12 +238,12 @@ def test_garbage_then_a_good_answer_is_retried_and_applied_once(
     data_dir: Path, llm: FakeOpenAI
 ) -> None:
     cut = json.dumps(EXTRACTED)[:-40]  # cut short inside the fourth fact
-    with Lamina(settings(data_dir, llm)) as ms:
+    with Lamina(chat_settings(data_dir, llm, llm={"max_retries": 1})) as ms:
         ids = seed(ms)
         llm.script(
             cut,  # extraction: the complete facts are kept
-            '{"decisions": "DELETE everything"}',  # wrong type: retried
-            Failure(200, delay=2.0),  # a timeout: retried
+            '{"decisions": "DELETE everything"}',  # wrong type: asked again
+            Failure(200, delay=2.0),  # a timeout: retried by the chat model
         )
         llm.reply = lambda body: json.dumps(
             {

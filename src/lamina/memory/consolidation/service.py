@@ -64,6 +64,14 @@ SOURCES_KEY = "inferred_from"
 ANSWER_TOKENS = 2_048
 
 
+class _CallFailed(Exception):
+    """A chat model call's failure, carried past the answer's retries unretried."""
+
+    def __init__(self, error: LaminaError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 @dataclass
 class Extracted:
     """A fact of one conversation (plan), its source messages, event time and vector."""
@@ -144,21 +152,30 @@ class Consolidating(MessageWrites):
     async def _ask(
         self, model: ChatModel, system: str, text: str, what: str, read: Callable[[str], Any]
     ) -> Any:
-        """One model call and its answer read, retried together by the shared policy."""
+        """One model call and its answer read. An answer that is not what was asked for is
+        asked again by the shared policy; the call's own failures (connection, timeout,
+        5xx) were retried by the chat model (``llm.max_retries``, the one retry layer of a
+        call) and are raised as they come, not retried a second time over."""
 
         async def call() -> Any:
-            answer = await model.generate(
-                request(
-                    ("user", text),
-                    system=system,
-                    temperature=0.0,
-                    json_output=True,
-                    max_tokens=ANSWER_TOKENS,
+            try:
+                answer = await model.generate(
+                    request(
+                        ("user", text),
+                        system=system,
+                        temperature=0.0,
+                        json_output=True,
+                        max_tokens=ANSWER_TOKENS,
+                    )
                 )
-            )
+            except LaminaError as exc:
+                raise _CallFailed(exc) from None
             return read(answer.content)
 
-        return await self._retry.run(what, call)
+        try:
+            return await self._retry.run(what, call)
+        except _CallFailed as failed:
+            raise failed.error from None
 
     async def _extract_all(
         self, tenant: str, model: ChatModel, plans: list[Plan], new: list[NewMemory]
