@@ -61,8 +61,13 @@ def openai_settings(data_dir: Path, server: FakeOpenAI, **overrides: object) -> 
 
 
 def chat_settings(data_dir: Path, server: FakeOpenAI, **overrides: object) -> Settings:
-    """Embedded defaults whose chat model (``llm``) is the fake server's, without the
-    client's own retries and with a 1 s timeout."""
-    llm = {"model": "fake-chat", "base_url": server.base_url, "max_retries": 0}
+    """Embedded defaults whose chat model (``llm``) is the fake server's, without retries
+    (``llm.max_retries`` 0; retries given wait milliseconds) and with a 1 s timeout."""
+    llm = {
+        "model": "fake-chat",
+        "base_url": server.base_url,
+        "max_retries": 0,
+        "retry_initial_delay": 0.01,
+    }
     llm.update(overrides.pop("llm", {}))  # type: ignore[call-overload]
     return fast_settings(data_dir, llm={"timeout_seconds": 1, **llm}, **overrides)

@@ -15,6 +15,7 @@ from lamina.checks import (
     check_content,
     check_cursor,
     check_flag,
+    check_fraction,
     check_id,
     check_int,
     check_json_object,
@@ -149,6 +150,10 @@ def test_integers_limits_and_numbers() -> None:
     for bad in (True, "0.5", float("nan")):
         err = refused(lambda bad=bad: check_number("min_score", bad))
         assert err.message == "min_score must be a number" and err.details == {"field": "min_score"}
+    assert (check_fraction("threshold", 0), check_fraction("threshold", 1)) == (0.0, 1.0)
+    for bad, message in ((2, "must be from 0 to 1, not 2"), (float("nan"), "must be a number")):
+        err = refused(lambda bad=bad: check_fraction("threshold", bad))
+        assert err.message == f"threshold {message}" and err.details == {"field": "threshold"}
 
 
 def test_flags_and_cursors() -> None:

@@ -222,6 +222,14 @@ def check_number(name: str, value: object) -> float:
     return float(value)
 
 
+def check_fraction(name: str, value: object) -> float:
+    """A real number in [0, 1] (a score threshold): not a bool, not NaN."""
+    number = check_number(name, value)
+    if not 0.0 <= number <= 1.0:
+        raise invalid(f"{name} must be from 0 to 1, not {number:g}", name)
+    return number
+
+
 def check_flag(name: str, value: object) -> bool:
     if not isinstance(value, bool):
         raise invalid(f"{name} must be true or false", name)

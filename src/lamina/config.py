@@ -132,6 +132,10 @@ class ContextSettings(Section):
     max_query_length: int = Field(default=4_096, gt=0)
 
 
+#: The random part of each wait between a chat model's retries (up to half of it).
+LLM_RETRY_JITTER = 0.5
+
+
 class LLMSettings(Section):
     """The chat model: an OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp, LM
     Studio via ``base_url``) or Anthropic."""
@@ -142,10 +146,26 @@ class LLMSettings(Section):
     #: Name of the environment variable holding the API key (the key never sits in a file).
     api_key_env: str | None = None
     timeout_seconds: float = Field(default=60.0, gt=0)
-    #: Retries of transient failures (connection errors, 429, 5xx) inside the SDK client.
+    #: Retries of a call's transient failures (connection errors, timeouts, 408/409/429,
+    #: 5xx): lamina's one retry layer (the SDK client's own retries are off), waiting
+    #: retry_initial_delay, then twice as long each time up to retry_max_delay, jittered
+    #: (each wait shortened by up to half at random). The defaults give up on an
+    #: unreachable server within about 1.5 s of waiting.
     max_retries: int = Field(default=2, ge=0, le=10)
+    retry_initial_delay: float = Field(default=0.5, ge=0.0)
+    retry_max_delay: float = Field(default=8.0, ge=0.0)
     max_tokens: int = Field(default=1024, gt=0)
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+
+    def retry_policy(self) -> RetryPolicy:
+        """The chat model's retries (``max_retries``, jittered backoff)."""
+        return RetryPolicy(
+            self.max_retries,
+            self.retry_initial_delay,
+            2.0,
+            self.retry_max_delay,
+            jitter=LLM_RETRY_JITTER,
+        )
 
 
 class ObservationalMemorySettings(Section):

@@ -3,6 +3,7 @@ the human tables."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -166,3 +167,29 @@ def test_help_lists_every_memory_command(
     assert code == 0
     for command in ("add", "search", "get", "update", "delete", "list", "history"):
         assert f"  {command}" in out
+
+
+def test_search_refuses_a_threshold_outside_zero_to_one(
+    capsys: pytest.CaptureFixture[str], data_dir: Path
+) -> None:
+    run_json(
+        capsys, data_dir, "memory", "add", "Alice likes aisle seats", "--layer", "user",
+        "--user-id", "alice",
+    )  # fmt: skip
+    for bad, shown in (("2", "2"), ("-1", "-1"), ("nan", None)):
+        code, out, err = run(
+            capsys, data_dir, "memory", "search", "aisle", "--user-id", "alice", "--threshold", bad
+        )
+        assert (code, out) == (1, "")
+        assert err.startswith("error: INVALID_ARGUMENT: threshold must be ")
+        if shown is not None:
+            assert err.strip().endswith(f"threshold must be from 0 to 1, not {shown}")
+        code, out, _ = run(
+            capsys, data_dir, "memory", "search", "aisle", "--user-id", "a", "--threshold", bad,
+            "--json",
+        )  # fmt: skip
+        assert code == 1 and json.loads(out)["error"]["code"] == "INVALID_ARGUMENT"
+    found = run_json(
+        capsys, data_dir, "memory", "search", "aisle", "--user-id", "alice", "--threshold", "0"
+    )
+    assert [h["memory"]["content"] for h in found["results"]] == ["Alice likes aisle seats"]

@@ -88,9 +88,18 @@ def test_delete_all(
     add(capsys, data_dir, "Bob likes tea", "--user-id", "bob")
     code, out, _ = run(capsys, data_dir, "memory", "delete-all", "--json")
     assert code == 1 and json.loads(out)["error"]["code"] == "MISSING_IDENTIFIER"
+    # A no, or no answer at all (the input ends), deletes nothing and exits with status 1.
+    for answer in ("n\n", ""):
+        monkeypatch.setattr("sys.stdin", io.StringIO(answer))
+        code, out, err = run(capsys, data_dir, "memory", "delete-all", "--user-id", "alice")
+        assert (code, out) == (1, "")
+        assert "Delete every memory of user_id=alice?" in err
+        assert err.rstrip().endswith("aborted: nothing was done (--yes skips this question)")
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
-    code, _, err = run(capsys, data_dir, "memory", "delete-all", "--user-id", "alice")
-    assert code == 130 and "Delete every memory of user_id=alice?" in err  # aborted
+    code, _, err = run(
+        capsys, data_dir, "memory", "delete-all", "--user-id", "alice", "--include-sessions"
+    )
+    assert code == 1 and "Delete every memory and session of user_id=alice?" in err
     assert run_json(capsys, data_dir, "memory", "get", mid)["id"] == mid
     deleted = run_json(
         capsys, data_dir, "memory", "delete-all", "--user-id", "alice", "--yes", "--actor", "dpo"
@@ -134,3 +143,56 @@ def test_delete_all_with_sessions(capsys: pytest.CaptureFixture[str], data_dir: 
         "deleted 0 memories; of 1 session(s): 1 messages, 0 observations, 0 reflections, "
         "0 graph relations"
     )
+
+
+def test_a_json_document_without_its_format_says_what_it_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, data_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """`memory import mem0.json` without --format mem0: not "line 1: not valid JSON" but
+    what the document holds and the --format that reads it; nothing is imported."""
+    mem0 = [
+        {"id": "m-1", "memory": "Likes hiking", "user_id": "alex"},
+        {"id": "m-2", "memory": "Prefers German", "user_id": "alex", "agent_id": "helper"},
+    ]
+    pretty = tmp_path / "mem0.json"
+    pretty.write_text(json.dumps({"results": mem0}, indent=2), encoding="utf-8")
+    one_line = tmp_path / "mem0-one-line.json"
+    one_line.write_text(json.dumps(mem0), encoding="utf-8")
+    hint = (
+        "one JSON document holding 2 mem0 memories, not lamina's JSON Lines: import it "
+        'with format="mem0" (lamina memory import --format mem0)'
+    )
+    for path in (pretty, one_line):
+        code, out, err = run(capsys, data_dir, "memory", "import", str(path))
+        assert (code, out) == (1, "")
+        assert err.strip() == f"error: INVALID_ARGUMENT: {path}: {hint}"
+        code, out, _ = run(capsys, data_dir, "memory", "import", str(path), "--json")
+        error = json.loads(out)["error"]
+        assert code == 1 and error["code"] == "INVALID_ARGUMENT"
+        assert error["details"] == {"field": "format", "found": "mem0"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(pretty.read_text(encoding="utf-8")))
+    code, _, err = run(capsys, data_dir, "memory", "import", "-")
+    assert code == 1 and err.strip() == f"error: INVALID_ARGUMENT: source: {hint}"
+    assert run(capsys, data_dir, "memory", "export")[1] == ""  # nothing imported
+    # lamina's own records as one JSON list (or one record over several lines).
+    record = {"content": "fine", "layer": "user", "identifiers": {"user_id": "u"}}
+    listed = tmp_path / "records.json"
+    listed.write_text(json.dumps([record, record], indent=2), encoding="utf-8")
+    code, _, err = run(capsys, data_dir, "memory", "import", str(listed))
+    assert code == 1 and err.strip() == (
+        f"error: INVALID_ARGUMENT: {listed}: one JSON document holding a list of 2 items, not "
+        "JSON Lines: lamina's format is one record a line, as `lamina memory export` writes it "
+        "(mem0's memories: --format mem0)"
+    )
+    spread = tmp_path / "record.json"
+    spread.write_text(json.dumps(record, indent=2), encoding="utf-8")
+    code, _, err = run(capsys, data_dir, "memory", "import", str(spread))
+    assert code == 1 and f"{spread}: one JSON object over several lines, not JSON Lines" in err
+    # With its format, the document is imported (from a file and from standard input).
+    assert run_json(capsys, data_dir, "memory", "import", str(pretty), "--format", "mem0") == {
+        "records": 2, "imported": 2, "skipped": 0, "embedded": 2,
+    }  # fmt: skip
+    monkeypatch.setattr("sys.stdin", io.StringIO(pretty.read_text(encoding="utf-8")))
+    again = run_json(capsys, data_dir, "memory", "import", "-", "--format", "mem0")
+    assert again["skipped"] == 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from lamina import ErrorCode, FactEvent, Lamina, LaminaError
 from lamina.config import Settings
 from tests.conftest import chat_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
+from tests.pg import require_postgres, reset_database
 
 U = "alice"
 
@@ -216,7 +218,10 @@ def test_add_with_infer_keeps_the_text_and_reports_the_facts(
 def test_a_bad_answer_every_time_fails_cleanly_and_stores_nothing(
     data_dir: Path, llm: FakeOpenAI, bad: str | Failure
 ) -> None:
-    with Lamina(settings(data_dir, llm)) as ms:
+    # The chat model retries a failed call 3 times (llm.max_retries), the shared policy
+    # (retry.max_retries, 3) an answer that is not what was asked for: one layer each.
+    config = chat_settings(data_dir, llm, llm={"max_retries": 3})
+    with Lamina(config) as ms:
         ids = seed(ms)
         before = snapshot(ms, ids)
         llm.reply = lambda body: bad if isinstance(bad, str) else "{}"
@@ -225,7 +230,7 @@ def test_a_bad_answer_every_time_fails_cleanly_and_stores_nothing(
             ms.memory.add_messages(CONVERSATION, user_id=U, infer=True)
         assert err.value.code is ErrorCode.PROVIDER_ERROR
         assert snapshot(ms, ids) == before  # not one message, fact or change
-        # Retried through the shared policy (a body the client cannot read is not retried).
+        # 4 attempts, not 4 x 4 (a body the client cannot read is not retried).
         assert len(llm.chat_requests) == (1 if bad == Failure(200, body="not json at all") else 4)
 
 
@@ -233,12 +238,12 @@ def test_garbage_then_a_good_answer_is_retried_and_applied_once(
     data_dir: Path, llm: FakeOpenAI
 ) -> None:
     cut = json.dumps(EXTRACTED)[:-40]  # cut short inside the fourth fact
-    with Lamina(settings(data_dir, llm)) as ms:
+    with Lamina(chat_settings(data_dir, llm, llm={"max_retries": 1})) as ms:
         ids = seed(ms)
         llm.script(
             cut,  # extraction: the complete facts are kept
-            '{"decisions": "DELETE everything"}',  # wrong type: retried
-            Failure(200, delay=2.0),  # a timeout: retried
+            '{"decisions": "DELETE everything"}',  # wrong type: asked again
+            Failure(200, delay=2.0),  # a timeout: retried by the chat model
         )
         llm.reply = lambda body: json.dumps(
             {
@@ -325,3 +330,118 @@ def test_bulk_consolidation_is_one_transaction(data_dir: Path, llm: FakeOpenAI) 
                 infer=True,
             )
         assert ms.memory.list(user_id="c").total_count == 2
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest) -> str | None:
+    """None: the SQLite file of the data directory; else a reset PostgreSQL."""
+    if request.param == "sqlite":
+        return None
+    url = require_postgres()
+    reset_database(url)
+    return url
+
+
+def test_each_written_fact_has_the_time_of_the_evidence_it_names(
+    data_dir: Path, llm: FakeOpenAI, store_url: str | None
+) -> None:
+    """UPDATE: the rewritten memory's event_at is the new message's time, as its
+    inferred_from names that message (it kept the old fact's time); ADD and DELETE's fact:
+    their message's time; DELETE's invalidated memory: valid until then."""
+    config = settings(data_dir, llm)
+    if store_url is not None:
+        config = config.model_copy(update={"database_url": store_url})
+    with Lamina(config) as ms:
+        tea = ms.memory.add("Alice likes tea", layer="user", user_id=U, timestamp="2025-01-01")
+        city = ms.memory.add(
+            "Alice lives in Berlin", layer="user", user_id=U, timestamp="2025-01-01"
+        )
+        llm.script(
+            json.dumps(
+                {
+                    "facts": [
+                        {"text": "Alice drinks green tea every morning", "sources": [0]},
+                        {"text": "Alice moved to Lisbon", "sources": [1]},
+                        {"text": "Alice's sister Eve visits soon", "sources": [1]},
+                    ]
+                }
+            )
+        )
+        llm.reply = lambda body: json.dumps(
+            {
+                "decisions": [
+                    {
+                        "fact": 0,
+                        "event": "UPDATE",
+                        "id": stored_refs(body)["Alice likes tea"],
+                        "text": "Alice likes tea, green tea every morning",
+                    },
+                    {"fact": 1, "event": "DELETE", "id": stored_refs(body)[city.content]},
+                    {"fact": 2, "event": "ADD"},
+                ]
+            }
+        )
+        said = [
+            {"role": "user", "content": "Green tea, every morning.", "timestamp": "2026-03-01"},
+            {"role": "user", "content": "Moved to Lisbon! Eve visits.", "timestamp": "2026-04-01"},
+        ]
+        added = ms.memory.add_messages(said, user_id=U, infer=True)
+        march, april = datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 4, 1, tzinfo=UTC)
+        assert added.facts is not None
+        update, delete, add = added.facts
+        assert (update.event, delete.event, add.event) == (
+            FactEvent.UPDATE,
+            FactEvent.DELETE,
+            FactEvent.ADD,
+        )
+        assert update.memory is not None and update.memory.id == tea.id
+        assert update.memory.event_at == march
+        stored = ms.memory.get(tea.id)
+        assert stored.content == "Alice likes tea, green tea every morning"
+        assert stored.metadata["inferred_from"]["messages"] == [added.memories[0].id]
+        assert stored.event_at == march  # not 2025-01-01, the old fact's time
+        march_hits = ms.memory.search(
+            "green tea", user_id=U, since="2026-03-01", until="2026-03-02", threshold=0
+        )
+        assert {h.memory.id for h in march_hits} == {tea.id, added.memories[0].id}
+        assert [e.operation.value for e in ms.memory.history(tea.id)] == ["add", "update"]
+        assert ms.memory.get(city.id).valid_until == april
+        for outcome in (delete, add):
+            assert outcome.memory is not None and outcome.memory.event_at == april
+            assert outcome.memory.metadata["inferred_from"]["messages"] == [added.memories[1].id]
+
+
+def test_the_extraction_prompt_names_the_user_by_id(data_dir: Path, llm: FakeOpenAI) -> None:
+    """add(..., infer=True) and a user's message without a name show the model the user id,
+    not "user"; a message's own name wins; an assistant stays "assistant"."""
+    llm.reply = lambda body: '{"facts": []}'
+    with Lamina(settings(data_dir, llm)) as ms:
+        ms.memory.add(
+            "I prefer window seats.",
+            layer="user",
+            user_id="bob",
+            infer=True,
+            timestamp="2026-01-02T03:04:05Z",
+        )
+        ms.memory.add_messages(
+            [
+                {"role": "user", "content": "Book me a flight.", "timestamp": "2026-01-03"},
+                {"role": "assistant", "content": "Where to?", "timestamp": "2026-01-03T00:01"},
+                {"role": "user", "name": "Robert", "content": "Oslo.", "timestamp": "2026-01-04"},
+            ],
+            user_id="bob",
+            infer=True,
+        )
+        prompts = [body["messages"][-1]["content"] for body in llm.chat_requests]
+        assert prompts == [
+            "Conversation:\n[0] bob (2026-01-02T03:04:05+00:00): I prefer window seats.",
+            "Conversation:\n"
+            "[0] bob (2026-01-03T00:00:00+00:00): Book me a flight.\n"
+            "[1] assistant (2026-01-03T00:01:00+00:00): Where to?\n"
+            "[2] Robert (2026-01-04T00:00:00+00:00): Oslo.",
+        ]
+        # The messages themselves are stored as they were said.
+        page = ms.memory.list(user_id="bob")
+        speakers = {m.content: m.metadata["conversation"]["speaker"] for m in page.items}
+        assert speakers["I prefer window seats."] == "user"
+        assert speakers["Oslo."] == "Robert"

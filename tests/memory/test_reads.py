@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from lamina import ErrorCode, Lamina, LaminaError
+from lamina import AsyncLamina, ErrorCode, Lamina, LaminaError
 
 
 def test_precedence_before_score_and_layers_filter(ms: Lamina) -> None:
@@ -62,7 +64,7 @@ def test_default_threshold_and_limit(ms: Lamina) -> None:
     hits = ms.memory.search("I enjoy hiking in the mountains", user_id="u")
     assert len(hits) == 10 and all(h.score >= 0.7 for h in hits)
     everything = ms.memory.search(
-        "I enjoy hiking in the mountains", user_id="u", threshold=-1.0, limit=50
+        "I enjoy hiking in the mountains", user_id="u", threshold=0.0, limit=50
     )
     assert any("Invoices" in h.memory.content for h in everything)
     assert ms.memory.search("quantum chromodynamics lecture", user_id="u") == []
@@ -122,3 +124,37 @@ def test_identifier_keywords_are_checked_before_anything_runs(ms: Lamina) -> Non
     assert [m.content for m in page.items] == ["likes tea"]
     assert ms.memory.resolve_identifiers(user_id="u1")["identifiers"] == {"user_id": "u1"}
     assert [h.memory.content for h in ms.memory.search("tea", user_id="u1")] == ["likes tea"]
+
+
+@pytest.mark.parametrize("bad", [2, -1, 1.0001, float("nan"), float("inf"), "0.5", True])
+def test_a_threshold_outside_zero_to_one_is_refused(ms: Lamina, bad: object) -> None:
+    """docs/search.md: a score threshold is in [0, 1]; memory search (sync and async),
+    the context layers' and knowledge search's ``min_score`` refuse anything else."""
+    kept = ms.memory.add("Alice prefers aisle seats", layer="user", user_id="alice")
+    ms.context.skills.save("release", "Cut a release: tag, build, sign, publish")
+    calls = {
+        "threshold": lambda: ms.memory.search("aisle seats", user_id="alice", threshold=bad),
+        "min_score": lambda: ms.context.skills.search("release", min_score=bad),
+    }
+    knowledge = lambda: ms.knowledge.search("release", min_score=bad)  # noqa: E731
+    for field, call in [*calls.items(), ("min_score", knowledge)]:
+        with pytest.raises(LaminaError) as err:
+            call()
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT
+        assert err.value.details["field"] == field
+        if isinstance(bad, float) and bad == bad:  # a number out of range says the range
+            assert err.value.message == f"{field} must be from 0 to 1, not {bad:g}"
+
+    async def run() -> None:
+        async with AsyncLamina(ms.settings) as ams:
+            with pytest.raises(LaminaError) as err:
+                await ams.memory.search("aisle seats", user_id="alice", threshold=bad)
+            assert err.value.code is ErrorCode.INVALID_ARGUMENT
+
+    asyncio.run(run())
+    # Both ends are in: everything, and only a perfect match.
+    assert [h.memory.id for h in ms.memory.search("aisle", user_id="alice", threshold=0)] == [
+        kept.id
+    ]
+    assert ms.memory.search("aisle seats", user_id="alice", threshold=1).below_threshold == 1
+    assert ms.memory.get(kept.id).content == kept.content

@@ -77,7 +77,7 @@ def test_concurrent_processes_lose_nothing(data_dir: Path) -> None:
             for h in ms.memory.search(
                 "wrote memory number",
                 project_id="shared",
-                threshold=-1.0,
+                threshold=0.0,
                 limit=1000,
                 layers=["project"],
                 mode="semantic",

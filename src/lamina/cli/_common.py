@@ -79,6 +79,21 @@ def fail(error: LaminaError, as_json: bool) -> NoReturn:
     sys.exit(1)
 
 
+def confirm(question: str) -> None:
+    """Ask ``question`` on standard error; unless the answer is yes, print that nothing was
+    done and exit with status 1 (docs/cli.md). No answer at all (the end of the input) is a
+    no; Ctrl-C is an interrupt (status 130)."""
+    try:
+        yes = click.confirm(question, err=True)
+    except click.exceptions.Abort as exc:
+        if not isinstance(exc.__context__, EOFError):
+            raise
+        yes = False
+    if not yes:
+        click.echo("aborted: nothing was done (--yes skips this question)", err=True)
+        sys.exit(1)
+
+
 def parse_json(raw: str | None, what: str, code: ErrorCode) -> Any:
     """The JSON of option ``--what``; ``code`` when it does not parse."""
     if raw is None:

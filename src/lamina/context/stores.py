@@ -16,9 +16,9 @@ from lamina.checks import (
     check_choice,
     check_content,
     check_cursor,
+    check_fraction,
     check_key,
     check_limit,
-    check_number,
     check_query,
     check_strings,
 )
@@ -263,7 +263,7 @@ class LayerStore(Generic[M]):
         size = check_limit(limit, default=5, maximum=self._ctx.max_limit)
         wanted = check_tags(tags)
         how = self._ctx.search_mode if mode is None else check_choice("mode", mode, SearchMode)
-        floor = None if min_score is None else check_number("min_score", min_score)
+        floor = None if min_score is None else check_fraction("min_score", min_score)
         terms = tuple(analyze(text))
         if how is SearchMode.KEYWORD and not terms:
             return []

@@ -7,7 +7,7 @@ import builtins
 from collections.abc import Sequence
 from typing import Unpack
 
-from lamina.checks import check_choice, check_cursor, check_limit, check_number, check_query
+from lamina.checks import check_choice, check_cursor, check_fraction, check_limit, check_query
 from lamina.knowledge.fields import ItemFilters, item_filters
 from lamina.knowledge.index import filter_tag
 from lamina.knowledge.models import (
@@ -77,7 +77,7 @@ class ItemSearch(Repository):
         text = check_query(query, self._max_query)
         size = check_limit(limit, default=10, maximum=self._max_limit)
         how = self._search_mode if mode is None else check_choice("mode", mode, SearchMode)
-        floor = None if min_score is None else check_number("min_score", min_score)
+        floor = None if min_score is None else check_fraction("min_score", min_score)
         await self._ensure_synced(tenant)
         pool = min(self._max_limit, size * 5) if wanted else size
         hits = await self.index.search(tenant, text, tag=tag, mode=how, limit=pool)

@@ -88,6 +88,9 @@ class ChatChunk:
 
 @runtime_checkable
 class ChatModel(Protocol):
+    """A chat model. ``generate`` retries its own transient failures as the model sees fit
+    (the ones lamina builds: ``llm.max_retries``); its callers do not retry them again."""
+
     model_id: str
 
     async def generate(self, request: ChatRequest) -> ChatResponse: ...

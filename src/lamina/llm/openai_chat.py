@@ -82,7 +82,7 @@ class OpenAIChatModel(SDKChatModel):
         finish: str | None = None
         model = self.model_id
         try:
-            events = await self._create(options)
+            events = await self._call(options)  # opening the stream is retried
             async for event in events:
                 model = str(getattr(event, "model", None) or model)
                 for choice in getattr(event, "choices", None) or []:

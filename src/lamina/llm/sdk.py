@@ -1,5 +1,6 @@
-"""What the SDK-backed chat models share: the client (key, base_url, timeout, retries), the
-call, provider failures as LaminaErrors, and the reply as a ChatResponse.
+"""What the SDK-backed chat models share: the client (key, base_url, timeout), the call and
+its retries (lamina's policy, the one layer: the SDK's own are off), provider failures as
+LaminaErrors, and the reply as a ChatResponse.
 
 The openai and anthropic SDKs are built alike (one async client class taking the same
 options, one exception hierarchy of the same shape), so each provider module says only how a
@@ -14,7 +15,7 @@ from typing import Any, ClassVar
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.llm.base import ChatRequest, ChatResponse
-from lamina.retry import retry_after
+from lamina.retry import RetryPolicy, retry_after
 
 
 class SDKChatModel(ABC):
@@ -32,7 +33,7 @@ class SDKChatModel(ABC):
         api_key: str | None,
         base_url: str | None = None,
         timeout: float = 60.0,
-        max_retries: int = 2,
+        retry: RetryPolicy | None = None,
         max_tokens: int = 1024,
         temperature: float | None = None,
     ) -> None:
@@ -40,9 +41,11 @@ class SDKChatModel(ABC):
         self.model_id = model
         self._max_tokens = max_tokens
         self._temperature = temperature
-        # The SDK retries transient failures itself (with backoff and Retry-After).
+        #: The one retry layer of the model's calls (None: no retries): the SDK's own
+        #: retries are off, or both would retry and multiply each other's attempts.
+        self._retry = retry or RetryPolicy(max_retries=0)
         self._client: Any = self.client_class(
-            api_key=key, base_url=base_url, timeout=timeout, max_retries=max_retries
+            api_key=key, base_url=base_url, timeout=timeout, max_retries=0
         )
 
     @abstractmethod
@@ -62,12 +65,18 @@ class SDKChatModel(ABC):
         """The provider's reply as a ChatResponse; ``malformed()`` when it is not one."""
 
     async def generate(self, request: ChatRequest) -> ChatResponse:
-        options = self._options(request)
-        try:
-            reply = await self._create(options)
-        except (self.sdk.APIError, ValueError) as exc:
-            raise map_sdk_error(exc, self.provider, self.sdk) from exc
-        return self._read(reply)
+        return self._read(await self._call(self._options(request)))
+
+    async def _call(self, options: dict[str, Any]) -> Any:
+        """One call of the provider's API, its transient failures retried by the policy."""
+
+        async def attempt() -> Any:
+            try:
+                return await self._create(options)
+            except (self.sdk.APIError, ValueError) as exc:
+                raise map_sdk_error(exc, self.provider, self.sdk) from exc
+
+        return await self._retry.run(f"{self.provider} chat model", attempt)
 
     def _response(
         self, reply: Any, content: str, finish_reason: str | None, usage: tuple[str, str]

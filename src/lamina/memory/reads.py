@@ -12,7 +12,7 @@ from typing import Any, Unpack
 import numpy as np
 import numpy.typing as npt
 
-from lamina.checks import check_flag, check_id, check_int, check_number, check_query, invalid
+from lamina.checks import check_flag, check_fraction, check_id, check_int, check_query, invalid
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.filters import parse_filter
@@ -81,7 +81,7 @@ class MemoryReads(Hierarchy):
             min_score = (
                 self._settings.search_threshold
                 if threshold is None
-                else check_number("threshold", threshold)
+                else check_fraction("threshold", threshold)
             )
             flt = parse_filter(tags, filters)
             ids = Identifiers(**given)

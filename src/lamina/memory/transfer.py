@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import json
-import os
 import threading
 import zlib
 from array import array
@@ -17,17 +15,16 @@ from collections.abc import (
     AsyncIterator,
     Callable,
     Coroutine,
-    Iterable,
     Iterator,
     Mapping,
     Sequence,
 )
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any, Unpack
 
 from lamina.checks import check_actor, check_flag, check_int, invalid
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.import_source import ImportSource, reader
 from lamina.memory.layers import (
     IdentifierArgs,
     Identifiers,
@@ -37,17 +34,9 @@ from lamina.memory.layers import (
 )
 from lamina.memory.models import ForgetResult, ImportReport
 from lamina.memory.ports import ImportWriter, Selection, StoredMemory
-from lamina.memory.records import (
-    FORMATS,
-    export_record,
-    from_mem0,
-    parse_line,
-    parse_record,
-)
+from lamina.memory.records import FORMATS, export_record, parse_record
 from lamina.memory.writes import MemoryWrites
 
-#: A source of records: a JSONL file's path, or the records (JSON text lines or objects).
-ImportSource = str | os.PathLike[str] | Iterable[str | Mapping[str, Any]]
 #: (records done, records in all); the total is None while not known.
 OnProgress = Callable[[int, int | None], None]
 #: Records per page of an export and per transaction of an import.
@@ -248,7 +237,7 @@ class MemoryTransfer(MemoryWrites):
             raise invalid(f"format must be one of {', '.join(FORMATS)}, not {format!r}", "format")
         who = check_actor(actor)
         size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
-        records = _reader(source, format)
+        records = reader(source, format)
 
         # Into an empty store that can take an import as one transaction, the records are
         # checked while they are stored, in one pass: a bad one rolls everything back.
@@ -446,41 +435,6 @@ class MemoryTransfer(MemoryWrites):
         return sum(1 for i in missing if items[i].entry.id in kept)
 
 
-def _reader(
-    source: ImportSource, format: str
-) -> Callable[[], Iterator[tuple[int, Any, str | None]]]:
-    """A function giving the (line number, record object, line text or None) of
-    ``source``, afresh each call (an import reads its records twice: to check them, then
-    to store them)."""
-    if isinstance(source, str | os.PathLike):
-        path = Path(source)
-        if not path.is_file():
-            raise invalid(f"{path}: no such file", "source")
-        lines: Callable[[], Iterable[str | Mapping[str, Any]]] = lambda: _file_lines(path)  # noqa: E731
-        if format == "mem0" and _whole_document(path):
-            items = _mem0_document(path)
-            lines = lambda: items  # noqa: E731
-    else:
-        given = list(source)
-        lines = lambda: given  # noqa: E731
-
-    def read() -> Iterator[tuple[int, Any, str | None]]:
-        for number, line in enumerate(lines(), start=1):
-            raw = None
-            if isinstance(line, str):
-                if not line.strip():
-                    continue
-                data: Any = parse_line(line, number)
-                raw = line
-            elif isinstance(line, Mapping):
-                data = dict(line)
-            else:
-                raise invalid(f"line {number}: a record must be a JSON object", line=number)
-            yield number, from_mem0(data, number) if format == "mem0" else data, raw
-
-    return read
-
-
 #: Records read between two turns of the event loop: a batch is stored in several
 #: statements, and each is sent only when the loop turns (reading a whole batch before the
 #: next one ran the database's part of each batch mostly after the reading, not beside it).
@@ -549,36 +503,3 @@ def _collector_paused() -> Iterator[None]:
 
 def _crc(raw: str | None) -> int:
     return 0 if raw is None else zlib.crc32(raw.encode("utf-8", "surrogatepass"))
-
-
-def _file_lines(path: Path) -> Iterator[str]:
-    try:
-        with path.open(encoding="utf-8") as handle:
-            yield from handle
-    except UnicodeDecodeError as exc:
-        raise invalid(f"{path}: not UTF-8 text ({exc.reason})", "source") from None
-
-
-def _whole_document(path: Path) -> bool:
-    """Whether a mem0 file is one JSON document (a list, or ``{"results": [...]}``) rather
-    than JSON Lines."""
-    with path.open(encoding="utf-8", errors="replace") as handle:
-        first = handle.readline()
-    if first.lstrip().startswith("["):
-        return True
-    try:
-        value = json.loads(first)
-    except json.JSONDecodeError:
-        return True
-    return isinstance(value, dict) and "results" in value
-
-
-def _mem0_document(path: Path) -> list[Mapping[str, Any]]:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise invalid(f"{path}: not a mem0 export (JSON): {exc}", "source") from None
-    items = value.get("results") if isinstance(value, dict) else value
-    if not isinstance(items, list):
-        raise invalid(f'{path}: a mem0 export is a list or {{"results": [...]}}', "source")
-    return items

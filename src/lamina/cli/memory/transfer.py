@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from lamina.cli._common import State, emit, identifier_options, ids, json_option
+from lamina.cli._common import State, confirm, emit, identifier_options, ids, json_option
 from lamina.cli.output import progress
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.records import FORMATS, dump_record
@@ -50,7 +50,7 @@ def memory_delete_all(state: State, /, **kw: Any) -> None:
     given = ids(kw)
     if not kw.pop("yes") and any(v is not None for v in given.values()):
         what = "memory and session" if sessions else "memory"
-        click.confirm(f"Delete every {what} of {_scope(given, layers)}?", abort=True, err=True)
+        confirm(f"Delete every {what} of {_scope(given, layers)}?")
     chosen = list(layers) or None
     if not sessions:
         with progress("deleting memories", as_json=as_json):

@@ -64,6 +64,14 @@ SOURCES_KEY = "inferred_from"
 ANSWER_TOKENS = 2_048
 
 
+class _CallFailed(Exception):
+    """A chat model call's failure, carried past the answer's retries unretried."""
+
+    def __init__(self, error: LaminaError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
 @dataclass
 class Extracted:
     """A fact of one conversation (plan), its source messages, event time and vector."""
@@ -144,40 +152,55 @@ class Consolidating(MessageWrites):
     async def _ask(
         self, model: ChatModel, system: str, text: str, what: str, read: Callable[[str], Any]
     ) -> Any:
-        """One model call and its answer read, retried together by the shared policy."""
+        """One model call and its answer read. An answer that is not what was asked for is
+        asked again by the shared policy; the call's own failures (connection, timeout,
+        5xx) were retried by the chat model (``llm.max_retries``, the one retry layer of a
+        call) and are raised as they come, not retried a second time over."""
 
         async def call() -> Any:
-            answer = await model.generate(
-                request(
-                    ("user", text),
-                    system=system,
-                    temperature=0.0,
-                    json_output=True,
-                    max_tokens=ANSWER_TOKENS,
+            try:
+                answer = await model.generate(
+                    request(
+                        ("user", text),
+                        system=system,
+                        temperature=0.0,
+                        json_output=True,
+                        max_tokens=ANSWER_TOKENS,
+                    )
                 )
-            )
+            except LaminaError as exc:
+                raise _CallFailed(exc) from None
             return read(answer.content)
 
-        return await self._retry.run(what, call)
+        try:
+            return await self._retry.run(what, call)
+        except _CallFailed as failed:
+            raise failed.error from None
 
     async def _extract_all(
         self, tenant: str, model: ChatModel, plans: list[Plan], new: list[NewMemory]
     ) -> list[Extracted]:
         facts: list[Extracted] = []
-        for p, (_, mine) in enumerate(per_plan(plans, new)):
-            facts += await self._extract(model, p, mine)
+        for p, (plan, mine) in enumerate(per_plan(plans, new)):
+            facts += await self._extract(model, p, mine, plan.resolved.get("user_id"))
         vectors = await self._embed_texts(tenant, [f.text for f in facts])
         for fact, vector in zip(facts, vectors, strict=True):
             fact.vector = vector
         return facts
 
     async def _extract(
-        self, model: ChatModel, p: int, messages: Sequence[NewMemory]
+        self, model: ChatModel, p: int, messages: Sequence[NewMemory], user: str | None
     ) -> list[Extracted]:
+        """The facts of one conversation's messages. The prompt names each speaker as the
+        memory does (a message's ``name``), and a user's message without a name by the
+        scope's user id: the model writes facts about "alice", not about "user"."""
         lines = []
         for i, m in enumerate(messages):
             said = m.metadata[CONVERSATION_KEY]
-            lines.append(Line(i, str(said["speaker"]), str(said["timestamp"]), m.content))
+            speaker = str(said["speaker"])
+            if user is not None and said.get("role") == "user" and speaker == "user":
+                speaker = user
+            lines.append(Line(i, speaker, str(said["timestamp"]), m.content))
         budget = self._settings.infer_max_input_tokens
         out: dict[str, Extracted] = {}
         for batch, indexes in batch_lines(lines, budget, self.counter):
@@ -313,8 +336,17 @@ class Consolidating(MessageWrites):
             if event is FactEvent.UPDATE:
                 target = decision.targets[0]
                 step.revised = len(revised)
+                # The rewritten fact comes from the new evidence now: its time is the
+                # evidence's, as inferred_from names it.
                 revised.append(
-                    Revision(target, seen[target].updated_at, text, next(rewrite_vectors), meta)
+                    Revision(
+                        target,
+                        seen[target].updated_at,
+                        text,
+                        next(rewrite_vectors),
+                        meta,
+                        event_at=fact.event_at,
+                    )
                 )
                 continue
             for target in decision.targets:  # DELETE: contradicted, no longer valid

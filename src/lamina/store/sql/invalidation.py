@@ -95,7 +95,14 @@ class SqlInvalidation(SqlMemoryWrites, SqlForgetting):
             revised.append(
                 (
                     yield from self._update(
-                        tenant, r.memory_id, r.content, r.embedding, r.metadata_patch, actor, r.seen
+                        tenant,
+                        r.memory_id,
+                        r.content,
+                        r.embedding,
+                        r.metadata_patch,
+                        actor,
+                        r.seen,
+                        event_at=r.event_at,
                     )
                 )
             )

@@ -255,9 +255,12 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         patch: dict[str, Any] | None,
         actor: str | None,
         seen: datetime | None = None,
+        *,
+        event_at: datetime | None = None,
     ) -> Program[MemoryEntry]:
         """``seen``: the memory's updated_at when the caller read it (CONFLICT if it changed
-        since). An expired memory is MEMORY_NOT_FOUND."""
+        since); ``event_at``: its new event time (None: kept). An expired memory is
+        MEMORY_NOT_FOUND."""
         d = self._d
         if content is not None or embedding is not None:
             before = yield row(
@@ -300,6 +303,9 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             "metadata": d.json(new.metadata),
             "updated_at": d.time(new.updated_at),
         }
+        if event_at is not None:
+            new = new.model_copy(update={"event_at": event_at})
+            sets["event_at"] = d.time(event_at)
         if content is not None:
             sets["content"] = content
             sets.update(d.memory_terms(content))
