@@ -24,7 +24,6 @@ layer(s) concerned, where a prefix naming a whole scope reads only that scope's.
 
 from __future__ import annotations
 
-import math
 from collections.abc import AsyncIterator, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -314,7 +313,7 @@ class LaminaStore(BaseStore):
             hits = await self._bridge.ms.memory.search(
                 op.query or "",
                 limit=limit,
-                threshold=-math.inf,
+                threshold=0.0,
                 collapse=False,
                 **self._listing(scope, filters),
             )
