@@ -3,7 +3,9 @@ in a lamina session (observational memory observes it) and a retriever over lami
 
 Messages map to session messages by role (human → user, ai → assistant, system, tool); an
 AI message's tool calls and a tool message's call id are kept, so an agent's tool loop
-comes back as it was.
+comes back as it was. The rest of a message (name, id, additional_kwargs,
+response_metadata, content parts, its class) is kept beside it: messages come back equal to
+those added, as from LangChain's InMemoryChatMessageHistory.
 """
 
 from __future__ import annotations
@@ -182,6 +184,9 @@ class LaminaChatMessageHistory(BaseChatMessageHistory):
         return [from_record(m) for m in found]
 
     async def _add(self, messages: Sequence[BaseMessage]) -> None:
+        """Append ``messages`` in one transaction: all of them or, on an error, none."""
+        if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+            raise invalid("messages must be a list of LangChain messages", "messages")
         names: dict[str, str] = {}
         records = []
         for m in messages:
