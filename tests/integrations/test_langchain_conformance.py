@@ -82,6 +82,7 @@ def every_kind() -> list[BaseMessage]:
         HumanMessage("   "),
         AIMessageChunk("streamed", id="chunk-1"),
         ChatMessage("a critic's note", role="critic"),
+        ChatMessage("an assistant's note", role="assistant"),
         FunctionMessage("42", name="legacy_function"),
         AIMessage("plain answer"),
     ]
@@ -145,6 +146,9 @@ def test_a_history_reads_back_on_a_new_instance_and_the_session_holds_the_text(
     plain = on_store.sessions.append("lc:plain", "user", "What is in the repo?")
     assert stored[0].token_count == plain.token_count
     assert [c["name"] for c in stored[4].tool_calls if not c.get("kept")] == ["grep", "ls"]
+    # A ChatMessage is stored under its role when lamina has it, else as the user's.
+    roles = {m.content: m.role for m in stored}
+    assert roles["a critic's note"] == "user" and roles["an assistant's note"] == "assistant"
 
 
 def refused(history: LaminaChatMessageHistory, messages: Any) -> LaminaError:
@@ -160,6 +164,14 @@ def test_where_lamina_differs_it_says_so_with_a_code_and_stores_none_of_the_batc
     history.add_messages([HumanMessage("kept")])
     too_long = HumanMessage("x" * (on_store.settings.memory.max_content_length + 1))
     assert refused(history, [HumanMessage("one"), too_long]).code is ErrorCode.CONTENT_TOO_LONG
+    # Content parts (a picture) and metadata are kept up to max_content_length + 64 KiB.
+    limit = on_store.settings.memory.max_content_length + 65_536
+    picture = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * limit}}
+    big = HumanMessage([{"type": "text", "text": "look"}, picture])
+    assert refused(history, [HumanMessage("one"), big]).code is ErrorCode.CONTENT_TOO_LONG
+    long_id = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "c" * 300}])
+    error = refused(history, [long_id])
+    assert error.code is ErrorCode.INVALID_ARGUMENT and "256" in error.message
     not_json = HumanMessage("hi", additional_kwargs={"raw": b"\x00\x01"})
     assert refused(history, [HumanMessage("one"), not_json]).code is ErrorCode.INVALID_ARGUMENT
     # InMemoryChatMessageHistory appends anything; lamina takes messages only.

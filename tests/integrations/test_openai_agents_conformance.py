@@ -171,8 +171,14 @@ def test_where_lamina_differs_it_says_so_with_a_code_and_stores_none_of_the_batc
     asyncio.run(session.add_items([{"role": "user", "content": "kept"}]))
     too_long = {"role": "user", "content": "x" * (on_store.settings.memory.max_content_length + 1)}
     not_json = {"role": "user", "content": "hi", "extra": {1, 2}}
+    limit = on_store.settings.memory.max_content_length + 65_536
+    picture = {"type": "input_image", "image_url": "data:image/png;base64," + "A" * limit}
+    big = {"role": "user", "content": [{"type": "input_text", "text": "look"}, picture]}
+    long_id = {"type": "function_call", "call_id": "c" * 300, "name": "f", "arguments": "{}"}
     for bad, code in (
         (too_long, ErrorCode.CONTENT_TOO_LONG),
+        (big, ErrorCode.CONTENT_TOO_LONG),
+        (long_id, ErrorCode.INVALID_ARGUMENT),
         (not_json, ErrorCode.INVALID_ARGUMENT),
         ("not an item", ErrorCode.INVALID_ARGUMENT),
     ):

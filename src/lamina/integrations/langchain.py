@@ -32,13 +32,18 @@ from langchain_core.messages import (  # noqa: E402
     ToolMessage,
     messages_from_dict,
 )
+from langchain_core.messages import ChatMessage as LCChatMessage  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
 from lamina.checks import invalid  # noqa: E402
 from lamina.context.turns import SessionRecord  # noqa: E402
 from lamina.facade import Lamina  # noqa: E402
-from lamina.integrations.bridge import Bridge, check_identifier_names  # noqa: E402
+from lamina.integrations.bridge import (  # noqa: E402
+    Bridge,
+    check_identifier_names,
+    check_kept,
+)
 from lamina.llm.base import ChatMessage, ToolCall  # noqa: E402
 from lamina.observational.base import check_session_key  # noqa: E402
 from lamina.runtime import AsyncLamina  # noqa: E402
@@ -124,6 +129,8 @@ def to_record(message: BaseMessage, names: Mapping[str, str]) -> dict[str, Any]:
             "messages",
         )
     role = _ROLES.get(message.type.removesuffix("MessageChunk").lower(), "user")
+    if isinstance(message, LCChatMessage) and message.role in ("assistant", "system"):
+        role = message.role
     text = _text(message.content)
     calls: list[dict[str, Any]] = []
     if isinstance(message, AIMessage):
@@ -138,7 +145,7 @@ def to_record(message: BaseMessage, names: Mapping[str, str]) -> dict[str, Any]:
     elif isinstance(message, ToolMessage) and message.tool_call_id:
         calls = [{"id": message.tool_call_id, "name": names.get(message.tool_call_id, "tool")}]
     data = _json(message.model_dump())
-    plain = _json(_plain(role, text, calls).model_dump())
+    plain = _json(_fields(_plain(role, text, calls), data["type"]))
     kept = {k: v for k, v in data.items() if k not in plain or plain[k] != v}
     if not kept and not text.strip() and not calls:
         kept = {"type": data["type"]}  # nothing said, but the message is the caller's
@@ -153,8 +160,17 @@ def from_record(message: SessionRecord) -> BaseMessage:
     kept = next((c["input"] for c in message.tool_calls if c.get("name") == KEPT), None)
     if not isinstance(kept, dict):
         return plain
-    data = {**plain.model_dump(), **kept}
+    data = {**_fields(plain, str(kept.get("type", plain.type))), **kept}
     return messages_from_dict([{"type": data["type"], "data": data}])[0]
+
+
+def _fields(plain: BaseMessage, kind: str) -> dict[str, Any]:
+    """The fields of ``plain`` a message of type ``kind`` takes from it: all of them when it
+    is of that type, else those every message has (content, name, id, ...)."""
+    data = plain.model_dump()
+    if kind == plain.type:
+        return data
+    return {k: v for k, v in data.items() if k in BaseMessage.model_fields}
 
 
 class LaminaChatMessageHistory(BaseChatMessageHistory):
@@ -193,6 +209,7 @@ class LaminaChatMessageHistory(BaseChatMessageHistory):
             if isinstance(m, AIMessage):
                 names.update((str(c["id"]), c["name"]) for c in m.tool_calls if c.get("id"))
             records.append(to_record(m, names))
+        check_kept(records, self._bridge.ms.settings.memory.max_content_length)
         if records:
             await self._bridge.ms.sessions.append_many(
                 self.session_id, records, tenant_id=self._bridge.tenant_id

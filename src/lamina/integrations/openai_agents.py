@@ -28,7 +28,7 @@ from lamina.checks import invalid  # noqa: E402
 from lamina.context.providers import session_scope  # noqa: E402
 from lamina.context.turns import from_records, topic_query  # noqa: E402
 from lamina.facade import Lamina  # noqa: E402
-from lamina.integrations.bridge import Bridge  # noqa: E402
+from lamina.integrations.bridge import Bridge, check_kept  # noqa: E402
 from lamina.integrations.tools import memory_tools as _memory_tools  # noqa: E402
 from lamina.observational.base import check_session_key  # noqa: E402
 from lamina.observational.models import SessionMessage  # noqa: E402
@@ -165,6 +165,7 @@ class LaminaSession:
     async def add_items(self, items: list[Any]) -> None:
         """Append ``items`` in one transaction: all of them or, on an error, none."""
         records = [to_record(item) for item in items]
+        check_kept(records, self._bridge.ms.settings.memory.max_content_length)
         if records:
             await self._bridge.call(
                 self._sessions.append_many(

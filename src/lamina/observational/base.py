@@ -41,7 +41,10 @@ def check_tool_calls(calls: object) -> list[dict[str, Any]]:
         item = {"name": call["name"], "input": call.get("input"), "output": call.get("output")}
         if call.get("id") is not None:
             if not isinstance(call["id"], str) or not call["id"] or len(call["id"]) > 256:
-                raise invalid("a tool call id must be a non-empty string", "tool_calls")
+                raise invalid(
+                    "a tool call id must be a non-empty string of at most 256 characters",
+                    "tool_calls",
+                )
             item = {"id": call["id"], **item}
         if call.get("kept") is not None:
             if not isinstance(call["kept"], bool):
