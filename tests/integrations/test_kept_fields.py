@@ -64,6 +64,13 @@ def test_token_counts_the_context_model_and_the_cli_leave_it_out(
         session = LaminaSession("kept:3", ms)
         ms._run(session.add_items([{"type": "reasoning", "id": "rs_1", "summary": []}]))
         assert from_records(ms.sessions.messages("kept:3")) == []
+        # A user's text beside a picture is the user's, for the observer and the model.
+        picture = {"type": "input_image", "image_url": "data:image/png;base64,iVB"}
+        content = [{"type": "input_text", "text": "what is this?"}, picture]
+        ms._run(session.add_items([{"role": "user", "content": content}]))
+        last = ms.sessions.messages("kept:3")[-1]
+        assert (last.role, last.content) == ("user", "what is this?")
+        assert ms._run(session.get_items(limit=1)) == [{"role": "user", "content": content}]
         for bad in ("yes", 1):
             with pytest.raises(LaminaError) as err:
                 ms.sessions.append("x", "user", "hi", tool_calls=[{"name": "n", "kept": bad}])

@@ -41,22 +41,15 @@ RAW = "openai_agents.item"
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
-def _text(content: Any) -> str | None:
-    """A message's text: the string, or its text parts joined; None if it has other parts."""
+def _text(content: Any) -> str:
+    """A message's text: the string, or the text of its parts joined (pictures and files
+    have none; a refusal's is what it says)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        return None
-    texts = []
-    for part in content:
-        if not isinstance(part, Mapping) or part.get("type") not in (
-            "input_text",
-            "output_text",
-            "text",
-        ):
-            return None
-        texts.append(str(part.get("text", "")))
-    return "".join(texts)
+        return ""
+    parts = [p for p in content if isinstance(p, Mapping)]
+    return "".join(str(p.get("text", p.get("refusal", ""))) for p in parts)
 
 
 def _json(item: Mapping[str, Any]) -> dict[str, Any]:
@@ -74,8 +67,11 @@ def _plain(item: Mapping[str, Any]) -> dict[str, Any] | None:
     """The session message ``item`` reads as; None when it has no message shape."""
     kind = item.get("type")
     if kind == "function_call" and isinstance(item.get("call_id"), str) and item["call_id"]:
-        call = {"id": item["call_id"], "name": str(item.get("name", ""))}
-        call["input"] = item.get("arguments", "")
+        call = {
+            "id": item["call_id"],
+            "name": str(item.get("name", "")),
+            "input": item.get("arguments", ""),
+        }
         return {"role": "assistant", "content": "", "tool_calls": [call]}
     if kind == "function_call_output" and isinstance(item.get("call_id"), str) and item["call_id"]:
         output = item.get("output")
@@ -83,9 +79,8 @@ def _plain(item: Mapping[str, Any]) -> dict[str, Any] | None:
         call = {"id": item["call_id"], "name": "function_call_output"}
         return {"role": "tool", "content": text, "tool_calls": [call]}
     role = _ROLES.get(str(item.get("role")))
-    said = _text(item.get("content"))
-    if kind in (None, "message") and role is not None and said and said.strip():
-        return {"role": role, "content": said, "tool_calls": []}
+    if kind in (None, "message") and role is not None:
+        return {"role": role, "content": _text(item.get("content")), "tool_calls": []}
     return None
 
 
@@ -95,11 +90,12 @@ def to_record(item: Mapping[str, Any]) -> dict[str, Any]:
     ``RAW``, ``kept``: no model reads it, no token budget counts it)."""
     whole = _json(item)
     plain = _plain(whole)
-    if plain is not None and _item(plain["role"], plain["content"], plain["tool_calls"]) == whole:
-        return plain
     if plain is None:
-        said = _text(whole.get("content"))
-        plain = {"role": "assistant", "content": said or "", "tool_calls": []}
+        plain = {"role": "assistant", "content": _text(whole.get("content")), "tool_calls": []}
+    elif (plain["content"].strip() or plain["tool_calls"]) and _item(
+        plain["role"], plain["content"], plain["tool_calls"]
+    ) == whole:
+        return plain  # something said, and it gives the item back: stored alone
     kept = {"name": RAW, "input": whole, "kept": True}
     return {**plain, "tool_calls": [*plain["tool_calls"], kept]}
 
