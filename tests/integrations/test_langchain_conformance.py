@@ -245,4 +245,9 @@ def test_the_retriever_refuses_what_it_cannot_search(on_store: Lamina) -> None:
     with pytest.raises(LaminaError) as err:
         retriever.invoke("x" * 100_000)
     assert err.value.code is ErrorCode.QUERY_TOO_LONG
+    # A vector store's retriever answers an empty query with documents; lamina refuses it.
+    for empty in ("", "   "):
+        with pytest.raises(LaminaError) as err:
+            asyncio.run(retriever.ainvoke(empty))
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT
     assert retriever.invoke("anything at all") == []
