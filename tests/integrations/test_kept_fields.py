@@ -46,6 +46,26 @@ def test_the_observer_reads_the_text_only(data_dir: Path) -> None:
     assert "[assistant]: \n" not in sent + "\n"  # the empty message says nothing
 
 
+def test_nothing_said_is_not_observed(data_dir: Path) -> None:
+    with FakeOpenAI() as llm:
+        settings = fast_settings(
+            data_dir,
+            llm={"model": "fake", "base_url": llm.base_url, "max_retries": 0},
+            observational_memory={"enabled": True, "message_token_threshold": 100_000},
+        )
+        with Lamina(settings) as ms:
+            session = LaminaSession("kept:4", ms)
+            reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "x"}
+            ms._run(session.add_items([reasoning]))
+            assert ms.sessions.observe("kept:4") is None
+            assert llm.chat_requests == [] and ms.sessions.observations("kept:4") == []
+            ms._run(session.add_items([{"role": "user", "content": "I moved to Porto"}]))
+            note = ms.sessions.observe("kept:4")
+            assert note is not None and (note.source_start, note.source_end) == (0, 1)
+            assert len(llm.chat_requests) == 1
+            assert "encrypted_content" not in llm.chat_requests[0]["messages"][-1]["content"]
+
+
 def test_token_counts_the_context_model_and_the_cli_leave_it_out(
     data_dir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
