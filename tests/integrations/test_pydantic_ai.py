@@ -65,3 +65,34 @@ def test_an_agent_remembers_and_recalls(data_dir: Path, llm: FakeOpenAI) -> None
         with pytest.raises(LaminaError) as err:
             memory_toolset(ms, layer="galaxy")
         assert err.value.code is ErrorCode.INVALID_LAYER
+
+
+def test_remember_and_recall_round_trip_and_a_secret_in_a_shared_layer_is_refused(
+    on_store: Lamina, llm: FakeOpenAI
+) -> None:
+    """On each store: what ``remember`` stored, ``recall`` gives back as it was written; a
+    secret bound for a shared layer (project) is the tool's POLICY_VIOLATION, not stored."""
+
+    def one_call(body: dict[str, Any]) -> str | Reply:
+        results = [m for m in body["messages"] if m["role"] == "tool"]
+        if results:
+            return results[-1]["content"]
+        name, _, argument = body["messages"][-1]["content"].partition(": ")
+        key = "content" if name == "remember" else "query"
+        return Reply(calls=[(name, {key: argument})])
+
+    llm.reply = one_call
+    model = OpenAIChatModel(
+        "fake-model", provider=OpenAIProvider(base_url=llm.base_url, api_key="sk-test")
+    )
+    agent = Agent(model, toolsets=[memory_toolset(on_store, layer="project", project_id="p")])
+    fact = "The staging database is db-2 (ünïcode, 'quotes' and \"more\")"
+    stored = json.loads(asyncio.run(agent.run(f"remember: {fact}")).output)
+    assert stored["content"] == fact and stored["layer"] == "project"
+    found = json.loads(asyncio.run(agent.run("recall: which database is staging?")).output)
+    assert found["memories"][0]["content"] == fact
+    assert on_store.memory.get(stored["id"]).content == fact
+
+    refused = json.loads(asyncio.run(agent.run("remember: key AKIAABCDEFGHIJKLMNOP")).output)
+    assert refused["error"]["code"] == "POLICY_VIOLATION"
+    assert [m.content for m in on_store.memory.list(project_id="p").items] == [fact]

@@ -62,7 +62,8 @@ def session_show(state: State, /, session_key: str, as_json: bool) -> None:
             mark = " " if m.index > view.observed_through else "*"
             click.echo(f"{mark}#{m.index} [{m.role}] {m.content}")
             for call in m.tool_calls:
-                click.echo(f"    [tool:{call['name']}] {call.get('input')}")
+                if not call.get("kept"):  # a framework adapter's copy (in --json)
+                    click.echo(f"    [tool:{call['name']}] {call.get('input')}")
         click.echo(f"(* observed; {view.unobserved_tokens} un-observed tokens)")
         click.echo("reflections:")
         _show_notes(view.reflections, "reflections")

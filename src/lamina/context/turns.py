@@ -94,10 +94,14 @@ def reply_record(reply: ChatResponse) -> dict[str, Any] | None:
 def from_records(records: Sequence[SessionRecord]) -> list[ChatMessage]:
     """Session records as chat messages. Tool calls stored with an id come back as calls
     (and their results as tool messages); calls recorded without one (appended by hand,
-    with input and output) are written into the message text instead."""
+    with input and output) are written into the message text instead. Kept calls (a
+    framework adapter's copy of a message) are left out, and a message with nothing else."""
     out: list[ChatMessage] = []
     for r in records:
-        calls = r.tool_calls or []
+        # A kept call is a framework adapter's copy of the message, not part of what was said.
+        calls = [c for c in r.tool_calls or [] if not c.get("kept")]
+        if not r.content.strip() and not calls:
+            continue
         if r.role == "tool":
             call_id = next((str(c["id"]) for c in calls if c.get("id")), None)
             if call_id is not None:

@@ -9,9 +9,11 @@ there (and awaited or waited for) otherwise.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Iterable
+import json
+from collections.abc import Coroutine, Iterable, Mapping
 from typing import Any, TypeVar
 
+from lamina.checks import MAX_METADATA_BYTES, too_long
 from lamina.errors import ErrorCode, LaminaError
 from lamina.facade import Lamina
 from lamina.memory.layers import IDENTIFIER_NAMES
@@ -28,6 +30,19 @@ def check_identifier_names(names: Iterable[str]) -> None:
             ErrorCode.INVALID_ARGUMENT,
             f"unknown identifier(s) {unknown}; valid: {', '.join(IDENTIFIER_NAMES)}",
         )
+
+
+def check_kept(records: Iterable[Mapping[str, Any]], max_content_length: int) -> None:
+    """CONTENT_TOO_LONG when what an adapter keeps beside a session message (its ``kept``
+    tool call, as JSON) is longer than ``max_content_length`` + MAX_METADATA_BYTES
+    characters: the message's content may be there (as parts) and its metadata."""
+    limit = max_content_length + MAX_METADATA_BYTES
+    for record in records:
+        for call in record.get("tool_calls") or []:
+            if call.get("kept"):
+                size = len(json.dumps(call.get("input"), ensure_ascii=False))
+                if size > limit:
+                    raise too_long("a message's fields kept beside its text", size, limit)
 
 
 class Bridge:

@@ -3,7 +3,9 @@ in a lamina session (observational memory observes it) and a retriever over lami
 
 Messages map to session messages by role (human → user, ai → assistant, system, tool); an
 AI message's tool calls and a tool message's call id are kept, so an agent's tool loop
-comes back as it was.
+comes back as it was. The rest of a message (name, id, additional_kwargs,
+response_metadata, content parts, its class) is kept beside it: messages come back equal to
+those added, as from LangChain's InMemoryChatMessageHistory.
 """
 
 from __future__ import annotations
@@ -28,18 +30,30 @@ from langchain_core.messages import (  # noqa: E402
     HumanMessage,
     SystemMessage,
     ToolMessage,
+    messages_from_dict,
 )
+from langchain_core.messages import ChatMessage as LCChatMessage  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from pydantic import ConfigDict, PrivateAttr  # noqa: E402
 
-from lamina.context.turns import from_records, to_records  # noqa: E402
+from lamina.checks import invalid  # noqa: E402
+from lamina.context.turns import SessionRecord  # noqa: E402
 from lamina.facade import Lamina  # noqa: E402
-from lamina.integrations.bridge import Bridge, check_identifier_names  # noqa: E402
+from lamina.integrations.bridge import (  # noqa: E402
+    Bridge,
+    check_identifier_names,
+    check_kept,
+)
 from lamina.llm.base import ChatMessage, ToolCall  # noqa: E402
 from lamina.observational.base import check_session_key  # noqa: E402
 from lamina.runtime import AsyncLamina  # noqa: E402
 
 __all__ = ["LaminaChatMessageHistory", "LaminaRetriever"]
+
+
+#: The tool-call name of a message's fields the session message alone would not give back.
+KEPT = "langchain.message"
+_ROLES = {"ai": "assistant", "tool": "tool", "system": "system"}
 
 
 def _text(content: Any) -> str:
@@ -65,26 +79,98 @@ def to_chat(message: BaseMessage) -> ChatMessage:
     return ChatMessage("user", text)
 
 
-def _args(arguments: str) -> dict[str, Any]:
+def _args(arguments: Any) -> dict[str, Any]:
+    if isinstance(arguments, dict):
+        return arguments
     try:
         value = json.loads(arguments)
-    except json.JSONDecodeError:
+    except (TypeError, json.JSONDecodeError):
         return {"input": arguments}
     return value if isinstance(value, dict) else {"input": value}
 
 
-def to_langchain(message: ChatMessage) -> BaseMessage:
-    if message.role == "assistant":
+def _plain(role: str, content: str, calls: Sequence[Mapping[str, Any]]) -> BaseMessage:
+    """The LangChain message a session message is, before its kept fields. Calls without an
+    id (appended through another door, with input and output) are written into the text."""
+    live = [c for c in calls if c.get("id") and not c.get("kept")]
+    content += "".join(
+        f"\n[tool:{c.get('name', '?')}] {c.get('input')} -> {c.get('output')}"
+        for c in calls
+        if not c.get("id") and not c.get("kept")
+    )
+    if role == "assistant":
+        tool_calls = [
+            {"name": str(c["name"]), "args": _args(c.get("input")), "id": c["id"]} for c in live
+        ]
+        return AIMessage(content=content, tool_calls=tool_calls)
+    if role == "tool":
+        return ToolMessage(content=content, tool_call_id=str(live[0]["id"]) if live else "")
+    if role == "system":
+        return SystemMessage(content=content)
+    return HumanMessage(content=content)
+
+
+def _json(data: dict[str, Any]) -> dict[str, Any]:
+    try:
+        value: dict[str, Any] = json.loads(json.dumps(data))
+    except (TypeError, ValueError) as exc:
+        raise invalid(f"a message's fields must be JSON values: {exc}", "messages") from None
+    return value
+
+
+def to_record(message: BaseMessage, names: Mapping[str, str]) -> dict[str, Any]:
+    """One LangChain message as one session message: its role, its text (what observational
+    memory reads), its tool calls, and the fields the rest would not give back (name, id,
+    additional_kwargs, response_metadata, content parts, ...) in a ``kept`` call. ``names``:
+    the tool names of the calls a tool message may answer."""
+    if not isinstance(message, BaseMessage):
+        raise invalid(
+            f"a message must be a LangChain BaseMessage, got {type(message).__name__}",
+            "messages",
+        )
+    role = _ROLES.get(message.type.removesuffix("MessageChunk").lower(), "user")
+    if isinstance(message, LCChatMessage) and message.role in ("assistant", "system"):
+        role = message.role
+    text = _text(message.content)
+    calls: list[dict[str, Any]] = []
+    if isinstance(message, AIMessage):
         calls = [
-            {"name": c.name, "args": _args(c.arguments), "id": c.id, "type": "tool_call"}
+            {
+                "name": c["name"],
+                "input": c.get("args", {}),
+                **({"id": c["id"]} if c.get("id") else {}),
+            }
             for c in message.tool_calls
         ]
-        return AIMessage(content=message.content, tool_calls=calls)
-    if message.role == "tool":
-        return ToolMessage(content=message.content, tool_call_id=message.tool_call_id or "")
-    if message.role == "system":
-        return SystemMessage(content=message.content)
-    return HumanMessage(content=message.content)
+    elif isinstance(message, ToolMessage) and message.tool_call_id:
+        calls = [{"id": message.tool_call_id, "name": names.get(message.tool_call_id, "tool")}]
+    data = _json(message.model_dump())
+    plain = _json(_fields(_plain(role, text, calls), data["type"]))
+    kept = {k: v for k, v in data.items() if k not in plain or plain[k] != v}
+    if not kept and not text.strip() and not calls:
+        kept = {"type": data["type"]}  # nothing said, but the message is the caller's
+    if kept:
+        calls.append({"name": KEPT, "input": kept, "kept": True})
+    return {"role": role, "content": text, "tool_calls": calls}
+
+
+def from_record(message: SessionRecord) -> BaseMessage:
+    """One session message as the LangChain message it was added as."""
+    plain = _plain(message.role, message.content, message.tool_calls)
+    kept = next((c["input"] for c in message.tool_calls if c.get("name") == KEPT), None)
+    if not isinstance(kept, dict):
+        return plain
+    data = {**_fields(plain, str(kept.get("type", plain.type))), **kept}
+    return messages_from_dict([{"type": data["type"], "data": data}])[0]
+
+
+def _fields(plain: BaseMessage, kind: str) -> dict[str, Any]:
+    """The fields of ``plain`` a message of type ``kind`` takes from it: all of them when it
+    is of that type, else those every message has (content, name, id, ...)."""
+    data = plain.model_dump()
+    if kind == plain.type:
+        return data
+    return {k: v for k, v in data.items() if k in BaseMessage.model_fields}
 
 
 class LaminaChatMessageHistory(BaseChatMessageHistory):
@@ -109,12 +195,21 @@ class LaminaChatMessageHistory(BaseChatMessageHistory):
         sessions, tenant = self._bridge.ms.sessions, self._bridge.tenant_id
         if self._recent:
             found = await sessions.recent_messages(self.session_id, tenant_id=tenant)
-        else:
-            found = await sessions.messages(self.session_id, tenant_id=tenant)
-        return [to_langchain(m) for m in from_records(found)]
+            return _well_formed([from_record(m) for m in found])
+        found = await sessions.messages(self.session_id, tenant_id=tenant)
+        return [from_record(m) for m in found]
 
     async def _add(self, messages: Sequence[BaseMessage]) -> None:
-        records = _records([to_chat(m) for m in messages])
+        """Append ``messages`` in one transaction: all of them or, on an error, none."""
+        if not isinstance(messages, Sequence) or isinstance(messages, str | bytes):
+            raise invalid("messages must be a list of LangChain messages", "messages")
+        names: dict[str, str] = {}
+        records = []
+        for m in messages:
+            if isinstance(m, AIMessage):
+                names.update((str(c["id"]), c["name"]) for c in m.tool_calls if c.get("id"))
+            records.append(to_record(m, names))
+        check_kept(records, self._bridge.ms.settings.memory.max_content_length)
         if records:
             await self._bridge.ms.sessions.append_many(
                 self.session_id, records, tenant_id=self._bridge.tenant_id
@@ -146,16 +241,17 @@ class LaminaChatMessageHistory(BaseChatMessageHistory):
         await self._bridge.call(self._clear())
 
 
-def _records(chat: list[ChatMessage]) -> list[dict[str, Any]]:
-    """Session records of ``chat`` in order, system messages included (to_records leaves
-    them out: they are a caller's instruction there, part of the history here)."""
-    out: list[dict[str, Any]] = []
-    for n, m in enumerate(chat):
-        if m.role == "system":
-            if m.content.strip():
-                out.append({"role": "system", "content": m.content, "tool_calls": []})
+def _well_formed(messages: list[BaseMessage]) -> list[BaseMessage]:
+    """Leave out tool messages whose call is not in the list (cut off by the budget): chat
+    APIs refuse a result without its call."""
+    seen: set[str] = set()
+    out = []
+    for m in messages:
+        if isinstance(m, ToolMessage) and m.tool_call_id not in seen:
             continue
-        out.extend(to_records([m], chat[:n]))
+        if isinstance(m, AIMessage):
+            seen.update(str(c["id"]) for c in m.tool_calls if c.get("id"))
+        out.append(m)
     return out
 
 

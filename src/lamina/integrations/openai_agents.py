@@ -6,8 +6,9 @@ tools ``remember`` and ``recall``.
 Items and session messages: a message item is a message of its role (its text joined); a
 ``function_call`` an assistant message carrying the call (id, name, arguments); a
 ``function_call_output`` a ``tool`` message answering that call; any other item (reasoning,
-hosted tool calls) an assistant message that keeps the item whole. They come back as items
-the SDK accepts as input.
+hosted tool calls) an assistant message. An item the message alone would not give back as it
+was (ids, statuses, content parts, reasoning) is kept whole beside it, so items come back
+equal to those added, as the SDK's own SQLiteSession gives them (JSON).
 """
 
 from __future__ import annotations
@@ -23,10 +24,11 @@ require("openai-agents")
 from agents import FunctionTool  # noqa: E402
 from agents.memory import SessionSettings  # noqa: E402
 
+from lamina.checks import invalid  # noqa: E402
 from lamina.context.providers import session_scope  # noqa: E402
 from lamina.context.turns import from_records, topic_query  # noqa: E402
 from lamina.facade import Lamina  # noqa: E402
-from lamina.integrations.bridge import Bridge  # noqa: E402
+from lamina.integrations.bridge import Bridge, check_kept  # noqa: E402
 from lamina.integrations.tools import memory_tools as _memory_tools  # noqa: E402
 from lamina.observational.base import check_session_key  # noqa: E402
 from lamina.observational.models import SessionMessage  # noqa: E402
@@ -39,57 +41,73 @@ RAW = "openai_agents.item"
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
 
 
-def _text(content: Any) -> str | None:
-    """A message's text: the string, or its text parts joined; None if it has other parts."""
+def _text(content: Any) -> str:
+    """A message's text: the string, or the text of its parts joined (pictures and files
+    have none; a refusal's is what it says)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
-        return None
-    texts = []
-    for part in content:
-        if not isinstance(part, Mapping) or part.get("type") not in (
-            "input_text",
-            "output_text",
-            "text",
-        ):
-            return None
-        texts.append(str(part.get("text", "")))
-    return "".join(texts)
+        return ""
+    parts = [p for p in content if isinstance(p, Mapping)]
+    return "".join(str(p.get("text", p.get("refusal", ""))) for p in parts)
 
 
-def to_record(item: Mapping[str, Any]) -> dict[str, Any]:
-    """One SDK item as one session message."""
+def _json(item: Mapping[str, Any]) -> dict[str, Any]:
+    """``item`` as the JSON object it is stored as (the SDK's own sessions store JSON too)."""
+    try:
+        value = json.loads(json.dumps(item))
+    except (TypeError, ValueError) as exc:
+        raise invalid(f"a session item must be a JSON object: {exc}", "items") from None
+    if not isinstance(value, dict):
+        raise invalid("a session item must be a JSON object", "items")
+    return value
+
+
+def _plain(item: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The session message ``item`` reads as; None when it has no message shape."""
     kind = item.get("type")
-    if kind == "function_call":
-        call = {"id": item["call_id"], "name": item["name"], "input": item.get("arguments", "")}
+    if kind == "function_call" and isinstance(item.get("call_id"), str) and item["call_id"]:
+        call = {
+            "id": item["call_id"],
+            "name": str(item.get("name", "")),
+            "input": item.get("arguments", ""),
+        }
         return {"role": "assistant", "content": "", "tool_calls": [call]}
-    if kind == "function_call_output":
+    if kind == "function_call_output" and isinstance(item.get("call_id"), str) and item["call_id"]:
         output = item.get("output")
         text = output if isinstance(output, str) else json.dumps(output)
         call = {"id": item["call_id"], "name": "function_call_output"}
         return {"role": "tool", "content": text, "tool_calls": [call]}
     role = _ROLES.get(str(item.get("role")))
-    said = _text(item.get("content"))
-    if kind in (None, "message") and role is not None and said and said.strip():
-        return {"role": role, "content": said}
-    summary = said if said and said.strip() else ""
-    return {"role": "assistant", "content": summary, "tool_calls": [{"name": RAW, "input": item}]}
+    if kind in (None, "message") and role is not None:
+        return {"role": role, "content": _text(item.get("content")), "tool_calls": []}
+    return None
 
 
-def to_item(message: SessionMessage) -> dict[str, Any]:
-    """One session message as an SDK input item."""
-    calls = message.tool_calls
+def to_record(item: Mapping[str, Any]) -> dict[str, Any]:
+    """One SDK item as one session message: its text (what observational memory reads) and,
+    unless the message alone gives the item back as it was, the item whole (a tool call named
+    ``RAW``, ``kept``: no model reads it, no token budget counts it)."""
+    whole = _json(item)
+    plain = _plain(whole)
+    if plain is None:
+        plain = {"role": "assistant", "content": _text(whole.get("content")), "tool_calls": []}
+    elif (plain["content"].strip() or plain["tool_calls"]) and _item(
+        plain["role"], plain["content"], plain["tool_calls"]
+    ) == whole:
+        return plain  # something said, and it gives the item back: stored alone
+    kept = {"name": RAW, "input": whole, "kept": True}
+    return {**plain, "tool_calls": [*plain["tool_calls"], kept]}
+
+
+def _item(role: str, content: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     raw = next((c["input"] for c in calls if c.get("name") == RAW), None)
     if isinstance(raw, dict):
         return raw
-    if message.role == "tool" and calls and calls[0].get("id"):
-        return {
-            "type": "function_call_output",
-            "call_id": calls[0]["id"],
-            "output": message.content,
-        }
+    if role == "tool" and calls and calls[0].get("id"):
+        return {"type": "function_call_output", "call_id": calls[0]["id"], "output": content}
     live = [c for c in calls if c.get("id")]
-    if message.role == "assistant" and live and not message.content:
+    if role == "assistant" and live and not content:
         arguments = live[0].get("input")
         return {
             "type": "function_call",
@@ -97,7 +115,12 @@ def to_item(message: SessionMessage) -> dict[str, Any]:
             "name": live[0]["name"],
             "arguments": arguments if isinstance(arguments, str) else json.dumps(arguments),
         }
-    return {"role": message.role if message.role != "tool" else "user", "content": message.content}
+    return {"role": role if role != "tool" else "user", "content": content}
+
+
+def to_item(message: SessionMessage) -> dict[str, Any]:
+    """One session message as an SDK input item."""
+    return _item(message.role, message.content, message.tool_calls)
 
 
 class LaminaSession:
@@ -126,16 +149,19 @@ class LaminaSession:
         return found
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
-        """The conversation, oldest first (the latest ``limit`` items)."""
+        """The conversation, oldest first: the latest ``limit`` items (none for 0, all for a
+        negative limit, as the SDK's SQLiteSession)."""
         if limit is None and self.session_settings is not None:
             limit = self.session_settings.limit
         messages = await self._messages()
-        if limit is not None:
+        if limit is not None and limit >= 0:
             messages = messages[-limit:] if limit > 0 else []
         return [to_item(m) for m in messages]
 
     async def add_items(self, items: list[Any]) -> None:
-        records = [to_record(dict(item)) for item in items]
+        """Append ``items`` in one transaction: all of them or, on an error, none."""
+        records = [to_record(item) for item in items]
+        check_kept(records, self._bridge.ms.settings.memory.max_content_length)
         if records:
             await self._bridge.call(
                 self._sessions.append_many(

@@ -28,21 +28,38 @@ def check_tool_calls(calls: object) -> list[dict[str, Any]]:
     if calls is None:
         return []
     if not isinstance(calls, list | tuple):
-        raise invalid("tool_calls must be a list of {name, input, output, id?}", "tool_calls")
+        raise invalid(
+            "tool_calls must be a list of {name, input, output, id?, kept?}", "tool_calls"
+        )
     out = []
     for call in calls:
         if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
             raise invalid("each tool call needs a string name", "tool_calls")
-        unknown = set(call) - {"id", "name", "input", "output"}
+        unknown = set(call) - {"id", "name", "input", "output", "kept"}
         if unknown:
             raise invalid(f"unknown tool call field(s): {sorted(unknown)}", "tool_calls")
         item = {"name": call["name"], "input": call.get("input"), "output": call.get("output")}
         if call.get("id") is not None:
             if not isinstance(call["id"], str) or not call["id"] or len(call["id"]) > 256:
-                raise invalid("a tool call id must be a non-empty string", "tool_calls")
+                raise invalid(
+                    "a tool call id must be a non-empty string of at most 256 characters",
+                    "tool_calls",
+                )
             item = {"id": call["id"], **item}
+        if call.get("kept") is not None:
+            if not isinstance(call["kept"], bool):
+                raise invalid("a tool call's kept must be true or false", "tool_calls")
+            if call["kept"]:
+                item["kept"] = True
         out.append(item)
     return out
+
+
+def said(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The calls that are part of the conversation: not those ``kept`` (a framework
+    adapter's copy of the message as its framework gave it, stored to give it back, which
+    no model reads and no token budget counts)."""
+    return [c for c in calls if not c.get("kept")]
 
 
 class SessionBase(ServiceCore):

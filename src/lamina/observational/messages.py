@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lamina.checks import check_content, check_int, invalid, too_long
-from lamina.observational.base import ROLES, check_session_key, check_tool_calls
+from lamina.observational.base import ROLES, check_session_key, check_tool_calls, said
 from lamina.observational.models import Note, SessionMessage, SessionView
 from lamina.observational.ports import NewMessage
 from lamina.observational.runs import ObserverRuns
@@ -65,7 +65,9 @@ class SessionRecords(ObserverRuns):
                 raise invalid("content must be a non-empty string", "content")
             if content.strip():
                 check_content(content, self._max_content)
-            text = content + "".join(f"\n{c['name']} {c['input']} {c['output']}" for c in calls)
+            text = content + "".join(
+                f"\n{c['name']} {c['input']} {c['output']}" for c in said(calls)
+            )
             new.append(NewMessage(role, content, self._counter.count(text), calls))
         if not new:
             return []

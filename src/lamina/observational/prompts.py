@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from lamina.observational.base import said
 from lamina.observational.models import Note, SessionMessage
 
 OBSERVER_SYSTEM = """You compress a conversation between a user and an AI assistant into one \
@@ -42,14 +43,18 @@ def _when(at: datetime) -> str:
 def render_messages(messages: Sequence[SessionMessage], *, max_tokens: int | None = None) -> str:
     """One line per message ``[time] [role]: content`` (time in UTC); tool calls as
     ``  [tool:name] input`` and ``  [result] output`` (clipped: the observer is told not to
-    copy them). A message of more than ``max_tokens`` tokens is clipped to about that many."""
+    copy them; ``kept`` ones are left out). A message of more than ``max_tokens`` tokens is
+    clipped to about that many."""
     lines = []
     for m in messages:
+        calls = said(m.tool_calls)
+        if not m.content.strip() and not calls:
+            continue  # an item a framework adapter keeps, with nothing said
         content = m.content
         if max_tokens is not None and m.token_count > max_tokens:
             content = _clip(content, max(1, len(content) * max_tokens // m.token_count))
         lines.append(f"[{_when(m.created_at)}] [{m.role}]: {content}")
-        for call in m.tool_calls:
+        for call in calls:
             if call.get("input") is not None:
                 lines.append(f"  [tool:{call.get('name', '?')}] {_clip(str(call['input']))}")
             if call.get("output") is not None:

@@ -249,6 +249,8 @@ class ObserverRuns(SessionBase):
         limit = self.settings.observer_batch_tokens
         try:
             shown = render_messages(batch, max_tokens=limit - LINE_OVERHEAD)
+            if not shown:
+                return []  # nothing said (items a framework adapter keeps): no call, no note
             text = await self._ask(OBSERVER_SYSTEM, shown)
         except LaminaError as exc:
             if _refused(exc) and len(batch) > 1:
