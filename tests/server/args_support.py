@@ -193,9 +193,38 @@ def assert_unchanged(before: dict[str, Any], after: dict[str, Any]) -> None:
     assert counts(before)["memories"] >= 2 and counts(before)["session_messages"] >= 1
 
 
-def bad_argument(error: dict[str, Any], tool: str, field: str) -> None:
-    """``error`` is INVALID_ARGUMENT naming ``field``."""
+#: How an error names the JSON type it got.
+KINDS = {
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    list: "an array",
+    dict: "an object",
+}
+
+
+def value_at(arguments: dict[str, Any], field: str) -> Any:
+    """The value at ``field`` (``messages.0.content``) of ``arguments``."""
+    value: Any = arguments
+    for step in field.split("."):
+        value = value[int(step)] if isinstance(value, list) else value[step]
+    return value
+
+
+def bad_argument(
+    error: dict[str, Any], tool: str, field: str, arguments: dict[str, Any] | None = None
+) -> None:
+    """``error`` is INVALID_ARGUMENT naming ``field`` and, with ``arguments``, the JSON type
+    of its value, without echoing the value."""
     assert error["code"] == "INVALID_ARGUMENT", (tool, field, error)
     assert error["details"]["field"] == field, (tool, field, error)
     assert error["details"]["tool"] == tool
     assert error["message"].startswith(f"{tool}: argument {field}: "), error
+    if arguments is None:
+        return
+    value = value_at(arguments, field)
+    got = KINDS[type(value)]
+    assert error["details"]["got"] == got and error["message"].endswith(f"(got {got})"), error
+    if isinstance(value, str) and len(value) > 3:
+        assert value not in error["message"], error

@@ -43,7 +43,7 @@ def test_mcp_refuses_wrong_types_and_changes_nothing(store: str, tmp_path: Path)
             for tool, arguments, field in table:
                 error, body = await call(session, tool, arguments)
                 assert error, (tool, arguments, body)
-                bad_argument(body["error"], tool, field)
+                bad_argument(body["error"], tool, field, arguments)
             assert_unchanged(before, snapshot(settings))
             search = {"query": "aisle seats", "user_id": "alice", "mode": "keyword"}
             for threshold in (0, 1):

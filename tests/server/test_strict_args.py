@@ -75,7 +75,7 @@ def test_wrong_types_over_json_rpc_are_refused_and_change_nothing(backend: Backe
     before = snapshot(backend.settings)
     for tool, arguments, field in cases(backend.ids):
         task = send(backend.client, tool_message(tool, arguments))
-        bad_argument(rejected_error(task), tool, field)
+        bad_argument(rejected_error(task), tool, field, arguments)
     assert_unchanged(before, snapshot(backend.settings))
 
 
@@ -96,20 +96,20 @@ def test_wrong_types_over_rest_and_v03_and_legacy_are_refused(backend: Backend) 
             "/message:send", json={"message": tool_message(tool, arguments)}, headers=HEADERS
         )
         assert response.status_code == 200, response.text
-        bad_argument(rejected_error(response.json()["task"]), tool, field)
+        bad_argument(rejected_error(response.json()["task"]), tool, field, arguments)
         part = {"kind": "data", "data": {"tool": tool, "arguments": arguments}}
         old = {"kind": "message", "messageId": str(uuid.uuid4()), "role": "user", "parts": [part]}
         body = client.post(
             "/",
             json={"jsonrpc": "2.0", "id": 1, "method": "message/send", "params": {"message": old}},
         ).json()
-        bad_argument(rejected_error(body["result"], "rejected"), tool, field)
+        bad_argument(rejected_error(body["result"], "rejected"), tool, field, arguments)
         legacy = {"type": "data", "data": {"tool": tool, "arguments": arguments}}
         task = client.post(
             "/tasks/send",
             json={"id": f"legacy-{uuid.uuid4()}", "message": {"role": "user", "parts": [legacy]}},
         ).json()
-        bad_argument(rejected_error(task, "rejected"), tool, field)
+        bad_argument(rejected_error(task, "rejected"), tool, field, arguments)
     assert_unchanged(before, snapshot(backend.settings))
 
 
