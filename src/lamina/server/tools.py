@@ -4,9 +4,9 @@ a handler that runs it for one tenant. Nothing here knows about A2A or MCP.
 
 Arguments are validated against the tool's model: a missing required argument raises
 INVALID_ARGUMENT with ``details["missing"]`` (an adapter asks for it: input-required); any
-other bad argument raises INVALID_ARGUMENT naming the field and the JSON type it got
-(rejected). The tools' models are strict (memory_args.py): a wrong JSON type is never
-converted.
+other bad argument raises INVALID_ARGUMENT naming the field (rejected). The tools' models
+are strict (memory_args.py): a value of another JSON type is never converted, and its error
+says the type it got (``details["got"]``), never the value.
 """
 
 from __future__ import annotations
@@ -99,12 +99,12 @@ class ServerTool:
                 ) from None
             first = next(e for e in errors if e["type"] != "missing")
             where = ".".join(str(p) for p in first["loc"])
-            got = json_kind(first["input"])
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"{self.name}: argument {where}: {first['msg']} (got {got})",
-                details={"tool": self.name, "field": where, "got": got},
-            ) from None
+            details: dict[str, Any] = {"tool": self.name, "field": where}
+            message = f"{self.name}: argument {where}: {first['msg']}"
+            if first["type"].endswith("_type"):  # a value of another JSON type
+                details["got"] = json_kind(first["input"])
+                message += f" (got {details['got']})"
+            raise LaminaError(ErrorCode.INVALID_ARGUMENT, message, details=details) from None
 
     async def run(self, arguments: object, tenant: str) -> Any:
         return await self.handler(self.parse(arguments), tenant)
