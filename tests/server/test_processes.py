@@ -26,6 +26,7 @@ from tests.server.harness import (
     session_of,
     tool_message,
 )
+from tests.server.mcp_support import documented_tool_count
 
 
 @contextmanager
@@ -161,7 +162,10 @@ def test_mcp_over_stdio(tmp_path: Path) -> None:
             await session.initialize()
             tools = (await session.list_tools()).tools
             names = {t.name for t in tools}
-            assert len(names) == 27 and {"memory_add", "knowledge_query", "context_prompt"} <= names
+            assert (
+                len(names) == documented_tool_count()
+                and {"memory_add", "knowledge_query", "context_prompt"} <= names
+            )
             add = next(t for t in tools if t.name == "memory_add")
             assert "content" in add.input_schema["required"]
             added = await session.call_tool(
@@ -206,7 +210,7 @@ def test_mcp_over_streamable_http_with_api_keys(tmp_path: Path) -> None:
                 ClientSession(read, write) as session,
             ):
                 await session.initialize()
-                assert len((await session.list_tools()).tools) == 27
+                assert len((await session.list_tools()).tools) == documented_tool_count()
                 added = await session.call_tool(
                     "memory_add", {"content": "over http", "layer": "user", "user_id": "h"}
                 )

@@ -299,7 +299,7 @@ def test_adapters_share_one_interface(live: Running) -> None:
     for adapter in (a2a, mcp):
         memory = adapter.get_memory_tools()
         others = adapter.get_knowledge_tools()
-        assert len(memory) == 13 and len(others) == 14
+        assert len(memory) == 13 and len(others) == 15  # knowledge, governance, context
         context = live.run(adapter.get_session_context("default", {"user_id": "u"}, "x"))
         assert "memories" in context and context["constraints"]
     assert {t.name for t in mcp.get_memory_tools()} == {t["name"] for t in a2a.get_memory_tools()}

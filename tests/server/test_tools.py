@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -163,3 +164,25 @@ def test_missing_and_invalid_arguments(ms: Lamina, tools: dict[str, ServerTool])
             {"content": "AKIAIOSFODNN7EXAMPLE", "layer": "org", "org_id": "o"},
         )
     assert err.value.code is ErrorCode.POLICY_VIOLATION
+
+
+@pytest.mark.parametrize(
+    ("tool", "arguments", "field"),
+    [
+        ("memory_add", {"content": "x", "layer": "user", "user_id": "u", "ttl": math.inf}, "ttl"),
+        ("memory_search", {"query": "x", "user_id": "u", "threshold": math.nan}, "threshold"),
+        ("memory_search", {"query": "x", "user_id": "u", "limit": 5.0}, "limit"),
+        ("memory_list", {"user_id": "u", "tags": ("a", "b")}, "tags"),
+    ],
+)
+def test_numbers_and_arrays_are_taken_only_as_json_has_them(
+    ms: Lamina, tools: dict[str, ServerTool], tool: str, arguments: dict[str, Any], field: str
+) -> None:
+    """What only a Python caller (an adapter) can pass: NaN and Infinity, a float where an
+    integer is asked, a tuple for an array. Each is INVALID_ARGUMENT naming the field, and
+    nothing is stored."""
+    with pytest.raises(LaminaError) as err:
+        call(ms, tools[tool], arguments)
+    assert err.value.code is ErrorCode.INVALID_ARGUMENT
+    assert err.value.details["field"] == field
+    assert ms.memory.list(user_id="u").items == []

@@ -53,9 +53,22 @@ class SessionNotes(Args):
     limit: int | None = Field(default=None, ge=1, description="The most recent N; default all.")
 
 
+class SessionSystemPrompt(Args):
+    session_key: str = SessionKey
+    prompt: str | None = Field(
+        default=None,
+        description="Replace the session's base system prompt with this text; null or an "
+        "empty string clears it; left out: only read it.",
+    )
+
+
 class ContextPrompt(IdArgs):
     query: str = Field(description="The user's latest message (may have no keywords).")
-    base: str = Field(default="", description="The agent's own system instruction.")
+    base: str = Field(
+        default="",
+        description="The agent's own system instruction; default: the session's base system "
+        "prompt (session_system_prompt), when session_key is given and it has one.",
+    )
     session_key: str | None = Field(
         default=None,
         min_length=1,
@@ -90,7 +103,8 @@ def build_context_tools(ms: AsyncLamina) -> list[ServerTool]:
             found = await sessions.messages(
                 a.session_key, start=a.start, limit=a.limit, tenant_id=t
             )
-        return {"messages": jsonable(found)}
+        prompt = await sessions.system_prompt(a.session_key, tenant_id=t)
+        return {"messages": jsonable(found), "system_prompt": prompt}
 
     async def session_observations(a: Any, t: str) -> Any:
         notes = await sessions.observations(a.session_key, limit=a.limit, tenant_id=t)
@@ -100,10 +114,21 @@ def build_context_tools(ms: AsyncLamina) -> list[ServerTool]:
         notes = await sessions.reflections(a.session_key, limit=a.limit, tenant_id=t)
         return {"reflections": jsonable(notes)}
 
+    async def session_system_prompt(a: Any, t: str) -> Any:
+        if "prompt" in a.model_fields_set:
+            await sessions.set_system_prompt(a.session_key, a.prompt, tenant_id=t)
+        prompt = await sessions.system_prompt(a.session_key, tenant_id=t)
+        return {"session_key": a.session_key, "system_prompt": prompt}
+
     async def context_prompt(a: Any, t: str) -> Any:
         ids = {k: v for k, v in a.ids().items() if v is not None}
+        base = a.base
+        if a.session_key and not base.strip():
+            # As the context-aware model (model.augment): the session's kept base prompt.
+            kept = await sessions.system_prompt(a.session_key, tenant_id=t)
+            base = base if kept is None else kept
         prompt = await context.build_prompt(
-            a.base,
+            base,
             a.query[: context.settings.max_query_length],
             layers=a.layers,
             session_key=a.session_key or "",
@@ -124,7 +149,8 @@ def build_context_tools(ms: AsyncLamina) -> list[ServerTool]:
         ),
         (
             "session_messages",
-            "A session's messages, oldest first (or only the recent un-observed ones).",
+            "A session's messages, oldest first (or only the recent un-observed ones), and "
+            "its base system prompt.",
             SessionRead,
             session_messages,
             True,
@@ -144,10 +170,19 @@ def build_context_tools(ms: AsyncLamina) -> list[ServerTool]:
             True,
         ),
         (
+            "session_system_prompt",
+            "A session's base system prompt (the one the context-aware model keeps and "
+            "context_prompt uses when no base is given); with prompt: replace it first "
+            "(null or an empty string clears it).",
+            SessionSystemPrompt,
+            session_system_prompt,
+            False,
+        ),
+        (
             "context_prompt",
-            "The system prompt for the next model call: the base instruction plus the "
-            "context for the query and, with a session key, the session's memory; and the "
-            "recent messages to send after it.",
+            "The system prompt for the next model call: the base instruction (default: the "
+            "session's base system prompt) plus the context for the query and, with a session "
+            "key, the session's memory; and the recent messages to send after it.",
             ContextPrompt,
             context_prompt,
             True,

@@ -4,21 +4,34 @@ a handler that runs it for one tenant. Nothing here knows about A2A or MCP.
 
 Arguments are validated against the tool's model: a missing required argument raises
 INVALID_ARGUMENT with ``details["missing"]`` (an adapter asks for it: input-required); any
-other bad argument raises INVALID_ARGUMENT naming the field (rejected).
+other bad argument raises INVALID_ARGUMENT naming the field (rejected). The tools' models
+are strict (memory_args.py): a value of another JSON type is never converted, and its error
+says the type it got (``details["got"]``), never the value.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.runtime import AsyncLamina
+from lamina.server.knowledge_args import (
+    GovernanceDrift,
+    GovernancePolicies,
+    GovernanceValidate,
+    KnowledgeContent,
+    KnowledgeCreate,
+    KnowledgeGet,
+    KnowledgeHistory,
+    KnowledgeQuery,
+    KnowledgeStatusArgs,
+    KnowledgeUpdate,
+)
 from lamina.server.memory_args import (
-    Args,
     MemoryAdd,
     MemoryAddMessages,
     MemoryId,
@@ -29,6 +42,26 @@ from lamina.server.memory_args import (
 )
 from lamina.server.memory_tools import Handler, lifecycle_tools
 from lamina.shapes import jsonable
+
+
+def json_kind(value: object) -> str:
+    """What ``value`` is in JSON words (``a string``), for an error message that names the
+    type a caller sent without echoing the value (it may be a secret)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "an array"
+    return type(value).__name__
 
 
 @dataclass(frozen=True)
@@ -66,94 +99,15 @@ class ServerTool:
                 ) from None
             first = next(e for e in errors if e["type"] != "missing")
             where = ".".join(str(p) for p in first["loc"])
-            raise LaminaError(
-                ErrorCode.INVALID_ARGUMENT,
-                f"{self.name}: argument {where}: {first['msg']}",
-                details={"tool": self.name, "field": where},
-            ) from None
+            details: dict[str, Any] = {"tool": self.name, "field": where}
+            message = f"{self.name}: argument {where}: {first['msg']}"
+            if first["type"].endswith("_type"):  # a value of another JSON type
+                details["got"] = json_kind(first["input"])
+                message += f" (got {details['got']})"
+            raise LaminaError(ErrorCode.INVALID_ARGUMENT, message, details=details) from None
 
     async def run(self, arguments: object, tenant: str) -> Any:
         return await self.handler(self.parse(arguments), tenant)
-
-
-class _KnowledgeFilters(Args):
-    type: str | None = None
-    layer: str | None = None
-    layer_id: str | None = None
-    status: str | None = Field(default="accepted", description="A status, or 'any'.")
-    tags: list[str] | None = None
-    limit: int | None = Field(default=None, ge=1)
-
-
-class KnowledgeQuery(_KnowledgeFilters):
-    query: str
-    mode: Literal["semantic", "keyword", "hybrid"] | None = None
-
-
-class KnowledgeGet(Args):
-    id: str
-    history: bool = False
-
-
-class _KnowledgeContent(Args):
-    summary: str | None = None
-    body: str | None = None
-    severity: str | None = None
-    tags: list[str] | None = None
-    constraints: list[str] | None = None
-    related: list[str] | None = None
-    policy_id: str | None = None
-    mode: str | None = None
-    merge_strategy: str | None = None
-    rules: list[dict[str, Any]] | None = None
-    author: str = "a2a"
-    message: str | None = None
-
-
-class KnowledgeCreate(_KnowledgeContent):
-    type: str = Field(description="adr, policy, pattern or spec.")
-    title: str
-    layer: str = Field(description="company, org, team or project.")
-    layer_id: str | None = None
-    id: str | None = None
-    status: str = "draft"
-
-
-class KnowledgeUpdate(_KnowledgeContent):
-    id: str
-    title: str | None = None
-
-
-class KnowledgeStatusArgs(Args):
-    id: str
-    status: str
-    superseded_by: str | None = None
-    author: str = "a2a"
-    message: str | None = None
-
-
-class KnowledgeHistory(Args):
-    id: str
-    limit: int = Field(default=50, ge=1)
-
-
-class GovernanceValidate(Args):
-    layer: str = "company"
-    layer_id: str | None = None
-    context: dict[str, Any] = Field(
-        description="path, content, dependencies, imports and/or config to check."
-    )
-
-
-class GovernanceDrift(Args):
-    layer: str = "company"
-    layer_id: str | None = None
-    contexts: list[dict[str, Any]]
-
-
-class GovernancePolicies(Args):
-    layer: str = "company"
-    layer_id: str | None = None
 
 
 def build_tools(ms: AsyncLamina) -> list[ServerTool]:
@@ -217,8 +171,8 @@ def build_tools(ms: AsyncLamina) -> list[ServerTool]:
     async def knowledge_get(a: Any, t: str) -> Any:
         return jsonable(await ks.get(a.id, history=a.history, tenant_id=t))
 
-    def content(a: _KnowledgeContent) -> dict[str, Any]:
-        return a.pick(*_KnowledgeContent.model_fields)
+    def content(a: KnowledgeContent) -> dict[str, Any]:
+        return a.pick(*KnowledgeContent.model_fields)
 
     async def knowledge_create(a: Any, t: str) -> Any:
         return jsonable(
