@@ -43,3 +43,23 @@ def test_session_system_prompt_is_shown_set_and_cleared(
     cleared = run_json(capsys, data_dir, "session", "system-prompt", "chat:1", "--clear")
     assert cleared == {"session_key": "chat:1", "system_prompt": None}
     assert run_json(capsys, data_dir, "session", "show", "chat:1")["system_prompt"] is None
+
+
+def test_context_prompt_starts_from_the_sessions_kept_base_prompt(
+    capsys: pytest.CaptureFixture[str], data_dir: Path
+) -> None:
+    """As the context-aware model and the context_prompt tool: without --base, a session's
+    prompt starts from its kept base system prompt; a --base given wins and is not kept."""
+    run_json(capsys, data_dir, "session", "system-prompt", "chat:1", "--set", "Be brief.")
+    kept = run_json(capsys, data_dir, "context", "prompt", "deploy", "--session", "chat:1")
+    assert kept["prompt"].startswith("Be brief.")
+    given = run_json(
+        capsys, data_dir, "context", "prompt", "deploy", "--session", "chat:1", "--base", "Be kind."
+    )
+    assert given["prompt"].startswith("Be kind.") and "Be brief." not in given["prompt"]
+    other = run_json(capsys, data_dir, "context", "prompt", "deploy", "--session", "chat:2")
+    assert "Be brief." not in other["prompt"]
+    alone = run_json(capsys, data_dir, "context", "prompt", "deploy")
+    assert "Be brief." not in alone["prompt"]
+    code, out, _ = run(capsys, data_dir, "session", "system-prompt", "chat:1")
+    assert (code, out) == (0, "Be brief.\n")

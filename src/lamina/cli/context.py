@@ -345,7 +345,11 @@ def context_retrieve(state: State, /, query: str, **kw: Any) -> None:
 
 @context.command("prompt")
 @click.argument("query")
-@click.option("--base", default="", help="The base system prompt.")
+@click.option(
+    "--base",
+    default="",
+    help="The base system prompt (default: the session's kept one, with --session).",
+)
 @click.option("--layer", "layers", multiple=True, help="A context layer (repeatable).")
 @click.option("--session", "session_key", default=None, help="Session key.")
 @click.option("--user-id", default=None, help="Add the user's relevant memories.")
@@ -354,8 +358,9 @@ def context_retrieve(state: State, /, query: str, **kw: Any) -> None:
 def context_prompt(state: State, /, query: str, **kw: Any) -> None:
     """Print the system prompt assembled for QUERY."""
     ids = {"user_id": kw["user_id"]} if kw["user_id"] else None
-    prompt = state.ms().context.build_prompt(
-        kw["base"],
+    ms = state.ms()
+    prompt = ms.context.build_prompt(
+        ms.sessions.base_prompt(kw["session_key"], kw["base"]),
         query,
         layers=list(kw["layers"]) or None,
         session_key=kw["session_key"],

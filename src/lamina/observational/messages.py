@@ -165,6 +165,20 @@ class SessionRecords(ObserverRuns):
         )
         return found
 
+    async def base_prompt(
+        self, session_key: str | None, base: str = "", *, tenant_id: str | None = None
+    ) -> str:
+        """The base system prompt of a call for the session: ``base`` when it has text, else
+        the session's kept one (as the context-aware model does), else ``base``. Every door
+        that assembles a prompt for a session (the context tool, the CLI, the inspector)
+        starts from it."""
+        if not isinstance(base, str):
+            raise invalid("base must be a string", "base")
+        if not session_key or base.strip():
+            return base
+        kept = await self.system_prompt(session_key, tenant_id=tenant_id)
+        return base if kept is None else kept
+
     async def set_system_prompt(
         self, session_key: str, prompt: str | None, *, tenant_id: str | None = None
     ) -> None:

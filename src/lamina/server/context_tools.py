@@ -122,11 +122,7 @@ def build_context_tools(ms: AsyncLamina) -> list[ServerTool]:
 
     async def context_prompt(a: Any, t: str) -> Any:
         ids = {k: v for k, v in a.ids().items() if v is not None}
-        base = a.base
-        if a.session_key and not base.strip():
-            # As the context-aware model (model.augment): the session's kept base prompt.
-            kept = await sessions.system_prompt(a.session_key, tenant_id=t)
-            base = base if kept is None else kept
+        base = await sessions.base_prompt(a.session_key, a.base, tenant_id=t)
         prompt = await context.build_prompt(
             base,
             a.query[: context.settings.max_query_length],
