@@ -17,7 +17,7 @@ from lamina.server.middleware.content_type import JsonContentType
 from lamina.server.middleware.http_metrics import HttpMetrics
 from lamina.server.middleware.keys import ApiKeys
 from lamina.server.middleware.rate_limit import RateLimit
-from lamina.server.middleware.routes import A2A_GROUPS, route_group
+from lamina.server.middleware.request import A2A_GROUPS, route_group
 from lamina.server.middleware.strict_json import StrictJson
 from lamina.server.middleware.version import VersionWarning
 

@@ -8,7 +8,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lamina.server.middleware.buffer import ClientGone, RequestBody, TooLarge
 from lamina.server.middleware.refusal import Refusal, refuse
-from lamina.server.middleware.routes import is_checked
+from lamina.server.middleware.request import is_checked
 
 # An implementation-defined server error: A2A names none for an oversized body.
 PAYLOAD_TOO_LARGE_CODE = -32091
@@ -30,15 +30,18 @@ class BodyLimit:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not is_checked(scope):
-            await self.app(scope, receive, send)
+        if is_checked(scope) and not await self._fits(scope, send):
             return
+        await self.app(scope, receive, send)
+
+    async def _fits(self, scope: Scope, send: Send) -> bool:
+        """Read the body: True when it fits, False once refused (or the client left)."""
         body = RequestBody.of(scope)
         try:
             await body.read()
         except ClientGone:
-            return
+            return False
         except TooLarge:
             await refuse(scope, send, too_large(body.max_bytes))
-            return
-        await self.app(scope, receive, send)
+            return False
+        return True

@@ -10,7 +10,7 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lamina.server.body import BadBody, read_json
-from lamina.server.middleware.routes import headers_of, is_checked
+from lamina.server.middleware.request import headers_of, is_checked
 
 SCOPE_KEY = "lamina.body"
 

@@ -10,7 +10,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lamina.server.middleware.buffer import RequestBody
 from lamina.server.middleware.refusal import Refusal, refuse
-from lamina.server.middleware.routes import A2A_GROUPS, group_of, headers_of, is_checked
+from lamina.server.middleware.request import A2A_GROUPS, group_of, headers_of, is_checked
 
 log = logging.getLogger("lamina.server")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from lamina.metrics import ServerMetrics
-from lamina.server.middleware.routes import group_of
+from lamina.server.middleware.request import group_of
 
 
 class HttpMetrics:

@@ -10,13 +10,17 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from lamina.server.auth import KeyRing, Principal, presented_key
 from lamina.server.middleware.refusal import Refusal, refuse
-from lamina.server.middleware.routes import headers_of, is_checked, is_public
+from lamina.server.middleware.request import (
+    HEALTH_DETAIL,
+    PRINCIPAL,
+    headers_of,
+    is_checked,
+    is_public,
+)
 
 # JSON-RPC code of a missing or wrong key: A2A names no error for it, so an
 # implementation-defined server error, at the far end of -32000..-32099 from A2A's own.
 UNAUTHENTICATED_CODE = -32090
-PRINCIPAL = "lamina.principal"
-HEALTH_DETAIL = "lamina.health_detail"
 
 UNAUTHENTICATED = Refusal(
     401,

@@ -12,9 +12,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from lamina.metrics import ServerMetrics
 from lamina.server.auth import Principal
 from lamina.server.middleware.buffer import RequestBody
-from lamina.server.middleware.keys import PRINCIPAL
 from lamina.server.middleware.refusal import Refusal, refuse
-from lamina.server.middleware.routes import is_checked
+from lamina.server.middleware.request import PRINCIPAL, is_checked
 from lamina.server.ratelimit import Limited, RateLimiter
 
 # An implementation-defined server error: A2A names none for a rate limit.

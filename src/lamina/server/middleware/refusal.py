@@ -14,7 +14,7 @@ from typing import Any
 from starlette.types import Scope, Send
 
 from lamina.server.middleware.buffer import ClientGone, RequestBody, TooLarge
-from lamina.server.middleware.routes import group_of
+from lamina.server.middleware.request import group_of
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 # A JSON-RPC parse error: what a body that is not strict JSON gets on POST /.

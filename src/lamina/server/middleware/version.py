@@ -8,7 +8,7 @@ import logging
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from lamina.server.middleware.routes import headers_of, is_checked
+from lamina.server.middleware.request import headers_of, is_checked
 
 log = logging.getLogger("lamina.server")
 

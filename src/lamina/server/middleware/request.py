@@ -1,11 +1,19 @@
-"""The route groups the gate tells apart, each answered in its own protocol: ``jsonrpc``
-(``POST /``), ``rest`` (the HTTP+JSON binding), ``legacy`` (``/tasks/send``,
-``/tasks/{id}/get``), ``mcp``, ``ui`` (the web inspector), ``card``, ``health`` and
-``metrics``."""
+"""What the gate's middlewares share about a request: its route group, each answered in its
+own protocol (``jsonrpc``: ``POST /``; ``rest``: the HTTP+JSON binding; ``legacy``:
+``/tasks/send``, ``/tasks/{id}/get``; ``mcp``; ``ui``: the web inspector; ``card``, ``health``
+and ``metrics``), whether the gate checks it, its headers, and the keys of the scope the
+middlewares fill in for the app."""
 
 from __future__ import annotations
 
 from starlette.types import Scope
+
+#: The caller (lamina.server.auth.Principal): its key's, or the configured tenant's.
+PRINCIPAL = "lamina.principal"
+#: Whether /health may tell what is behind it (an admin key, or no keys configured).
+HEALTH_DETAIL = "lamina.health_detail"
+#: The body's JSON value, read once (None without a POST body): the A2A adapter uses it.
+PARSED_JSON = "lamina.json"
 
 PUBLIC = {"/health", "/.well-known/agent-card.json"}
 # The A2A groups: refusals in their protocol, bodies must be JSON.
