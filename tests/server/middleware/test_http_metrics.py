@@ -42,3 +42,22 @@ def test_a_request_the_app_did_not_answer_counts_as_status_0() -> None:
 
     assert asyncio.run(scenario()) == 500  # the transport's answer; the app sent none
     assert gate.count("a2a_http_requests_total", route="health", status="0") == 1
+
+
+async def mounted(scope: Scope, receive: Receive, send: Send) -> None:
+    """An app that moves the path on, as a mounted sub-application's router does."""
+    scope["path"] = "/ui/elsewhere"
+    await send({"type": "http.response.start", "status": 204, "headers": []})
+    await send({"type": "http.response.body", "body": b""})
+
+
+def test_the_route_group_is_the_request_s_whatever_the_app_does_to_the_scope() -> None:
+    gate = Gate(settings(keys=False), app=mounted)
+
+    async def scenario() -> int:
+        async with client(gate.asgi) as c:
+            return (await c.post("/mcp", json={})).status_code
+
+    assert asyncio.run(scenario()) == 204
+    assert gate.count("a2a_http_requests_total", route="mcp", status="204") == 1
+    assert gate.count("a2a_http_requests_total", route="ui") == 0

@@ -18,6 +18,7 @@ class HttpMetrics:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        group = group_of(scope)  # before the app, which may change the scope's path
         status_seen: list[int] = []
 
         async def counted_send(message: Message) -> None:
@@ -29,4 +30,4 @@ class HttpMetrics:
             await self.app(scope, receive, counted_send)
         finally:
             status = str(status_seen[0] if status_seen else 0)
-            self.metrics.http.labels(group_of(scope), status).inc()
+            self.metrics.http.labels(group, status).inc()

@@ -14,6 +14,9 @@ PRINCIPAL = "lamina.principal"
 HEALTH_DETAIL = "lamina.health_detail"
 #: The body's JSON value, read once (None without a POST body): the A2A adapter uses it.
 PARSED_JSON = "lamina.json"
+#: The request's route group and its headers, worked out once for every middleware.
+ROUTE_GROUP = "lamina.route_group"
+HEADERS = "lamina.headers"
 
 PUBLIC = {"/health", "/.well-known/agent-card.json"}
 # The A2A groups: refusals in their protocol, bodies must be JSON.
@@ -37,7 +40,11 @@ def route_group(path: str, method: str) -> str:
 
 
 def group_of(scope: Scope) -> str:
-    return route_group(scope["path"], scope["method"])
+    """The request's route group (worked out on the first call, kept in the scope)."""
+    group = scope.get(ROUTE_GROUP)
+    if group is None:
+        group = scope[ROUTE_GROUP] = route_group(scope["path"], scope["method"])
+    return str(group)
 
 
 def is_public(scope: Scope) -> bool:
@@ -53,5 +60,12 @@ def is_checked(scope: Scope) -> bool:
 
 
 def headers_of(scope: Scope) -> dict[str, str]:
-    """The request's headers, names in lower case (the last of a repeated one wins)."""
-    return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    """The request's headers, names in lower case (the last of a repeated one wins); read on
+    the first call, kept in the scope."""
+    headers = scope.get(HEADERS)
+    if headers is None:
+        headers = scope[HEADERS] = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]
+        }
+    found: dict[str, str] = headers
+    return found
