@@ -1,12 +1,13 @@
 """The server: one AsyncLamina behind HTTP. Builds the tool registry, the dispatcher, the
-thread service, the A2A adapter and the gate, and owns their lifecycles."""
+thread service, the A2A adapter and the gate (its middleware, composed here in order), and
+owns their lifecycles."""
 
 from __future__ import annotations
 
 import contextlib
 import ipaddress
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from importlib.metadata import version as package_version
 
 from starlette.applications import Starlette
@@ -17,13 +18,25 @@ from starlette.routing import BaseRoute, Route
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.llm.base import ChatModel
+from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.a2a import A2AAdapter
 from lamina.server.a2a.numbers import WholeNumbers
 from lamina.server.auth import KeyRing
 from lamina.server.context_tools import all_tools
-from lamina.server.gate import A2A_GROUPS, Gate, route_group
 from lamina.server.health import health, summary
+from lamina.server.middleware import (
+    A2A_GROUPS,
+    ApiKeys,
+    BodyLimit,
+    BufferBody,
+    HttpMetrics,
+    JsonContentType,
+    RateLimit,
+    StrictJson,
+    VersionWarning,
+    route_group,
+)
 from lamina.server.ratelimit import RateLimiter
 from lamina.server.router import LLMRouter
 from lamina.server.skills import Dispatcher, ToolRegistry
@@ -53,6 +66,32 @@ def check_bind(host: str, keys: KeyRing) -> None:
             "bind to 127.0.0.1.",
             details={"host": host},
         )
+
+
+def gate_middleware(
+    *,
+    keys: KeyRing,
+    default_tenant: str,
+    limiter: RateLimiter,
+    metrics: ServerMetrics,
+    max_body: int,
+    skill_for_tool: Callable[[str], str],
+) -> list[Middleware]:
+    """The gate in front of every route (of ``lamina serve`` and ``lamina mcp --transport
+    http``), outermost first: the request metric counts every answer, refusals included; the
+    body is read at most once (by the first check that needs it) and replayed; then API key
+    (401, 403), the A2A version warning, body size (413), content type (415), rate limits
+    (429) and strict JSON (400, -32700), in that order."""
+    return [
+        Middleware(HttpMetrics, metrics=metrics),
+        Middleware(BufferBody, max_bytes=max_body),
+        Middleware(ApiKeys, keys=keys, default_tenant=default_tenant),
+        Middleware(VersionWarning),
+        Middleware(BodyLimit),
+        Middleware(JsonContentType),
+        Middleware(RateLimit, limiter=limiter, metrics=metrics, skill_for_tool=skill_for_tool),
+        Middleware(StrictJson),
+    ]
 
 
 class LaminaServer:
@@ -104,8 +143,7 @@ class LaminaServer:
                 *self.a2a.routes(),
             ],
             middleware=[
-                Middleware(
-                    Gate,
+                *gate_middleware(
                     keys=self.keys,
                     default_tenant=ms.settings.tenant_id,
                     limiter=self.limiter,

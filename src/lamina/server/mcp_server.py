@@ -135,8 +135,8 @@ async def run_mcp(settings: Settings, transport: str) -> None:
                     read, write, adapter.server.create_initialization_options()
                 )
             return
-        from lamina.server.app import check_bind
-        from lamina.server.gate import Gate
+        from lamina.server.app import check_bind, gate_middleware
+        from lamina.server.middleware import wrap
         from lamina.server.ratelimit import RateLimiter
         from lamina.server.run import serve_app
 
@@ -144,8 +144,7 @@ async def run_mcp(settings: Settings, transport: str) -> None:
         check_bind(settings.server.host, keys)
         app = adapter.server.streamable_http_app(host=settings.server.host)
         limiter = RateLimiter(settings.server)
-        gated = Gate(
-            app,
+        gate = gate_middleware(
             keys=keys,
             default_tenant=settings.tenant_id,
             limiter=limiter,
@@ -155,7 +154,7 @@ async def run_mcp(settings: Settings, transport: str) -> None:
         )
         try:
             await serve_app(
-                gated,
+                wrap(app, gate),
                 settings.server.host,
                 settings.server.port,
                 "warning",
