@@ -8,6 +8,7 @@ import json
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -66,6 +67,8 @@ class Database:
         #: would crash the process).
         self._running = 0
         self._idle = threading.Condition(self._guard)
+        #: Something was deleted since the file was opened: ``close`` rebuilds it.
+        self._forgot = False
 
     def connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -171,11 +174,19 @@ class Database:
         with self.write_transaction() as conn:
             return run(conn, program)
 
+    def forgot(self) -> None:
+        """Note a deletion: ``close`` rebuilds the file (``VACUUM``). ``secure_delete`` zeroes
+        what a delete frees, but a page SQLite rebalanced can keep, in its unused middle, old
+        bytes of rows moved to another page; only rebuilding the file drops them."""
+        self._forgot = True
+
     def close(self) -> None:
         with self._guard:
             self._closed = True
             if not self._idle.wait_for(lambda: self._running == 0, self.busy_timeout + 5):
                 log.warning("closing %s while a call still runs", self.path)
+            if self._all:
+                self._settle(self._all[0])
             for conn in self._all:
                 try:
                     conn.close()
@@ -183,6 +194,19 @@ class Database:
                     log.warning("closing a connection to %s failed", self.path)
             self._all.clear()
         self._local = threading.local()
+
+    def _settle(self, conn: sqlite3.Connection) -> None:
+        """At close: the file rebuilt if something was deleted, and the log emptied into it
+        (SQLite deletes the log with the last connection, unless another process has the
+        file open): no copy of a deleted text is left in either."""
+        try:
+            if self._forgot:
+                started = time.perf_counter()
+                conn.execute("VACUUM")
+                log.info("rebuilt %s in %.2f s", self.path, time.perf_counter() - started)
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error as exc:  # another process reading: its next checkpoint
+            log.warning("settling %s at close failed: %s", self.path, exc)
 
 
 #: The migration after which rows stored before it get their content key from Python.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, Unpack
 
@@ -168,12 +169,21 @@ class SQLiteMemories(SqlMemoryLifecycle):
         )
         return done
 
+    async def purge_expired(
+        self, tenant_id: str, at: datetime, limit: int, *, actor: str | None = None
+    ) -> int:
+        deleted = await super().purge_expired(tenant_id, at, limit, actor=actor)
+        await self._checkpoint(deleted)
+        return deleted
+
     async def _checkpoint(self, deleted: int) -> None:
         """After a delete: copy the log into the file (where secure_delete zeroed the freed
         content) and empty the log, whose old pages still held the deleted text. A reader
         in the middle of a transaction (another process) can keep the log from emptying
-        now; it empties at the next checkpoint."""
+        now; it empties at the next checkpoint. Closing the store then rebuilds the file
+        (``Database.forgot``)."""
         if deleted:
+            self._db.forgot()
             await self._db.call(
                 "checkpoint",
                 lambda: self._db.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)"),
