@@ -7,6 +7,8 @@ stopped); on PostgreSQL in no column of any table."""
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,10 @@ import httpx
 import psycopg
 import pytest
 
-from lamina.store.sqlite.db import Database
+from lamina.backend import Backend
+from lamina.embeddings.local import LocalEmbedder
+from lamina.store.postgres import PostgresStore
+from lamina.store.sqlite import SQLiteStore
 from lamina.threads.forgetting import FORGOTTEN, references
 from tests.pg import require_postgres, reset_database
 from tests.server.harness import (
@@ -246,17 +251,41 @@ _OLD_TASK = (
 )
 
 
-def test_tasks_stored_before_the_index_are_indexed_by_the_migration(tmp_path: Path) -> None:
-    """Tasks stored by schema 9 (no index yet) are indexed as a new one would be."""
-    db = Database(tmp_path / "old.db", {})
-    db.migrate(9)
-    with db.write_transaction() as conn:
-        conn.execute(
-            "INSERT INTO a2a_tasks VALUES ('default', 't-1', 'c-1', 3, 1, ?)", (_OLD_TASK,)
-        )
-    db.migrate()
-    with db.snapshot() as conn:
-        refs = conn.execute("SELECT kind, ref, task_id FROM a2a_task_refs ORDER BY 1, 2").fetchall()
-    db.close()
+async def _open_and_close(store: Backend) -> None:
+    """Open the store (migrating it) and close it, on one event loop."""
+    await store.initialize()
+    await store.shutdown()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+def test_tasks_stored_before_the_index_are_indexed_by_the_migration(
+    backend: str, tmp_path: Path
+) -> None:
+    """Tasks stored by the schema before the index are indexed as a new one would be."""
+    embedder = LocalEmbedder()
+    insert = "INSERT INTO a2a_tasks VALUES ('default', 't-1', 'c-1', 3, 1, %s)"
+    if backend == "sqlite":
+        path = tmp_path / "old.db"
+        old: Backend = SQLiteStore(path, embedder, schema_target=9)
+    else:
+        url = require_postgres()
+        reset_database(url)
+        old = PostgresStore(url, embedder, schema_target=17)
+    asyncio.run(_open_and_close(old))
+    select = "SELECT kind, ref, task_id FROM a2a_task_refs ORDER BY 1, 2"
+    if backend == "sqlite":
+        with sqlite3.connect(path) as conn:
+            conn.execute(insert.replace("%s", "?"), (_OLD_TASK,))
+        new: Backend = SQLiteStore(path, embedder)
+        asyncio.run(_open_and_close(new))
+        with sqlite3.connect(path) as conn:
+            refs = conn.execute(select).fetchall()
+    else:
+        with psycopg.connect(url) as conn:  # the owner: row-level security does not apply
+            conn.execute(insert, (_OLD_TASK,))
+        new = PostgresStore(url, embedder)
+        asyncio.run(_open_and_close(new))
+        with psycopg.connect(url) as conn:
+            refs = conn.execute(select).fetchall()
     assert refs == [("memory", "m-1", "t-1"), ("session", "s-1", "t-1")]
-    assert {("memory", "m-1"), ("session", "s-1")} == references(_OLD_TASK)
+    assert references(_OLD_TASK) == {("memory", "m-1"), ("session", "s-1")}
