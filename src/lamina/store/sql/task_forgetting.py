@@ -32,53 +32,51 @@ def forget_in_tasks(
 ) -> Program[int]:
     """Rewrite the tenant's tasks referring to ``memories`` or ``sessions`` and their
     threads' records of them, and drop those references; returns how many tasks."""
-    tasks: dict[str, str] = {}  # task id -> context id
+    found: set[str] = set()
     for kind, refs in ((MEMORY, list(dict.fromkeys(memories))), (SESSION, sorted(set(sessions)))):
         for start in range(0, len(refs), _CHUNK):
-            chunk, params = d.any_of("r.ref", refs[start : start + _CHUNK])
-            found = yield rows(
-                "SELECT DISTINCT t.task_id, t.context_id FROM a2a_task_refs r "  # noqa: S608
-                "JOIN a2a_tasks t ON t.tenant_id = r.tenant_id AND t.task_id = r.task_id "
-                f"WHERE r.tenant_id = %s AND r.kind = %s AND {chunk}",
+            chunk, params = d.any_of("ref", refs[start : start + _CHUNK])
+            # Two statements by the primary key, no join (the planner of either backend may
+            # scan the tasks for one).
+            named = yield rows(
+                "SELECT task_id FROM a2a_task_refs "  # noqa: S608
+                f"WHERE tenant_id = %s AND kind = %s AND {chunk}",
                 tenant_id,
                 kind,
                 *params,
             )
-            tasks.update((str(r[0]), str(r[1])) for r in found)
-            gone, gone_params = d.any_of("ref", refs[start : start + _CHUNK])
+            found.update(str(r[0]) for r in named)
             yield count(
-                f"DELETE FROM a2a_task_refs WHERE tenant_id = %s AND kind = %s AND {gone}",  # noqa: S608
+                f"DELETE FROM a2a_task_refs WHERE tenant_id = %s AND kind = %s AND {chunk}",  # noqa: S608
                 tenant_id,
                 kind,
-                *gone_params,
+                *params,
             )
-    if not tasks:
-        return 0
-    ids = sorted(tasks)
+    threads: dict[str, set[str]] = {}
+    ids = sorted(found)
     for start in range(0, len(ids), _CHUNK):
         chunk, params = d.any_of("task_id", ids[start : start + _CHUNK])
-        found = yield rows(
-            f"SELECT task_id, data FROM a2a_tasks WHERE tenant_id = %s AND {chunk}"  # noqa: S608
-            f"{d.for_update}",
+        tasks = yield rows(
+            "SELECT task_id, context_id, data FROM a2a_tasks "  # noqa: S608
+            f"WHERE tenant_id = %s AND {chunk}{d.for_update}",
             tenant_id,
             *params,
         )
-        if found:
+        if tasks:
             yield many(
                 "UPDATE a2a_tasks SET data = %s WHERE tenant_id = %s AND task_id = %s",
-                [(scrub_task(r[1], memories, sessions), tenant_id, r[0]) for r in found],
+                [(scrub_task(r[2], memories, sessions), tenant_id, r[0]) for r in tasks],
             )
-    threads: dict[str, set[str]] = {}
-    for task_id, context_id in tasks.items():
-        threads.setdefault(context_id, set()).add(task_id)
+        for r in tasks:
+            threads.setdefault(str(r[1]), set()).add(str(r[0]))
     for thread_id in sorted(threads):
-        found = yield rows(
+        thread = yield rows(
             "SELECT context FROM a2a_threads WHERE tenant_id = %s "  # noqa: S608
             f"AND thread_id = %s{d.for_update}",
             tenant_id,
             thread_id,
         )
-        changed = scrub_thread(found[0][0], threads[thread_id], memories) if found else None
+        changed = scrub_thread(thread[0][0], threads[thread_id], memories) if thread else None
         if changed is not None:
             # A new version: a request holding the old context writes again on top of this.
             yield count(
@@ -88,4 +86,4 @@ def forget_in_tasks(
                 tenant_id,
                 thread_id,
             )
-    return len(tasks)
+    return len(found)

@@ -185,28 +185,36 @@ class Database:
             self._closed = True
             if not self._idle.wait_for(lambda: self._running == 0, self.busy_timeout + 5):
                 log.warning("closing %s while a call still runs", self.path)
-            if self._all:
-                self._settle(self._all[0])
             for conn in self._all:
                 try:
                     conn.close()
                 except sqlite3.Error:  # pragma: no cover - closing is best effort
                     log.warning("closing a connection to %s failed", self.path)
             self._all.clear()
+            if self._forgot:
+                self._settle()
         self._local = threading.local()
 
-    def _settle(self, conn: sqlite3.Connection) -> None:
-        """At close: the file rebuilt if something was deleted, and the log emptied into it
-        (SQLite deletes the log with the last connection, unless another process has the
-        file open): no copy of a deleted text is left in either."""
+    def _settle(self) -> None:
+        """After a deletion, once every connection is closed: the file rebuilt (``VACUUM``)
+        and the log emptied into it, on a connection of its own (no statement of another
+        in progress), so that no copy of a deleted text is left in either. Another process
+        reading the file can prevent it: then the next close after a deletion does it."""
         try:
-            if self._forgot:
-                started = time.perf_counter()
-                conn.execute("VACUUM")
-                log.info("rebuilt %s in %.2f s", self.path, time.perf_counter() - started)
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:  # pragma: no cover - the file was there a moment ago
+            log.warning("reopening %s to rebuild it failed: %s", self.path, exc)
+            return
+        try:
+            conn.execute("PRAGMA secure_delete=ON")
+            started = time.perf_counter()
+            conn.execute("VACUUM")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        except sqlite3.Error as exc:  # another process reading: its next checkpoint
-            log.warning("settling %s at close failed: %s", self.path, exc)
+            log.info("rebuilt %s in %.2f s", self.path, time.perf_counter() - started)
+        except sqlite3.Error as exc:
+            log.warning("rebuilding %s at close failed: %s", self.path, exc)
+        finally:
+            conn.close()
 
 
 #: The migration after which rows stored before it get their content key from Python.
