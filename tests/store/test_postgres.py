@@ -390,6 +390,7 @@ def _back_to_schema_15(url: str) -> int:
                 "UPDATE memories SET context_embedding = %s WHERE tenant_id = %s AND seq = %s",
                 (np.asarray(vector.to_numpy(), np.float32).tobytes(), tenant, seq),
             )
+        conn.execute("DROP TABLE a2a_task_refs")  # migration 18's
         conn.execute("DELETE FROM schema_migrations WHERE version >= 16")
     return len(stored)
 

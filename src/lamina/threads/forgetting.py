@@ -45,7 +45,7 @@ _KEPT = frozenset({"user_id", "agent_id", "project_id", "team_id", "org_id", "co
 def references(data: str) -> set[tuple[str, str]]:
     """The (kind, id) pairs the task (its JSON) refers to: memory ids in its request's data
     parts and its artifacts, session keys its request names (data parts or metadata)."""
-    if "id" not in data and "session_" not in data:  # no key to look for: no parse
+    if '"data"' not in data and "session_" not in data:  # no data part, no metadata key
         return set()
     task = json.loads(data)
     if not isinstance(task, dict):
