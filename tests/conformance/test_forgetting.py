@@ -456,3 +456,45 @@ def _refs(h: Harness, tmp_path: Path) -> list[tuple[str, str]]:
             return conn.execute(sql).fetchall()
     with psycopg.connect(PG_URL) as conn:
         return conn.execute(sql).fetchall()
+
+
+def test_a_task_saved_after_the_delete_is_saved_without_the_text(harness: Harness) -> None:
+    """A call that read a memory and finishes after it was deleted: its task (and its
+    thread's record) is stored as forgetting would have left it. A task that holds no text
+    of the memory (the delete's own answer) is stored as it is."""
+    h, t = harness, harness.store.threads
+    gone = add(h, SECRET)
+    assert h.run(h.store.delete(T1, gone)) is True
+    context = {
+        "turns": [
+            {
+                "at": 1.0,
+                "task": "t-late",
+                "tool": "memory_get",
+                "arguments": {"memory_id": gone},
+                "result": SECRET,
+            }
+        ]
+    }
+    h.run(
+        t.create_thread(
+            T1,
+            NewThread("thread-1", 1.0, json.dumps(context), None, 1),
+            _task(
+                "t-late",
+                {"tool": "memory_get", "arguments": {"memory_id": gone}},
+                {"id": gone, "content": SECRET},
+            ),
+        )
+    )
+    late = json.loads(h.run(t.get_task(T1, "t-late")).data)
+    assert late["artifacts"][0]["parts"][0]["data"] == {"id": gone, "deleted": True}
+    assert late["history"][0]["parts"][0]["data"] == {"tool": "memory_get", "arguments": {}}
+    record = json.loads(h.run(t.get_thread(T1, "thread-1")).context)
+    assert record["turns"][0]["result"] == FORGOTTEN
+    answer = {"success": True, "id": gone, "existed": True}
+    request = {"tool": "memory_delete", "arguments": {"memory_id": gone}}
+    h.run(t.save_task(T1, _task("t-delete", request, answer)))
+    kept = json.loads(h.run(t.get_task(T1, "t-delete")).data)
+    assert kept["artifacts"][0]["parts"][0]["data"] == answer
+    assert kept["history"][0]["parts"][0]["data"] == request

@@ -9,13 +9,15 @@ in its request and artifacts, the session keys its request names. When a memory 
 is forgotten, the store rewrites every task referring to it in the same transaction
 (``scrub_task``), and the threads of those tasks (``scrub_thread``):
 
-- every message of the task's history (the request) keeps its tool name and identifiers;
+- every message of a task that held it (its request) keeps its tool name and identifiers;
   its texts become ``FORGOTTEN`` and its arguments ``{}`` (a search's query and an add's
   content alike: they described what is forgotten);
-- in the artifacts, every object naming a forgotten memory (``"id"`` or ``"memory_id"``) is
-  replaced by ``{"id": ..., "deleted": true}`` in its place (the other hits stay as they
-  were); a task referring to a forgotten session has its artifacts' data replaced by
-  ``{"forgotten": true}``;
+- in the artifacts, every object naming a forgotten memory (``"id"`` or ``"memory_id"``) and
+  holding its text (content, metadata, a history event's) is replaced by
+  ``{"id": ..., "deleted": true}`` in its place (the other hits stay as they were); a task
+  referring to a forgotten session has its artifacts' data replaced by
+  ``{"forgotten": true}``. A task that held no such text (``memory_delete``'s, a history
+  read after the delete) is left as it is;
 - the thread's record of the call (its turn) keeps its tool and time, not its arguments or
   result; the session context the thread opened with tombstones the memories as artifacts
   do.
@@ -37,6 +39,15 @@ FORGOTTEN = "[forgotten]"
 _MEMORY_KEYS = ("id", "memory_id")
 _MEMORY_LISTS = ("memory_ids",)
 _SESSION_KEYS = ("session_key", "session_id")
+#: Where an object naming a memory holds its text: a memory's, a history event's.
+_TEXT_KEYS = (
+    "content",
+    "metadata",
+    "old_content",
+    "new_content",
+    "old_metadata",
+    "new_metadata",
+)
 #: Identifiers a request keeps when it is scrubbed (lamina.threads.service.IDENTIFIERS but
 #: the session's, which is what may be forgotten).
 _KEPT = frozenset({"user_id", "agent_id", "project_id", "team_id", "org_id", "company_id"})
@@ -64,29 +75,36 @@ def references(data: str) -> set[tuple[str, str]]:
     return out
 
 
-def scrub_task(data: str, memories: Collection[str], sessions: Collection[str]) -> str:
+def scrub_task(data: str, memories: Collection[str], sessions: Collection[str]) -> str | None:
     """The task (its JSON) without what it held of the forgotten ``memories`` (ids) and
-    ``sessions`` (keys); see the module's docstring."""
+    ``sessions`` (keys); None when it held none of their text (a ``memory_delete``'s task,
+    a history without texts); see the module's docstring."""
     task = json.loads(data)
     if not isinstance(task, dict):
-        return data
+        return None
+    refs = references(data)
+    whole = any((SESSION, key) in refs for key in sessions)
+    held = whole
+    for artifact in _list(task.get("artifacts")):
+        if not isinstance(artifact, dict):
+            continue
+        for part in _list(artifact.get("parts")):
+            if not isinstance(part, dict) or "data" not in part:
+                continue
+            dropped = {"forgotten": True} if whole else _drop(part["data"], memories)
+            held = held or dropped != part["data"]
+            part["data"] = dropped
+    if not held:
+        return None
+    for artifact in _list(task.get("artifacts")):
+        for part in _list(artifact.get("parts") if isinstance(artifact, dict) else None):
+            if isinstance(part, dict) and "text" in part:
+                part["text"] = FORGOTTEN
     for message in _list(task.get("history")):
         if isinstance(message, dict):
             for part in _list(message.get("parts")):
                 if isinstance(part, dict):
                     _scrub_request_part(part)
-    refs = references(data)
-    whole = any((SESSION, key) in refs for key in sessions)
-    for artifact in _list(task.get("artifacts")):
-        if not isinstance(artifact, dict):
-            continue
-        for part in _list(artifact.get("parts")):
-            if not isinstance(part, dict):
-                continue
-            if "text" in part:
-                part["text"] = FORGOTTEN
-            if "data" in part:
-                part["data"] = {"forgotten": True} if whole else _drop(part["data"], memories)
     return json.dumps(task, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -130,11 +148,16 @@ def _scrub_request_part(part: dict[str, Any]) -> None:
 
 
 def _drop(value: Any, memories: Collection[str]) -> Any:
-    """``value`` with every object naming one of ``memories`` replaced by a tombstone."""
+    """``value`` with every object naming one of ``memories`` and holding text of it (its
+    content, metadata, or a history event's) replaced by a tombstone."""
     if isinstance(value, dict):
         for key in _MEMORY_KEYS:
             named = value.get(key)
-            if isinstance(named, str) and named in memories:
+            if (
+                isinstance(named, str)
+                and named in memories
+                and any(value.get(k) is not None for k in _TEXT_KEYS)
+            ):
                 return {key: named, "deleted": True}
         return {k: _drop(v, memories) for k, v in value.items()}
     if isinstance(value, list):

@@ -1,37 +1,68 @@
 """Forgetting reaches the A2A tasks, for both backends: a task is indexed by the memories and
 sessions it refers to when it is saved (``a2a_task_refs``, deleted with the task), and the
 tasks and thread records of a forgotten memory or session are rewritten in the transaction
-that forgets it (lamina.threads.forgetting says what they keep)."""
+that forgets it (lamina.threads.forgetting says what they keep). A task saved after a memory
+it names was deleted is saved rewritten."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Program, Step, count, many, rows
+from lamina.store.sql.program import Program, count, many, rows
 from lamina.threads.forgetting import MEMORY, SESSION, references, scrub_task, scrub_thread
+from lamina.threads.ports import StoredTask
 
 #: References per statement where a statement lists them.
 _CHUNK = 500
 
 
-def index_task(tenant_id: str, task_id: str, data: str) -> Step | None:
-    """The step indexing a task being saved by what it refers to (None: nothing)."""
-    found = references(data)
-    if not found:
-        return None
-    return many(
-        "INSERT INTO a2a_task_refs (tenant_id, kind, ref, task_id) VALUES (%s, %s, %s, %s) "
-        "ON CONFLICT DO NOTHING",
-        [(tenant_id, kind, ref, task_id) for kind, ref in sorted(found)],
+def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
+    """Save the task and index it by what it refers to. A task naming a memory deleted
+    already (a call that read it finishing after the delete) is saved as forgetting would
+    have rewritten it, its thread's record of it too."""
+    found = references(task.data)
+    memories = sorted(ref for kind, ref in found if kind == MEMORY)
+    gone: list[str] = []
+    for start in range(0, len(memories), _CHUNK):
+        chunk, params = d.any_of("memory_id", memories[start : start + _CHUNK])
+        deleted = yield rows(
+            "SELECT DISTINCT memory_id FROM memory_history WHERE tenant_id = %s "  # noqa: S608
+            f"AND {chunk} AND operation = 'delete'",
+            tenant_id,
+            *params,
+        )
+        gone += [str(r[0]) for r in deleted]
+    scrubbed = scrub_task(task.data, gone, ()) if gone else None
+    yield count(
+        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data) "
+        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
+        "context_id = excluded.context_id, state = excluded.state, "
+        "updated_ns = excluded.updated_ns, data = excluded.data",
+        tenant_id,
+        task.task_id,
+        task.context_id,
+        task.state,
+        task.updated_ns,
+        task.data if scrubbed is None else scrubbed,
     )
+    kept = sorted(r for r in found if r[1] not in gone)
+    if kept:
+        yield many(
+            "INSERT INTO a2a_task_refs (tenant_id, kind, ref, task_id) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [(tenant_id, kind, ref, task.task_id) for kind, ref in kept],
+        )
+    if scrubbed is not None:
+        yield from _scrub_threads(d, tenant_id, {task.context_id: {task.task_id}}, gone)
 
 
 def forget_in_tasks(
     d: Dialect, tenant_id: str, *, memories: Sequence[str] = (), sessions: Sequence[str] = ()
 ) -> Program[int]:
     """Rewrite the tenant's tasks referring to ``memories`` or ``sessions`` and their
-    threads' records of them, and drop those references; returns how many tasks."""
+    threads' records of them, and drop those references; returns how many tasks held
+    their text."""
     found: set[str] = set()
     for kind, refs in ((MEMORY, list(dict.fromkeys(memories))), (SESSION, sorted(set(sessions)))):
         for start in range(0, len(refs), _CHUNK):
@@ -62,13 +93,24 @@ def forget_in_tasks(
             tenant_id,
             *params,
         )
-        if tasks:
+        scrubbed = [(scrub_task(r[2], memories, sessions), r) for r in tasks]
+        changed = [(data, r) for data, r in scrubbed if data is not None]
+        if changed:
             yield many(
                 "UPDATE a2a_tasks SET data = %s WHERE tenant_id = %s AND task_id = %s",
-                [(scrub_task(r[2], memories, sessions), tenant_id, r[0]) for r in tasks],
+                [(data, tenant_id, r[0]) for data, r in changed],
             )
-        for r in tasks:
+        for _, r in changed:
             threads.setdefault(str(r[1]), set()).add(str(r[0]))
+    yield from _scrub_threads(d, tenant_id, threads, memories)
+    return sum(len(t) for t in threads.values())
+
+
+def _scrub_threads(
+    d: Dialect, tenant_id: str, threads: dict[str, set[str]], memories: Sequence[str]
+) -> Program[None]:
+    """The records of the tasks ``threads`` names (thread id -> task ids) in those threads,
+    and the forgotten ``memories`` in their session contexts (lamina.threads.forgetting)."""
     for thread_id in sorted(threads):
         thread = yield rows(
             "SELECT context FROM a2a_threads WHERE tenant_id = %s "  # noqa: S608
@@ -86,4 +128,3 @@ def forget_in_tasks(
                 tenant_id,
                 thread_id,
             )
-    return len(found)
