@@ -2,8 +2,8 @@
 memory_delete_all, memory_delete_all with include_sessions (forget) and expiry, a memory's
 text is in no answer of any door — GetTask, ListTasks (by thread too), SubscribeToTask, the
 REST and 0.1 legacy routes, memory_history, export — and, on the embedded store, in no file
-of the data directory (while the server runs, after each deletion, and once it has
-stopped); on PostgreSQL in no column of any table."""
+of the data directory once the server has stopped cleanly (in the write-ahead log as soon as
+the deletion has returned); on PostgreSQL in no column of any table, at once."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def _streamed(client: httpx.Client, tool: str, **arguments: Any) -> dict[str, An
     """A tool call through the SDK's path (streaming): the task of its last event."""
     events = sse_events(client, "SendStreamingMessage", {"message": tool_message(tool, arguments)})
     last = events[-1]["result"]
-    task_id = last.get("task", last.get("statusUpdate", {})).get("taskId") or last["task"]["id"]
+    task_id = last["statusUpdate"]["taskId"] if "statusUpdate" in last else last["task"]["id"]
     got = rpc(client, "GetTask", {"id": task_id})
     task: dict[str, Any] = got["result"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task
