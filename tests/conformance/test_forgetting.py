@@ -5,6 +5,7 @@ keeps that the memory existed, who deleted it and when."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import uuid
@@ -498,3 +499,23 @@ def test_a_task_saved_after_the_delete_is_saved_without_the_text(harness: Harnes
     kept = json.loads(h.run(t.get_task(T1, "t-delete")).data)
     assert kept["artifacts"][0]["parts"][0]["data"] == answer
     assert kept["history"][0]["parts"][0]["data"] == request
+
+
+def test_tasks_saved_while_the_memory_is_deleted_keep_no_text(harness: Harness) -> None:
+    """Saves of tasks naming a memory racing its delete (PostgreSQL runs them at once): each
+    task is either rewritten by the delete or saved rewritten, never left with the text."""
+    h, t = harness, harness.store.threads
+
+    async def race(memory_id: str, round_: int) -> None:
+        result = {"id": memory_id, "content": SECRET}
+        saves = [
+            t.save_task(T1, _task(f"t-{round_}-{n}", {"tool": "memory_get"}, result))
+            for n in range(12)
+        ]
+        await asyncio.gather(*saves[:6], h.store.delete(T1, memory_id), *saves[6:])
+
+    for round_ in range(4):
+        h.run(race(add(h, SECRET), round_))
+        for n in range(12):
+            stored = h.run(t.get_task(T1, f"t-{round_}-{n}"))
+            assert stored is not None and "Quixotrel" not in stored.data, (round_, n)

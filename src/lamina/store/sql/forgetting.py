@@ -12,7 +12,7 @@ from lamina.store.sql.conversations import NEIGHBOURS, ConversationScope, SqlCon
 from lamina.store.sql.embedding_cache import SqlEmbeddingCache
 from lamina.store.sql.memory_rows import CHUNK
 from lamina.store.sql.program import Program, count, many, rows
-from lamina.store.sql.task_forgetting import forget_in_tasks
+from lamina.store.sql.task_forgetting import forget_in_tasks, forgetting_lock
 from lamina.store.sql.timing import HISTORY
 
 
@@ -36,6 +36,8 @@ class SqlForgetting(SqlConversations, SqlEmbeddingCache):
         d = self._d
         now = d.time(datetime.now(UTC))
         ids = list(dict.fromkeys(memory_ids))
+        if ids:
+            yield forgetting_lock(tenant_id)  # before any other lock (task_forgetting)
         removed = 0
         for start in range(0, len(ids), CHUNK):
             chunk, params = d.any_of("id", ids[start : start + CHUNK])

@@ -9,12 +9,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Program, count, many, rows
+from lamina.store.sql.program import Lock, Program, count, many, rows
 from lamina.threads.forgetting import MEMORY, SESSION, references, scrub_task, scrub_thread
 from lamina.threads.ports import StoredTask
 
 #: References per statement where a statement lists them.
 _CHUNK = 500
+#: The lock space of ``forgetting_lock``.
+_FORGET_LOCK = 3
+
+
+def forgetting_lock(tenant_id: str, *, shared: bool = False) -> Lock:
+    """Taken first by a transaction deleting memories (exclusive) and by one saving a task
+    that names memories (shared): a task saved while a memory it names is deleted either
+    sees the delete's history or is seen by the delete (PostgreSQL reads what committed
+    before each statement; SQLite's write transactions take turns anyway)."""
+    return Lock(tenant_id, _FORGET_LOCK, shared=shared)
 
 
 def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
@@ -23,6 +33,8 @@ def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
     have rewritten it, its thread's record of it too."""
     found = references(task.data)
     memories = sorted(ref for kind, ref in found if kind == MEMORY)
+    if memories:
+        yield forgetting_lock(tenant_id, shared=True)
     gone: list[str] = []
     for start in range(0, len(memories), _CHUNK):
         chunk, params = d.any_of("memory_id", memories[start : start + _CHUNK])
