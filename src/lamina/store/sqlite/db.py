@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _TRANSIENT = ("locked", "busy", "disk i/o", "unable to open")
+#: The ``store_meta`` key marking a file to rebuild at the next close (``Database.forgot``).
+REBUILD = "rebuild_pending"
 
 
 def translate(exc: sqlite3.Error, operation: str) -> LaminaError:
@@ -174,11 +176,15 @@ class Database:
         with self.write_transaction() as conn:
             return run(conn, program)
 
-    def forgot(self) -> None:
+    def forgot(self) -> bool:
         """Note a deletion: ``close`` rebuilds the file (``VACUUM``). ``secure_delete`` zeroes
         what a delete frees, but a page SQLite rebalanced can keep, in its unused middle, old
-        bytes of rows moved to another page; only rebuilding the file drops them."""
-        self._forgot = True
+        bytes of rows moved to another page; only rebuilding the file drops them. True the
+        first time: the caller then marks the file (``REBUILD``), so that a process stopped
+        before it closes leaves the rebuild to the next one that opens the file."""
+        with self._guard:
+            first, self._forgot = not self._forgot, True
+        return first
 
     def close(self) -> None:
         with self._guard:
@@ -209,6 +215,7 @@ class Database:
             conn.execute("PRAGMA secure_delete=ON")
             started = time.perf_counter()
             conn.execute("VACUUM")
+            conn.execute("DELETE FROM store_meta WHERE key = ?", (REBUILD,))
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             log.info("rebuilt %s in %.2f s", self.path, time.perf_counter() - started)
         except sqlite3.Error as exc:
