@@ -38,9 +38,11 @@ def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
     gone: list[str] = []
     for start in range(0, len(memories), _CHUNK):
         chunk, params = d.any_of("memory_id", memories[start : start + _CHUNK])
+        # Deleted and not back (an import keeps ids).
         deleted = yield rows(
-            "SELECT DISTINCT memory_id FROM memory_history WHERE tenant_id = %s "  # noqa: S608
-            f"AND {chunk} AND operation = 'delete'",
+            "SELECT DISTINCT memory_id FROM memory_history h WHERE tenant_id = %s "  # noqa: S608
+            f"AND {chunk} AND operation = 'delete' AND NOT EXISTS (SELECT 1 FROM memories m "
+            "WHERE m.tenant_id = h.tenant_id AND m.id = h.memory_id)",
             tenant_id,
             *params,
         )
