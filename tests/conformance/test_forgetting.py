@@ -5,8 +5,11 @@ keeps that the memory existed, who deleted it and when."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +17,11 @@ import psycopg
 
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.ports import NewMemory, Scope, Selection
+from lamina.memory.timing import Lifetime
 from lamina.store.sql.embedding_cache import content_hash
 from lamina.store.sqlite import SQLiteStore
+from lamina.threads.forgetting import FORGOTTEN
+from lamina.threads.ports import NewThread, StoredTask
 from tests.conformance.conftest import Harness
 from tests.conformance.test_store import scope
 from tests.pg import PG_URL
@@ -285,3 +291,231 @@ def test_forget_where_takes_the_sessions_of_the_memories(harness: Harness, tmp_p
     # Again: nothing left to delete, the sessions given are still reported.
     again = h.run(h.store.forget_where(T1, Selection((), {"user_id": "alice"})))
     assert (again.memories, again.sessions, again.session_messages) == (0, [], 0)
+
+
+def _task(task_id: str, request: dict[str, Any], result: Any, **extra: Any) -> StoredTask:
+    """An A2A task as the server stores it (protobuf's JSON): a tool call and its result."""
+    task = {
+        "id": task_id,
+        "contextId": "thread-1",
+        "status": {"state": "TASK_STATE_COMPLETED", "timestamp": "2026-11-27T10:00:00Z"},
+        "artifacts": [{"artifactId": "a-" + task_id, "parts": [{"data": result}]}],
+        "history": [
+            {"messageId": "m-" + task_id, "role": "ROLE_USER", "parts": [{"data": request}]}
+        ],
+        **extra,
+    }
+    return StoredTask(task_id, "thread-1", 3, 1, json.dumps(task))
+
+
+def _hit(memory_id: str, content: str) -> dict[str, Any]:
+    return {"memory": {"id": memory_id, "content": content}, "score": 0.5}
+
+
+def test_forgetting_rewrites_the_tasks_and_threads_that_held_the_text(
+    harness: Harness, tmp_path: Path
+) -> None:
+    """Each way of forgetting (delete, delete_where, forget_where's sessions, expiry) rewrites
+    the A2A tasks referring to what it forgets, and their threads' records, in its
+    transaction: the other results and other tenants' tasks stay whole."""
+    h, t = harness, harness.store.threads
+    kept = add(h, "Bob drinks green tea every morning")
+    gone = add(h, SECRET)
+    listed = add(h, "Vambrelle harbour opens at nine")
+    later = add(h, "Glimmerwick bakery closes at noon", sc=scope(user_id="bob"))
+    expiring = NewMemory(
+        str(uuid.uuid4()),
+        T1,
+        scope(user_id="erin"),
+        "Zephyrnox lantern story",
+        {},
+        h.run(h.store.generate_embedding(T1, ["Zephyrnox lantern story"]))[0],
+        lifetime=Lifetime(expires_at=datetime.now(UTC) + timedelta(seconds=1)),
+    )
+    expired = h.run(h.store.add(expiring)).id
+    context = {
+        "identifiers": {"user_id": "alice"},
+        "session_context": {"memories": [{"id": gone, "content": SECRET}]},
+        "turns": [
+            {
+                "at": 1.0,
+                "task": "t-add",
+                "tool": "memory_add",
+                "arguments": {"content": SECRET},
+                "result": f'{{"id": "{gone}", "content": "{SECRET}"}}',
+            },
+            {"at": 2.0, "task": "t-other", "tool": "memory_get", "arguments": {}, "result": "x"},
+        ],
+    }
+    thread = NewThread("thread-1", 1.0, json.dumps(context), None, 1)
+    add_call = {"tool": "memory_add", "arguments": {"content": SECRET}, "user_id": "alice"}
+    h.run(t.create_thread(T1, thread, _task("t-add", add_call, {"id": gone, "content": SECRET})))
+    search = {"tool": "memory_search", "arguments": {"query": "quixotrel"}}
+    hits = {"results": [_hit(kept, "Bob drinks green tea every morning"), _hit(gone, SECRET)]}
+    h.run(t.save_task(T1, _task("t-search", search, hits)))
+    h.run(
+        t.save_task(
+            T1,
+            _task(
+                "t-list",
+                {"tool": "memory_list"},
+                [{"id": listed, "content": "Vambrelle harbour opens at nine"}],
+            ),
+        )
+    )
+    h.run(
+        t.save_task(
+            T1,
+            _task(
+                "t-later",
+                {"tool": "memory_get"},
+                {"id": later, "content": "Glimmerwick bakery closes at noon"},
+            ),
+        )
+    )
+    h.run(
+        t.save_task(
+            T1,
+            _task(
+                "t-expired",
+                {"tool": "memory_get"},
+                {"id": expired, "content": "Zephyrnox lantern story"},
+            ),
+        )
+    )
+    session = {
+        "tool": "session_append",
+        "arguments": {"session_key": "s9", "messages": [{"content": "Quixotrel said hi"}]},
+    }
+    h.run(
+        t.save_task(
+            T1,
+            _task("t-session", session, {"messages": [{"id": 1, "content": "Quixotrel said hi"}]}),
+        )
+    )
+    # Another tenant's task naming the same memory id keeps its text.
+    h.run(t.save_task(T2, _task("t-add", add_call, {"id": gone, "content": SECRET})))
+
+    assert h.run(h.store.delete(T1, gone)) is True
+    searched = json.loads(h.run(t.get_task(T1, "t-search")).data)
+    results = searched["artifacts"][0]["parts"][0]["data"]["results"]
+    assert results == [
+        _hit(kept, "Bob drinks green tea every morning"),
+        {"memory": {"id": gone, "deleted": True}, "score": 0.5},
+    ]
+    assert searched["history"][0]["parts"][0]["data"] == {"tool": "memory_search", "arguments": {}}
+    added = json.loads(h.run(t.get_task(T1, "t-add")).data)
+    assert added["artifacts"][0]["parts"][0]["data"] == {"id": gone, "deleted": True}
+    assert added["history"][0]["parts"][0]["data"] == {
+        "user_id": "alice",
+        "tool": "memory_add",
+        "arguments": {},
+    }
+    assert added["status"]["state"] == "TASK_STATE_COMPLETED"
+    record = json.loads(h.run(t.get_thread(T1, "thread-1")).context)
+    assert record["turns"][0] == {
+        "at": 1.0,
+        "task": "t-add",
+        "tool": "memory_add",
+        "arguments": {},
+        "result": FORGOTTEN,
+    }
+    assert record["turns"][1]["result"] == "x"
+    assert record["session_context"]["memories"] == [{"id": gone, "deleted": True}]
+    assert SECRET in h.run(t.get_task(T2, "t-add")).data
+
+    assert (
+        h.run(h.store.delete_where(T1, Selection((), {"user_id": "alice"}))) == 2
+    )  # listed, and kept: alice's too
+    assert "Vambrelle" not in h.run(t.get_task(T1, "t-list")).data
+    done = h.run(h.store.forget_where(T1, Selection((), {"user_id": "bob"}), session_keys=["s9"]))
+    assert done.memories == 1
+    assert "Glimmerwick" not in h.run(t.get_task(T1, "t-later")).data
+    forgotten_session = json.loads(h.run(t.get_task(T1, "t-session")).data)
+    assert forgotten_session["artifacts"][0]["parts"][0]["data"] == {"forgotten": True}
+    assert forgotten_session["history"][0]["parts"][0]["data"] == {
+        "tool": "session_append",
+        "arguments": {},
+    }
+    at = datetime.now(UTC) + timedelta(seconds=5)
+    assert h.run(h.store.purge_expired(T1, at, 10)) == 1
+    assert "Zephyrnox" not in h.run(t.get_task(T1, "t-expired")).data
+
+    # Only the other tenant's task still refers to a memory: deleting a task takes its
+    # references with it, and then no word of the forgotten texts is left in any table.
+    assert _refs(h, tmp_path) == [(T2, "t-add")]
+    h.run(t.delete_task(T2, "t-add"))
+    assert _refs(h, tmp_path) == []
+    assert [m for m in MARKERS if m in raw_text(h, tmp_path)] == []
+
+
+def _refs(h: Harness, tmp_path: Path) -> list[tuple[str, str]]:
+    """The tasks (tenant, task id) that refer to something, read from the raw table."""
+    sql = "SELECT DISTINCT tenant_id, task_id FROM a2a_task_refs ORDER BY 1, 2"
+    if isinstance(h.store, SQLiteStore):
+        with sqlite3.connect(tmp_path / "conformance.db") as conn:
+            return conn.execute(sql).fetchall()
+    with psycopg.connect(PG_URL) as conn:
+        return conn.execute(sql).fetchall()
+
+
+def test_a_task_saved_after_the_delete_is_saved_without_the_text(harness: Harness) -> None:
+    """A call that read a memory and finishes after it was deleted: its task (and its
+    thread's record) is stored as forgetting would have left it. A task that holds no text
+    of the memory (the delete's own answer) is stored as it is."""
+    h, t = harness, harness.store.threads
+    gone = add(h, SECRET)
+    assert h.run(h.store.delete(T1, gone)) is True
+    context = {
+        "turns": [
+            {
+                "at": 1.0,
+                "task": "t-late",
+                "tool": "memory_get",
+                "arguments": {"memory_id": gone},
+                "result": SECRET,
+            }
+        ]
+    }
+    h.run(
+        t.create_thread(
+            T1,
+            NewThread("thread-1", 1.0, json.dumps(context), None, 1),
+            _task(
+                "t-late",
+                {"tool": "memory_get", "arguments": {"memory_id": gone}},
+                {"id": gone, "content": SECRET},
+            ),
+        )
+    )
+    late = json.loads(h.run(t.get_task(T1, "t-late")).data)
+    assert late["artifacts"][0]["parts"][0]["data"] == {"id": gone, "deleted": True}
+    assert late["history"][0]["parts"][0]["data"] == {"tool": "memory_get", "arguments": {}}
+    record = json.loads(h.run(t.get_thread(T1, "thread-1")).context)
+    assert record["turns"][0]["result"] == FORGOTTEN
+    answer = {"success": True, "id": gone, "existed": True}
+    request = {"tool": "memory_delete", "arguments": {"memory_id": gone}}
+    h.run(t.save_task(T1, _task("t-delete", request, answer)))
+    kept = json.loads(h.run(t.get_task(T1, "t-delete")).data)
+    assert kept["artifacts"][0]["parts"][0]["data"] == answer
+    assert kept["history"][0]["parts"][0]["data"] == request
+
+
+def test_tasks_saved_while_the_memory_is_deleted_keep_no_text(harness: Harness) -> None:
+    """Saves of tasks naming a memory racing its delete (PostgreSQL runs them at once): each
+    task is either rewritten by the delete or saved rewritten, never left with the text."""
+    h, t = harness, harness.store.threads
+
+    async def race(memory_id: str, round_: int) -> None:
+        result = {"id": memory_id, "content": SECRET}
+        saves = [
+            t.save_task(T1, _task(f"t-{round_}-{n}", {"tool": "memory_get"}, result))
+            for n in range(12)
+        ]
+        await asyncio.gather(*saves[:6], h.store.delete(T1, memory_id), *saves[6:])
+
+    for round_ in range(4):
+        h.run(race(add(h, SECRET), round_))
+        for n in range(12):
+            stored = h.run(t.get_task(T1, f"t-{round_}-{n}"))
+            assert stored is not None and "Quixotrel" not in stored.data, (round_, n)

@@ -3,6 +3,7 @@ method, the HTTP+JSON binding, the error codes, SSE event order and the version 
 
 from __future__ import annotations
 
+import gc
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -222,6 +223,74 @@ def test_cancel_task(client: httpx.Client) -> None:
     done = _add(client, "cannot cancel me")
     error = rpc(client, "CancelTask", {"id": done["id"]})["error"]
     assert error["code"] == -32002  # TaskNotCancelableError
+
+
+def test_a_message_to_a_finished_task_is_refused_and_starts_nothing(
+    client: httpx.Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Completed, rejected or cancelled: every door answers UnsupportedOperation (-32004,
+    400 on REST), the task stays as it was, no other task appears, and the server logs no
+    traceback and leaves no asyncio task pending."""
+    completed = send(client, tool_message("memory_get", {"memory_id": "nothing"}))
+    rejected = send(client, tool_message("memory_get", {"no_such_argument": 1}))
+    waiting = send(client, tool_message("memory_get", {}))
+    cancelled = rpc(client, "CancelTask", {"id": waiting["id"]})["result"]
+    finished = [completed, rejected, cancelled]
+    assert [t["status"]["state"] for t in finished] == [
+        "TASK_STATE_COMPLETED",
+        "TASK_STATE_REJECTED",
+        "TASK_STATE_CANCELED",
+    ]
+    before = rpc(client, "ListTasks", {"pageSize": 100})["result"]["totalSize"]
+    with caplog.at_level(logging.WARNING):
+        for task in finished:
+            again = tool_message("memory_get", {"memory_id": "x"}, taskId=task["id"])
+            error = rpc(client, "SendMessage", {"message": again})["error"]
+            assert error["code"] == -32004, error
+            assert error["data"][0]["reason"] == "UNSUPPORTED_OPERATION"
+            assert "takes no more messages" in error["message"]
+            stream = client.post(
+                "/",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": "s",
+                    "method": "SendStreamingMessage",
+                    "params": {"message": again},
+                },
+                headers={**HEADERS, "Accept": "text/event-stream"},
+            )
+            assert '"code":-32004' in stream.text.replace(" ", ""), stream.text
+            rest = client.post("/message:send", json={"message": again}, headers=HEADERS)
+            assert rest.status_code == 400 and "takes no more messages" in rest.text
+            old = client.post(
+                "/",
+                json={
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "message/send",
+                    "params": {
+                        "message": {
+                            "messageId": "m-" + task["id"],
+                            "role": "user",
+                            "taskId": task["id"],
+                            "parts": [{"kind": "text", "text": "hello again"}],
+                        }
+                    },
+                },
+            )
+            assert old.json()["error"]["code"] == -32004
+            legacy = client.post(
+                "/tasks/send",
+                json={"id": task["id"], "message": {"parts": [{"type": "text", "text": "hi"}]}},
+            )
+            assert legacy.status_code == 400 and "takes no more messages" in legacy.text
+            got = rpc(client, "GetTask", {"id": task["id"]})["result"]
+            assert got["status"] == task["status"]
+        gc.collect()  # an abandoned asyncio task is reported when it is collected
+    after = rpc(client, "ListTasks", {"pageSize": 100})["result"]["totalSize"]
+    assert after == before
+    logged = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert logged == [], [r.getMessage() for r in logged]
 
 
 def test_subscribe_to_a_waiting_task_then_answer_it(client: httpx.Client) -> None:

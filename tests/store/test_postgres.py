@@ -394,6 +394,7 @@ def _back_to_schema_15(url: str) -> int:
                 (np.asarray(vector.to_numpy(), np.float32).tobytes(), tenant, seq),
             )
         conn.execute("DROP TABLE session_prompts")  # migration 18's
+        conn.execute("DROP TABLE a2a_task_refs")  # migration 19's
         conn.execute("DELETE FROM schema_migrations WHERE version >= 16")
     return len(stored)
 

@@ -272,7 +272,10 @@ class Dispatcher:
                 )
             raise
         self.threads.check_fits(
-            thread, lambda c: c.setdefault("turns", []).append(self._turn(name, arguments, ""))
+            thread,
+            lambda c: c.setdefault("turns", []).append(
+                self._turn(call.task_id, name, arguments, "")
+            ),
         )
         result = await tool.handler(parsed, call.tenant)
         return Outcome("completed", tool.skill, name, result=result, message=f"{name}: done")
@@ -332,11 +335,15 @@ class Dispatcher:
         )
 
     @staticmethod
-    def _turn(tool: str | None, arguments: Mapping[str, Any], result: str) -> dict[str, Any]:
+    def _turn(
+        task_id: str, tool: str | None, arguments: Mapping[str, Any], result: str
+    ) -> dict[str, Any]:
         """A record of one call for the thread: no secret in its arguments (redacted, as in
-        the result summary)."""
+        the result summary); its task's id, by which forgetting finds it
+        (lamina.threads.forgetting)."""
         return {
             "at": round(time.time(), 3),
+            "task": task_id,
             "tool": tool,
             "arguments": redact_json(dict(arguments)),
             "result": result,
@@ -363,6 +370,7 @@ class Dispatcher:
                 result = outcome.result if outcome.state == "completed" else outcome.error
                 context.setdefault("turns", []).append(
                     self._turn(
+                        call.task_id,
                         outcome.tool,
                         arguments if outcome.tool else {"text": call.text},
                         _summary(result) + f" [{outcome.state}]",

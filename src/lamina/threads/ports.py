@@ -115,7 +115,11 @@ class ThreadStore(Protocol):
         """Threads, across tenants, neither expired nor idle past ``idle_ttl``."""
         ...
 
-    async def save_task(self, tenant_id: str, task: StoredTask) -> None: ...
+    async def save_task(self, tenant_id: str, task: StoredTask) -> None:
+        """Save (or replace) the task, indexed by the memories and sessions it refers to
+        (lamina.threads.forgetting.references): forgetting one rewrites the tasks that held
+        its text. A task naming a memory deleted already is saved rewritten."""
+        ...
 
     async def create_thread(self, tenant_id: str, thread: NewThread, task: StoredTask) -> None:
         """Create ``thread`` and save ``task`` in one transaction (an existing thread of that

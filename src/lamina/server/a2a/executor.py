@@ -19,7 +19,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import EventQueue
 from a2a.server.tasks import TaskStore, TaskUpdater
 from a2a.types import Part, SendMessageRequest, Task, TaskState, TaskStatus
-from a2a.utils.errors import InvalidParamsError
+from a2a.utils.errors import InvalidParamsError, UnsupportedOperationError
 from google.protobuf.json_format import MessageToDict, ParseDict
 
 from lamina.errors import ErrorCode, LaminaError
@@ -29,6 +29,20 @@ from lamina.threads.service import IDENTIFIERS, Thread
 
 log = logging.getLogger("lamina.server")
 THREAD_KEY = "lamina.thread"
+#: States a task never leaves: a message to it is refused (UnsupportedOperationError).
+FINAL = frozenset(
+    {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_REJECTED,
+    }
+)
+
+
+def _state_name(state: int) -> str:
+    """``TASK_STATE_COMPLETED`` → ``completed``."""
+    return str(TaskState.Name(state)).removeprefix("TASK_STATE_").lower()
 
 
 def data_part(value: Any) -> Part:
@@ -129,11 +143,19 @@ class ThreadContextBuilder(SimpleRequestContextBuilder):
         task: Task | None = None,
     ) -> RequestContext:
         task_id = task_id or context.state.get("lamina.legacy_task_id")
-        if task_id and not context_id:
-            # A reply to a task (input-required) belongs to the task's context: the client
-            # need not repeat the contextId the task already names.
+        if task_id:
             known = task if task is not None else await self._tasks.get(task_id, context)
-            if known is not None:
+            if known is not None and known.status.state in FINAL:
+                # Refused before the SDK starts a task for it (it would leave that task's
+                # queues pending, and their tracebacks in the log).
+                raise UnsupportedOperationError(
+                    message=f"task {known.id} is {_state_name(known.status.state)}: it takes "
+                    "no more messages; send a new message without taskId (with this "
+                    "contextId to stay in the thread)"
+                )
+            if known is not None and not context_id:
+                # A reply to a task (input-required) belongs to the task's context: the
+                # client need not repeat the contextId the task already names.
                 context_id = known.context_id
         built = await super().build(context, params, task_id, context_id, task)
         tenant = context.state["lamina.tenant"]

@@ -365,9 +365,9 @@ async def run(conn: Any, program: Program[T], first: Step | Lock | None = None) 
 
     async def execute(step: Step | Lock) -> Any:
         if isinstance(step, Lock):
+            kind = "pg_advisory_xact_lock_shared" if step.shared else "pg_advisory_xact_lock"
             await conn.execute(
-                f"SELECT pg_advisory_xact_lock(hashtextextended(%s, {int(step.space)}))",
-                (step.key,),
+                f"SELECT {kind}(hashtextextended(%s, {int(step.space)}))", (step.key,)
             )
             return None
         if step.fetch == "many":

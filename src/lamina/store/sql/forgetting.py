@@ -1,6 +1,7 @@
 """Deleting and forgetting memories in SQL, for both backends: the rows go, their history
-keeps no text or metadata, the cache drops vectors no memory needs, and the conversation
-neighbours of a deleted turn are renewed."""
+keeps no text or metadata, the cache drops vectors no memory needs, the conversation
+neighbours of a deleted turn are renewed, and the A2A tasks that held its text are rewritten
+(lamina.store.sql.task_forgetting)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from lamina.store.sql.conversations import NEIGHBOURS, ConversationScope, SqlCon
 from lamina.store.sql.embedding_cache import SqlEmbeddingCache
 from lamina.store.sql.memory_rows import CHUNK
 from lamina.store.sql.program import Program, count, many, rows
+from lamina.store.sql.task_forgetting import forget_in_tasks, forgetting_lock
 from lamina.store.sql.timing import HISTORY
 
 
@@ -34,6 +36,8 @@ class SqlForgetting(SqlConversations, SqlEmbeddingCache):
         d = self._d
         now = d.time(datetime.now(UTC))
         ids = list(dict.fromkeys(memory_ids))
+        if ids:
+            yield forgetting_lock(tenant_id)  # before any other lock (task_forgetting)
         removed = 0
         for start in range(0, len(ids), CHUNK):
             chunk, params = d.any_of("id", ids[start : start + CHUNK])
@@ -58,7 +62,9 @@ class SqlForgetting(SqlConversations, SqlEmbeddingCache):
             for thread, position in sorted(places):
                 yield from self._renew(thread, position, NEIGHBOURS)
             if deleted:
-                yield from self._forget([r[0] for r in deleted], tenant_id, [r[2] for r in deleted])
+                gone = [str(r[0]) for r in deleted]
+                yield from self._forget(gone, tenant_id, [r[2] for r in deleted])
+                yield from forget_in_tasks(d, tenant_id, memories=gone)
                 yield many(
                     HISTORY,
                     [

@@ -17,6 +17,7 @@ from lamina.store.sql.conversations import place_of
 from lamina.store.sql.memories import SqlMemories
 from lamina.store.sql.memory_rows import HISTORY_COLUMNS
 from lamina.store.sql.program import Lock, Program, count, row, rows
+from lamina.store.sql.task_forgetting import forget_in_tasks
 
 #: Ids per statement where a statement lists them.
 _CHUNK = 500
@@ -127,7 +128,8 @@ class SqlMemoryLifecycle(SqlMemories):
 
     def _forget_sessions(self, tenant_id: str, keys: list[str]) -> Program[dict[str, int]]:
         """Delete the observational memory of the sessions ``keys`` (under each session's
-        lock, as every session write takes it); the rows deleted per table."""
+        lock, as every session write takes it) and rewrite the A2A tasks naming them; the
+        rows deleted per table."""
         counts = dict.fromkeys(SESSION_TABLES, 0)
         d = self._d
         for key in keys:
@@ -164,6 +166,8 @@ class SqlMemoryLifecycle(SqlMemories):
                     tenant_id,
                     *values,
                 )
+        if keys:
+            yield from forget_in_tasks(d, tenant_id, sessions=keys)
         return counts
 
     # -- export -----------------------------------------------------------------------------

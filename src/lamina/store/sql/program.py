@@ -33,10 +33,12 @@ class Step:
 
 @dataclass(frozen=True)
 class Lock:
-    """A transaction-scoped lock on ``key`` within lock space ``space``."""
+    """A transaction-scoped lock on ``key`` within lock space ``space``; ``shared`` locks
+    wait only for an exclusive one."""
 
     key: str
     space: int
+    shared: bool = False
 
 
 #: A transaction: yields steps, receives their results, returns its value.

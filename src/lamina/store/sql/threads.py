@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any, Unpack
 
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Executor, Program, Step, count, first, row, rows
+from lamina.store.sql.program import Executor, Program, count, first, row, rows
+from lamina.store.sql.task_forgetting import save_task
 from lamina.threads.ports import (
     CleanupCounts,
     ContextWrite,
@@ -34,21 +35,6 @@ def _thread(values: Sequence[Any]) -> StoredThread:
 
 def _task(values: Sequence[Any]) -> StoredTask:
     return StoredTask(values[0], values[1], values[2], values[3], values[4])
-
-
-def _save_task(tenant_id: str, task: StoredTask) -> Step:
-    return count(
-        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data) "
-        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
-        "context_id = excluded.context_id, state = excluded.state, "
-        "updated_ns = excluded.updated_ns, data = excluded.data",
-        tenant_id,
-        task.task_id,
-        task.context_id,
-        task.state,
-        task.updated_ns,
-        task.data,
-    )
 
 
 class SqlThreads(ABC):
@@ -141,10 +127,7 @@ class SqlThreads(ABC):
         return await self._exec.write(tenant_id, "save_context", save())
 
     async def save_task(self, tenant_id: str, task: StoredTask) -> None:
-        def save() -> Program[None]:
-            yield _save_task(tenant_id, task)
-
-        await self._exec.write(tenant_id, "save_task", save())
+        await self._exec.write(tenant_id, "save_task", save_task(self._d, tenant_id, task))
 
     async def create_thread(self, tenant_id: str, thread: NewThread, task: StoredTask) -> None:
         def create() -> Program[None]:
@@ -161,7 +144,7 @@ class SqlThreads(ABC):
                 thread.version,
                 thread.identifiers,
             )
-            yield _save_task(tenant_id, task)
+            yield from save_task(self._d, tenant_id, task)
 
         await self._exec.write(tenant_id, "create_thread", create())
 

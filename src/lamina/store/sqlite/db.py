@@ -8,6 +8,7 @@ import json
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
@@ -27,6 +28,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _TRANSIENT = ("locked", "busy", "disk i/o", "unable to open")
+#: The ``store_meta`` key marking a file to rebuild at the next close (``Database.forgot``).
+REBUILD = "rebuild_pending"
 
 
 def translate(exc: sqlite3.Error, operation: str) -> LaminaError:
@@ -66,6 +69,8 @@ class Database:
         #: would crash the process).
         self._running = 0
         self._idle = threading.Condition(self._guard)
+        #: Something was deleted since the file was opened: ``close`` rebuilds it.
+        self._forgot = False
 
     def connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
@@ -171,6 +176,16 @@ class Database:
         with self.write_transaction() as conn:
             return run(conn, program)
 
+    def forgot(self) -> bool:
+        """Note a deletion: ``close`` rebuilds the file (``VACUUM``). ``secure_delete`` zeroes
+        what a delete frees, but a page SQLite rebalanced can keep, in its unused middle, old
+        bytes of rows moved to another page; only rebuilding the file drops them. True the
+        first time: the caller then marks the file (``REBUILD``), so that a process stopped
+        before it closes leaves the rebuild to the next one that opens the file."""
+        with self._guard:
+            first, self._forgot = not self._forgot, True
+        return first
+
     def close(self) -> None:
         with self._guard:
             self._closed = True
@@ -182,7 +197,31 @@ class Database:
                 except sqlite3.Error:  # pragma: no cover - closing is best effort
                     log.warning("closing a connection to %s failed", self.path)
             self._all.clear()
+            if self._forgot:
+                self._settle()
         self._local = threading.local()
+
+    def _settle(self) -> None:
+        """After a deletion, once every connection is closed: the file rebuilt (``VACUUM``)
+        and the log emptied into it, on a connection of its own (no statement of another
+        in progress), so that no copy of a deleted text is left in either. Another process
+        reading the file can prevent it: then the next close after a deletion does it."""
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        except sqlite3.Error as exc:  # pragma: no cover - the file was there a moment ago
+            log.warning("reopening %s to rebuild it failed: %s", self.path, exc)
+            return
+        try:
+            conn.execute("PRAGMA secure_delete=ON")
+            started = time.perf_counter()
+            conn.execute("VACUUM")
+            conn.execute("DELETE FROM store_meta WHERE key = ?", (REBUILD,))
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            log.info("rebuilt %s in %.2f s", self.path, time.perf_counter() - started)
+        except sqlite3.Error as exc:
+            log.warning("rebuilding %s at close failed: %s", self.path, exc)
+        finally:
+            conn.close()
 
 
 #: The migration after which rows stored before it get their content key from Python.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from datetime import datetime
 from functools import lru_cache
 from typing import Any, Unpack
 
@@ -21,7 +22,7 @@ from lamina.memory.ports import Forgetting, ImportWriter, LayerHits, LayerSearch
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
 from lamina.store.sql.memory_reads import ranked_chunks
 from lamina.store.sql.memory_rows import Row
-from lamina.store.sqlite.db import SQLITE, Database, dumps
+from lamina.store.sqlite.db import REBUILD, SQLITE, Database, dumps
 from lamina.store.sqlite.indexes import SyncedIndexes
 
 #: Rows read per round while filtering index hits.
@@ -168,16 +169,27 @@ class SQLiteMemories(SqlMemoryLifecycle):
         )
         return done
 
+    async def purge_expired(
+        self, tenant_id: str, at: datetime, limit: int, *, actor: str | None = None
+    ) -> int:
+        deleted = await super().purge_expired(tenant_id, at, limit, actor=actor)
+        await self._checkpoint(deleted)
+        return deleted
+
     async def _checkpoint(self, deleted: int) -> None:
         """After a delete: copy the log into the file (where secure_delete zeroed the freed
         content) and empty the log, whose old pages still held the deleted text. A reader
         in the middle of a transaction (another process) can keep the log from emptying
-        now; it empties at the next checkpoint."""
+        now; it empties at the next checkpoint. Closing the store then rebuilds the file
+        (``Database.forgot``; the file is marked for it, should this process stop first)."""
         if deleted:
-            await self._db.call(
-                "checkpoint",
-                lambda: self._db.connection().execute("PRAGMA wal_checkpoint(TRUNCATE)"),
-            )
+            await self._db.call("checkpoint", self._settle_deletion)
+
+    def _settle_deletion(self) -> None:
+        conn = self._db.connection()
+        if self._db.forgot():
+            conn.execute("INSERT OR REPLACE INTO store_meta VALUES (?, '1')", (REBUILD,))
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     async def search(self, request: LayerSearch) -> LayerHits:
         request = await request.resolved()

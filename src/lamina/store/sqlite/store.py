@@ -19,7 +19,7 @@ from lamina.store.sql.program import Program, rows
 from lamina.store.sql.reembed import Reembedding
 from lamina.store.sql.sessions import SqlSessions
 from lamina.store.sqlite.context_items import SQLiteContextItems
-from lamina.store.sqlite.db import SQLITE, Database
+from lamina.store.sqlite.db import REBUILD, SQLITE, Database
 from lamina.store.sqlite.indexes import CONTEXT_ITEMS, MEMORIES, IndexedTable, SyncedIndexes
 from lamina.store.sqlite.memories import SQLiteMemories, match_udf
 from lamina.store.sqlite.threads import SQLiteThreads
@@ -85,6 +85,8 @@ class SQLiteStore(SQLiteMemories, Reembedding):
                 )
                 meta.update(embedding_model=model, embedding_dimensions=str(dims))
             self.embedding.load(meta)  # another model: opens, needing ``reembed``
+            if REBUILD in meta:  # a process deleted and stopped before it closed
+                self._db.forgot()
             for source in (MEMORIES, CONTEXT_ITEMS):
                 if source.since <= self.schema_version:
                     _prune_log(conn, source)

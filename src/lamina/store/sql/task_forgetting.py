@@ -1,0 +1,144 @@
+"""Forgetting reaches the A2A tasks, for both backends: a task is indexed by the memories and
+sessions it refers to when it is saved (``a2a_task_refs``, deleted with the task), and the
+tasks and thread records of a forgotten memory or session are rewritten in the transaction
+that forgets it (lamina.threads.forgetting says what they keep). A task saved after a memory
+it names was deleted is saved rewritten."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.program import Lock, Program, count, many, rows
+from lamina.threads.forgetting import MEMORY, SESSION, references, scrub_task, scrub_thread
+from lamina.threads.ports import StoredTask
+
+#: References per statement where a statement lists them.
+_CHUNK = 500
+#: The lock space of ``forgetting_lock``.
+_FORGET_LOCK = 3
+
+
+def forgetting_lock(tenant_id: str, *, shared: bool = False) -> Lock:
+    """Taken first by a transaction deleting memories (exclusive) and by one saving a task
+    that names memories (shared): a task saved while a memory it names is deleted either
+    sees the delete's history or is seen by the delete (PostgreSQL reads what committed
+    before each statement; SQLite's write transactions take turns anyway)."""
+    return Lock(tenant_id, _FORGET_LOCK, shared=shared)
+
+
+def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
+    """Save the task and index it by what it refers to. A task naming a memory deleted
+    already (a call that read it finishing after the delete) is saved as forgetting would
+    have rewritten it, its thread's record of it too."""
+    found = references(task.data)
+    memories = sorted(ref for kind, ref in found if kind == MEMORY)
+    if memories:
+        yield forgetting_lock(tenant_id, shared=True)
+    gone: list[str] = []
+    for start in range(0, len(memories), _CHUNK):
+        chunk, params = d.any_of("memory_id", memories[start : start + _CHUNK])
+        # Deleted and not back (an import keeps ids).
+        deleted = yield rows(
+            "SELECT DISTINCT memory_id FROM memory_history h WHERE tenant_id = %s "  # noqa: S608
+            f"AND {chunk} AND operation = 'delete' AND NOT EXISTS (SELECT 1 FROM memories m "
+            "WHERE m.tenant_id = h.tenant_id AND m.id = h.memory_id)",
+            tenant_id,
+            *params,
+        )
+        gone += [str(r[0]) for r in deleted]
+    scrubbed = scrub_task(task.data, gone, ()) if gone else None
+    yield count(
+        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data) "
+        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
+        "context_id = excluded.context_id, state = excluded.state, "
+        "updated_ns = excluded.updated_ns, data = excluded.data",
+        tenant_id,
+        task.task_id,
+        task.context_id,
+        task.state,
+        task.updated_ns,
+        task.data if scrubbed is None else scrubbed,
+    )
+    kept = sorted(r for r in found if r[1] not in gone)
+    if kept:
+        yield many(
+            "INSERT INTO a2a_task_refs (tenant_id, kind, ref, task_id) "
+            "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
+            [(tenant_id, kind, ref, task.task_id) for kind, ref in kept],
+        )
+    if scrubbed is not None:
+        yield from _scrub_threads(d, tenant_id, {task.context_id: {task.task_id}}, gone)
+
+
+def forget_in_tasks(
+    d: Dialect, tenant_id: str, *, memories: Sequence[str] = (), sessions: Sequence[str] = ()
+) -> Program[int]:
+    """Rewrite the tenant's tasks referring to ``memories`` or ``sessions`` and their
+    threads' records of them, and drop those references; returns how many tasks held
+    their text."""
+    found: set[str] = set()
+    for kind, refs in ((MEMORY, list(dict.fromkeys(memories))), (SESSION, sorted(set(sessions)))):
+        for start in range(0, len(refs), _CHUNK):
+            chunk, params = d.any_of("ref", refs[start : start + _CHUNK])
+            # Two statements by the primary key, no join (the planner of either backend may
+            # scan the tasks for one).
+            named = yield rows(
+                "SELECT task_id FROM a2a_task_refs "  # noqa: S608
+                f"WHERE tenant_id = %s AND kind = %s AND {chunk}",
+                tenant_id,
+                kind,
+                *params,
+            )
+            found.update(str(r[0]) for r in named)
+            yield count(
+                f"DELETE FROM a2a_task_refs WHERE tenant_id = %s AND kind = %s AND {chunk}",  # noqa: S608
+                tenant_id,
+                kind,
+                *params,
+            )
+    threads: dict[str, set[str]] = {}
+    ids = sorted(found)
+    for start in range(0, len(ids), _CHUNK):
+        chunk, params = d.any_of("task_id", ids[start : start + _CHUNK])
+        tasks = yield rows(
+            "SELECT task_id, context_id, data FROM a2a_tasks "  # noqa: S608
+            f"WHERE tenant_id = %s AND {chunk}{d.for_update}",
+            tenant_id,
+            *params,
+        )
+        scrubbed = [(scrub_task(r[2], memories, sessions), r) for r in tasks]
+        changed = [(data, r) for data, r in scrubbed if data is not None]
+        if changed:
+            yield many(
+                "UPDATE a2a_tasks SET data = %s WHERE tenant_id = %s AND task_id = %s",
+                [(data, tenant_id, r[0]) for data, r in changed],
+            )
+        for _, r in changed:
+            threads.setdefault(str(r[1]), set()).add(str(r[0]))
+    yield from _scrub_threads(d, tenant_id, threads, memories)
+    return sum(len(t) for t in threads.values())
+
+
+def _scrub_threads(
+    d: Dialect, tenant_id: str, threads: dict[str, set[str]], memories: Sequence[str]
+) -> Program[None]:
+    """The records of the tasks ``threads`` names (thread id -> task ids) in those threads,
+    and the forgotten ``memories`` in their session contexts (lamina.threads.forgetting)."""
+    for thread_id in sorted(threads):
+        thread = yield rows(
+            "SELECT context FROM a2a_threads WHERE tenant_id = %s "  # noqa: S608
+            f"AND thread_id = %s{d.for_update}",
+            tenant_id,
+            thread_id,
+        )
+        changed = scrub_thread(thread[0][0], threads[thread_id], memories) if thread else None
+        if changed is not None:
+            # A new version: a request holding the old context writes again on top of this.
+            yield count(
+                "UPDATE a2a_threads SET context = %s, version = version + 1 "
+                "WHERE tenant_id = %s AND thread_id = %s",
+                changed,
+                tenant_id,
+                thread_id,
+            )
