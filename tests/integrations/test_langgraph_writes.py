@@ -79,6 +79,31 @@ def test_a_key_stored_twice_is_healed_by_the_next_put(settings: Any) -> None:
         assert rows(ms, user_id="alice") == ["newest"]
 
 
+def test_a_plain_memory_is_never_merged_into_a_stored_item(settings: Any) -> None:
+    """The other direction: a plain add of a text an item already holds is its own memory
+    (not the item, answered as a duplicate), so deleting or replacing the key leaves it; a
+    second plain add is deduplicated against the first plain one as usual."""
+    with Lamina(settings) as ms:
+        store = LaminaStore(ms)
+        ns = ("user", "alice", "notes")
+        store.put(ns, "k", {"content": TEXT})
+        store.put(ns, "moved", {"content": "first draft"})
+        store.put(ns, "moved", {"content": "Lunch is at noon"})  # its text replaced
+        plain = ms.memory.add(TEXT, layer="user", user_id="alice", metadata={"by": "hand"})
+        lunch = ms.memory.add("Lunch is at noon", layer="user", user_id="alice")
+        assert not plain.deduplicated and not lunch.deduplicated
+        assert plain.metadata == {"by": "hand"} and lunch.metadata == {}
+        again = ms.memory.add(TEXT, layer="user", user_id="alice")
+        assert again.deduplicated and again.id == plain.id
+        store.delete(ns, "k")
+        store.put(ns, "moved", {"content": "something else"})
+        assert store.get(ns, "k") is None
+        assert sorted(rows(ms, user_id="alice")) == sorted(
+            [TEXT, "Lunch is at noon", "something else"]
+        )
+        assert ms.memory.get(plain.id) is not None and ms.memory.get(lunch.id) is not None
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_thousand_keys_of_one_text(settings: Any, mode: str) -> None:
     ns = ("user", "alice", "facts")

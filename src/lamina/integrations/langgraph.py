@@ -393,7 +393,7 @@ class LaminaStore(BaseStore):
             else:
                 new.append({"content": text, "layer": layer, "metadata": metadata, **ids})
         if new:
-            await memory.bulk_add(new, tenant_id=tenant, dedup=False)
+            await memory.bulk_add(new, tenant_id=tenant, keyed=True)
         for memory_id, text, metadata in updates:
             await memory.update(memory_id, content=text, metadata=metadata, tenant_id=tenant)
         if doomed:

@@ -58,6 +58,10 @@ class NewMemory:
     #: Return an exact duplicate (same normalised content, same scope, valid and not
     #: expired) instead of storing a new row (lamina.memory.timing.content_key).
     dedup: bool = False
+    #: Addressed by its caller's own key (an adapter's item, as the LangGraph store's):
+    #: never an exact duplicate of a later write either (stored without a content key,
+    #: kept without one when its content changes).
+    keyed: bool = False
 
 
 @dataclass(frozen=True)

@@ -232,7 +232,7 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             "valid_from": self._param(life.valid_from),
             "valid_until": self._param(life.valid_until),
             "expires_at": self._param(life.expires_at),
-            "content_key": None if place_of(m.metadata) else content_key(m.content),
+            "content_key": None if m.keyed or place_of(m.metadata) else content_key(m.content),
         }
 
     async def update(
@@ -262,12 +262,16 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         since); ``event_at``: its new event time (None: kept). An expired memory is
         MEMORY_NOT_FOUND."""
         d = self._d
+        keyless = False
         if content is not None or embedding is not None:
             before = yield row(
-                "SELECT metadata FROM memories WHERE tenant_id = %s AND id = %s",
+                "SELECT metadata, content_key FROM memories WHERE tenant_id = %s AND id = %s",
                 tenant_id,
                 memory_id,
             )
+            # A memory without a content key (a conversation message, a keyed item) is
+            # never a duplicate: it stays without one.
+            keyless = before is not None and before[1] is None
             place = None if before is None else place_of(d.from_json(before[0]))
             if place is not None:
                 yield from self._lock_conversations(tenant_id, {place[0]})
@@ -309,7 +313,8 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         if content is not None:
             sets["content"] = content
             sets.update(d.memory_terms(content))
-            sets["content_key"] = None if place_of(old.metadata) else content_key(content)
+            keyless = keyless or place_of(old.metadata) is not None
+            sets["content_key"] = None if keyless else content_key(content)
         if embedding is not None:
             sets["embedding"] = d.vector(embedding)
             sets["embedding_model"] = self.embedder.model_id
