@@ -116,8 +116,8 @@ class LayerSearch:
     signals: QuerySignals = field(default_factory=lambda: QuerySignals.of(""))
     #: Expired memories are never candidates; invalid ones only with include_invalid.
     window: TimeWindow = field(default_factory=TimeWindow)
-    #: Whether conversation messages (add_messages) are candidates (consolidation compares
-    #: facts with facts only).
+    #: Whether conversation messages (add_messages) and keyed items (bulk_add(keyed=True))
+    #: are candidates (consolidation compares facts with facts only).
     messages: bool = True
     #: The embedding being computed while the search starts: a store may do its keyword work
     #: first and take the vector from ``resolved()`` when it needs it.
