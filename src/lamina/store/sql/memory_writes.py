@@ -246,6 +246,22 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             self._update(tenant_id, memory_id, content, embedding, patch, actor),
         )
 
+    def _before_change(self, tenant_id: str, memory_id: str) -> Program[bool]:
+        """Before a memory's content or vector changes: its conversation locked (when it is a
+        message: its neighbours change too); whether it has no content key (a conversation
+        message or a keyed item, never a duplicate: it stays without one)."""
+        before = yield row(
+            "SELECT metadata, content_key FROM memories WHERE tenant_id = %s AND id = %s",
+            tenant_id,
+            memory_id,
+        )
+        if before is None:
+            return False
+        place = place_of(self._d.from_json(before[0]))
+        if place is not None:
+            yield from self._lock_conversations(tenant_id, {place[0]})
+        return before[1] is None
+
     def _update(
         self,
         tenant_id: str,
@@ -264,17 +280,7 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         d = self._d
         keyless = False
         if content is not None or embedding is not None:
-            before = yield row(
-                "SELECT metadata, content_key FROM memories WHERE tenant_id = %s AND id = %s",
-                tenant_id,
-                memory_id,
-            )
-            # A memory without a content key (a conversation message, a keyed item) is
-            # never a duplicate: it stays without one.
-            keyless = before is not None and before[1] is None
-            place = None if before is None else place_of(d.from_json(before[0]))
-            if place is not None:
-                yield from self._lock_conversations(tenant_id, {place[0]})
+            keyless = yield from self._before_change(tenant_id, memory_id)
         found = yield row(
             f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
             f"{d.for_update}",
