@@ -163,6 +163,10 @@ def test_where_lamina_differs_it_says_so(settings: Any) -> None:
             (("user", "alice"), {"content": "fine", "bad": {1, 2}}, ErrorCode.INVALID_ARGUMENT),
             (("user", "alice"), {"content": "fine", "n": float("nan")}, ErrorCode.INVALID_ARGUMENT),
             (("user", "alice"), {"content": "fine", "d": {1: "x"}}, ErrorCode.INVALID_ARGUMENT),
+            # Text no store can hold: a NUL (PostgreSQL) or a lone surrogate, value or key.
+            (("user", "alice"), {"content": "fine", "n": "a\x00b"}, ErrorCode.INVALID_ARGUMENT),
+            (("user", "alice"), {"content": "fine", "k\x00": 1}, ErrorCode.INVALID_ARGUMENT),
+            (("user", "alice"), {"content": "fine", "n": "\ud800"}, ErrorCode.INVALID_ARGUMENT),
             (("project", "p1"), {"content": f"the key is {key}"}, ErrorCode.POLICY_VIOLATION),
             (("project", "p1"), {"content": "fine", "note": key}, ErrorCode.POLICY_VIOLATION),
         ]
@@ -170,6 +174,17 @@ def test_where_lamina_differs_it_says_so(settings: Any) -> None:
             with pytest.raises(LaminaError) as err:
                 store.put(namespace, "k", value)
             assert err.value.code is code, (namespace, err.value)
+        for bad_key in ("k\x00", "k\ud800"):
+            with pytest.raises(LaminaError) as err:
+                store.put(("user", "alice"), bad_key, {"content": "x"})
+            assert err.value.code is ErrorCode.INVALID_ARGUMENT, bad_key
+            # A key no store can hold names nothing: read and deleted as nothing.
+            assert store.get(("user", "alice"), bad_key) is None
+            store.delete(("user", "alice"), bad_key)
+        # (a NUL in a label LangGraph's own BaseStore refuses, before lamina sees it)
+        with pytest.raises(LaminaError) as err:
+            store.get(("user", "al\ud800ice"), "k")
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT
         assert store.search(()) == []
         assert store.list_namespaces() == []
         # A search with a query ranks at most memory.max_limit items; without, any number.

@@ -44,6 +44,7 @@ from langgraph.store.base import (  # noqa: E402
     SearchOp,
 )
 
+from lamina.checks import storable  # noqa: E402
 from lamina.errors import ErrorCode, LaminaError  # noqa: E402
 from lamina.facade import Lamina  # noqa: E402
 from lamina.integrations import langgraph_values as values  # noqa: E402
@@ -235,6 +236,8 @@ class LaminaStore(BaseStore):
         """The stored items of ``keys`` in ``namespace``, newest first by key."""
         reach = self._reach(namespace)
         out: dict[str, list[Found]] = {}
+        # A key no store can hold names nothing stored.
+        keys = [k for k in keys if isinstance(k, str) and storable(k)]
         if reach.scope is None:
             return out
         path = ".".join(namespace)
@@ -352,8 +355,11 @@ class LaminaStore(BaseStore):
         scope = self._reach(op.namespace).writable(op.namespace)
         if not isinstance(op.value, Mapping):
             raise _bad("a LangGraph store value must be a dict", key=op.key)
-        if not isinstance(op.key, str):
-            raise _bad(f"a LangGraph store key must be a string, got {op.key!r}")
+        if not isinstance(op.key, str) or not storable(op.key):
+            raise _bad(
+                "a LangGraph store key must be a string (valid Unicode without NUL "
+                f"characters), got {op.key!r}"
+            )
         encoded, types = values.encode(op.value)
         namespace = op.namespace
         meta = {
