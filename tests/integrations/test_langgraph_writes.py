@@ -181,6 +181,12 @@ def test_where_lamina_differs_it_says_so(settings: Any) -> None:
             # A key no store can hold names nothing: read and deleted as nothing.
             assert store.get(("user", "alice"), bad_key) is None
             store.delete(("user", "alice"), bad_key)
+        # A filter on text no store holds matches nothing, as in LangGraph.
+        store.put(("user", "alice"), "kept", {"content": "kept", "n": "a"})
+        for text in ("a\x00", "\ud800"):
+            for query in (None, "kept"):
+                assert store.search(("user", "alice"), query=query, filter={"n": text}) == []
+        store.delete(("user", "alice"), "kept")
         # (a NUL in a label LangGraph's own BaseStore refuses, before lamina sees it)
         with pytest.raises(LaminaError) as err:
             store.get(("user", "al\ud800ice"), "k")
