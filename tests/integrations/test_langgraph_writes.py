@@ -104,6 +104,28 @@ def test_a_plain_memory_is_never_merged_into_a_stored_item(settings: Any) -> Non
         assert ms.memory.get(plain.id) is not None and ms.memory.get(lunch.id) is not None
 
 
+def test_an_invalidated_item_is_gone_from_every_read(settings: Any) -> None:
+    """A memory no longer valid (ms.memory.invalidate) is no item: not got, not found by a
+    search of its scope or of a prefix reaching every user, its namespace not listed; a
+    new put of its key is the key's one item everywhere."""
+    with Lamina(settings) as ms:
+        store = LaminaStore(ms)
+        ns = ("user", "alice", "prefs")
+        store.put(ns, "theme", {"content": "dark mode"})
+        [old] = ms.memory.list(user_id="alice").items
+        ms.memory.invalidate(old.id)
+        assert store.get(ns, "theme") is None
+        for prefix in (ns, ("user",), ()):
+            assert store.search(prefix) == [], prefix
+        assert store.list_namespaces() == []
+        store.put(ns, "theme", {"content": "light mode"})
+        for prefix in (ns, ("user",), ()):
+            assert [(i.key, i.value) for i in store.search(prefix)] == [
+                ("theme", {"content": "light mode"})
+            ], prefix
+        assert store.list_namespaces() == [ns]
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_thousand_keys_of_one_text(settings: Any, mode: str) -> None:
     ns = ("user", "alice", "facts")
