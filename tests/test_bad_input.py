@@ -9,6 +9,7 @@ import pytest
 
 from lamina import ErrorCode, Lamina, LaminaError
 from tests.conftest import fast_settings
+from tests.pg import require_postgres, reset_database
 
 SQL = "'; DROP TABLE memories; --\" OR 1=1 /* %_ \\ */"
 
@@ -241,3 +242,37 @@ def test_a_damaged_database_file_is_a_clear_error(tmp_path: Path) -> None:
         Lamina(fast_settings(data_dir))
     assert err.value.code is ErrorCode.PROVIDER_ERROR and not err.value.retryable
     assert "damaged" in err.value.message
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
+def test_text_no_store_can_hold_is_refused_the_same_on_both_stores(
+    store: str, data_dir: Path
+) -> None:
+    """A NUL (PostgreSQL text and jsonb hold none) or a lone surrogate (no store holds one)
+    in metadata, a filter or a tag: INVALID_ARGUMENT / INVALID_FILTER, never an internal
+    error, and what was stored stays as it was."""
+    extra: dict[str, Any] = {}
+    if store == "postgres":
+        extra["database_url"] = require_postgres()
+        reset_database(extra["database_url"])
+    with Lamina(fast_settings(data_dir, **extra)) as ms:
+        keep = ms.memory.add("kept", layer="user", user_id="u", metadata={"a": "b"})
+        for metadata in ({"a": "x\x00y"}, {"a\x00": 1}, {"a": ["\ud800"]}, {"k\ud800": 1}):
+            expect(
+                ErrorCode.INVALID_ARGUMENT,
+                ms.memory.add,
+                "x",
+                layer="user",
+                user_id="u",
+                metadata=metadata,
+            )
+            expect(ErrorCode.INVALID_ARGUMENT, ms.memory.update, keep.id, metadata=metadata)
+        for bad in ("b\x00", "\ud800"):
+            for filters in ({"a": bad}, {"a": {"in": ["b", bad]}}, {"a": {"contains": bad}}):
+                expect(
+                    ErrorCode.INVALID_FILTER, ms.memory.search, "kept", user_id="u", filters=filters
+                )
+                expect(ErrorCode.INVALID_FILTER, ms.memory.list, user_id="u", filters=filters)
+            expect(ErrorCode.INVALID_FILTER, ms.memory.list, user_id="u", tags=[bad])
+        [only] = ms.memory.list(user_id="u").items
+        assert (only.id, only.content, only.metadata) == (keep.id, "kept", {"a": "b"})

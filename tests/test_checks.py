@@ -173,6 +173,15 @@ def test_metadata_and_json_objects() -> None:
     assert err.message == "metadata a.b is not a finite number" and err.details == {"field": "a.b"}
     err = refused(lambda: check_metadata({"a": "x" * 70_000}))
     assert err.details == {"max_bytes": 65_536}
+    # Text no store can hold (PostgreSQL's jsonb takes no NUL; no store a lone surrogate),
+    # in a value or in a key, at any depth.
+    for bad, field in [
+        ({"a": "x\x00y"}, "a"),
+        ({"a": [{"b": "\x00"}]}, "a[0].b"),
+        ({"a\x00": 1}, "metadata"),
+        ({"a": {"k\ud800": 1}}, "a"),
+    ]:
+        assert refused(lambda bad=bad: check_metadata(bad)).details == {"field": field}, bad
     err = refused(lambda: check_json_object("parameters", {"a": object()}))
     assert err.message == "parameters a has unsupported type object"
     assert err.details == {"field": "parameters"}

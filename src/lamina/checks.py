@@ -238,11 +238,9 @@ def check_flag(name: str, value: object) -> bool:
 
 def _check_json(value: Any, path: str) -> None:
     if value is None or isinstance(value, str | bool | int):
-        if isinstance(value, str):
-            try:
-                value.encode("utf-8")
-            except UnicodeEncodeError:
-                raise invalid(f"metadata {path} is not valid Unicode", path) from None
+        if isinstance(value, str) and not storable(value):
+            # PostgreSQL's jsonb holds no NUL; no store holds a lone surrogate.
+            raise invalid(f"metadata {path} is not valid Unicode without NUL characters", path)
         return
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -256,6 +254,12 @@ def _check_json(value: Any, path: str) -> None:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise invalid(f"metadata keys must be strings (at {path})", path)
+            if not storable(key):
+                raise invalid(
+                    f"metadata keys must be valid Unicode without NUL characters (at "
+                    f"{path or 'the top'}: {key!r})",
+                    path or "metadata",
+                )
             _check_json(item, f"{path}.{key}" if path else key)
         return
     raise invalid(f"metadata {path} has unsupported type {type(value).__name__}", path)

@@ -243,16 +243,28 @@ def test_opting_out_keeps_no_base_prompt(server: FakeOpenAI, data_dir: Path) -> 
     asyncio.run(scenario())
 
 
+@pytest.mark.parametrize("store", ["sqlite", "postgres"])
 def test_a_bad_base_prompt_is_refused_and_the_kept_one_stays(
-    server: FakeOpenAI, data_dir: Path
+    store: str, server: FakeOpenAI, data_dir: Path
 ) -> None:
+    options: dict[str, Any] = {}
+    if store == "postgres":
+        options["database_url"] = require_postgres()
+        reset_database(options["database_url"])
+
     async def scenario() -> None:
-        async with AsyncLamina(settings(data_dir, server, "openai")) as ms:
+        async with AsyncLamina(settings(data_dir, server, "openai", **options)) as ms:
             await ms.sessions.set_system_prompt(S, ON_CALL)
-            for bad in (42, b"bytes"):
+            # Not text, or text no store can hold (a NUL, a lone surrogate): refused the
+            # same on both stores, by the library or through the model's system=.
+            for bad in (42, b"bytes", "on\x00call", "on-call \ud800"):
                 with pytest.raises(LaminaError) as err:
                     await ms.sessions.set_system_prompt(S, bad)  # type: ignore[arg-type]
-                assert err.value.code is ErrorCode.INVALID_ARGUMENT
+                assert err.value.code is ErrorCode.INVALID_ARGUMENT, bad
+                assert err.value.details.get("field") == "prompt", bad
+            with session_scope(S), pytest.raises(LaminaError) as err:
+                await ms.context_model().generate(request(("user", "hi"), system="a\x00b"))
+            assert err.value.code is ErrorCode.INVALID_ARGUMENT
             longest = ms.settings.memory.max_content_length
             with pytest.raises(LaminaError) as err:
                 await ms.sessions.set_system_prompt(S, "x" * (longest + 1))

@@ -79,6 +79,53 @@ def test_a_key_stored_twice_is_healed_by_the_next_put(settings: Any) -> None:
         assert rows(ms, user_id="alice") == ["newest"]
 
 
+def test_a_plain_memory_is_never_merged_into_a_stored_item(settings: Any) -> None:
+    """The other direction: a plain add of a text an item already holds is its own memory
+    (not the item, answered as a duplicate), so deleting or replacing the key leaves it; a
+    second plain add is deduplicated against the first plain one as usual."""
+    with Lamina(settings) as ms:
+        store = LaminaStore(ms)
+        ns = ("user", "alice", "notes")
+        store.put(ns, "k", {"content": TEXT})
+        store.put(ns, "moved", {"content": "first draft"})
+        store.put(ns, "moved", {"content": "Lunch is at noon"})  # its text replaced
+        plain = ms.memory.add(TEXT, layer="user", user_id="alice", metadata={"by": "hand"})
+        lunch = ms.memory.add("Lunch is at noon", layer="user", user_id="alice")
+        assert not plain.deduplicated and not lunch.deduplicated
+        assert plain.metadata == {"by": "hand"} and lunch.metadata == {}
+        again = ms.memory.add(TEXT, layer="user", user_id="alice")
+        assert again.deduplicated and again.id == plain.id
+        store.delete(ns, "k")
+        store.put(ns, "moved", {"content": "something else"})
+        assert store.get(ns, "k") is None
+        assert sorted(rows(ms, user_id="alice")) == sorted(
+            [TEXT, "Lunch is at noon", "something else"]
+        )
+        assert ms.memory.get(plain.id) is not None and ms.memory.get(lunch.id) is not None
+
+
+def test_an_invalidated_item_is_gone_from_every_read(settings: Any) -> None:
+    """A memory no longer valid (ms.memory.invalidate) is no item: not got, not found by a
+    search of its scope or of a prefix reaching every user, its namespace not listed; a
+    new put of its key is the key's one item everywhere."""
+    with Lamina(settings) as ms:
+        store = LaminaStore(ms)
+        ns = ("user", "alice", "prefs")
+        store.put(ns, "theme", {"content": "dark mode"})
+        [old] = ms.memory.list(user_id="alice").items
+        ms.memory.invalidate(old.id)
+        assert store.get(ns, "theme") is None
+        for prefix in (ns, ("user",), ()):
+            assert store.search(prefix) == [], prefix
+        assert store.list_namespaces() == []
+        store.put(ns, "theme", {"content": "light mode"})
+        for prefix in (ns, ("user",), ()):
+            assert [(i.key, i.value) for i in store.search(prefix)] == [
+                ("theme", {"content": "light mode"})
+            ], prefix
+        assert store.list_namespaces() == [ns]
+
+
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_thousand_keys_of_one_text(settings: Any, mode: str) -> None:
     ns = ("user", "alice", "facts")
@@ -138,6 +185,10 @@ def test_where_lamina_differs_it_says_so(settings: Any) -> None:
             (("user", "alice"), {"content": "fine", "bad": {1, 2}}, ErrorCode.INVALID_ARGUMENT),
             (("user", "alice"), {"content": "fine", "n": float("nan")}, ErrorCode.INVALID_ARGUMENT),
             (("user", "alice"), {"content": "fine", "d": {1: "x"}}, ErrorCode.INVALID_ARGUMENT),
+            # Text no store can hold: a NUL (PostgreSQL) or a lone surrogate, value or key.
+            (("user", "alice"), {"content": "fine", "n": "a\x00b"}, ErrorCode.INVALID_ARGUMENT),
+            (("user", "alice"), {"content": "fine", "k\x00": 1}, ErrorCode.INVALID_ARGUMENT),
+            (("user", "alice"), {"content": "fine", "n": "\ud800"}, ErrorCode.INVALID_ARGUMENT),
             (("project", "p1"), {"content": f"the key is {key}"}, ErrorCode.POLICY_VIOLATION),
             (("project", "p1"), {"content": "fine", "note": key}, ErrorCode.POLICY_VIOLATION),
         ]
@@ -145,6 +196,23 @@ def test_where_lamina_differs_it_says_so(settings: Any) -> None:
             with pytest.raises(LaminaError) as err:
                 store.put(namespace, "k", value)
             assert err.value.code is code, (namespace, err.value)
+        for bad_key in ("k\x00", "k\ud800"):
+            with pytest.raises(LaminaError) as err:
+                store.put(("user", "alice"), bad_key, {"content": "x"})
+            assert err.value.code is ErrorCode.INVALID_ARGUMENT, bad_key
+            # A key no store can hold names nothing: read and deleted as nothing.
+            assert store.get(("user", "alice"), bad_key) is None
+            store.delete(("user", "alice"), bad_key)
+        # A filter on text no store holds matches nothing, as in LangGraph.
+        store.put(("user", "alice"), "kept", {"content": "kept", "n": "a"})
+        for text in ("a\x00", "\ud800"):
+            for query in (None, "kept"):
+                assert store.search(("user", "alice"), query=query, filter={"n": text}) == []
+        store.delete(("user", "alice"), "kept")
+        # (a NUL in a label LangGraph's own BaseStore refuses, before lamina sees it)
+        with pytest.raises(LaminaError) as err:
+            store.get(("user", "al\ud800ice"), "k")
+        assert err.value.code is ErrorCode.INVALID_ARGUMENT
         assert store.search(()) == []
         assert store.list_namespaces() == []
         # A search with a query ranks at most memory.max_limit items; without, any number.

@@ -445,3 +445,37 @@ def test_the_extraction_prompt_names_the_user_by_id(data_dir: Path, llm: FakeOpe
         speakers = {m.content: m.metadata["conversation"]["speaker"] for m in page.items}
         assert speakers["I prefer window seats."] == "user"
         assert speakers["Oslo."] == "Robert"
+
+
+def test_keyed_items_are_never_consolidated(
+    data_dir: Path, llm: FakeOpenAI, store_url: str | None
+) -> None:
+    """An adapter's item addressed by its own key (bulk_add(keyed=True), the LangGraph
+    store's) is not a stored fact consolidation may update or invalidate: the decision
+    prompt never shows it, so no model answer can rewrite or retire it."""
+    config = settings(data_dir, llm)
+    if store_url is not None:
+        config = config.model_copy(update={"database_url": store_url})
+    with Lamina(config) as ms:
+        [item] = ms.memory.bulk_add(
+            [{"content": "Alice likes tea", "layer": "user", "user_id": U}], keyed=True
+        )
+        plain = ms.memory.add("Alice likes coffee", layer="user", user_id=U)
+        llm.script(json.dumps({"facts": [{"text": "Alice likes green tea", "sources": [0]}]}))
+        shown: list[dict[str, str]] = []
+
+        def answer(body: dict[str, Any]) -> str:
+            refs = stored_refs(body)
+            shown.append(refs)
+            target = refs.get("Alice likes tea", refs["Alice likes coffee"])
+            return json.dumps({"decisions": [{"fact": 0, "event": "DELETE", "id": target}]})
+
+        llm.reply = answer
+        ms.memory.add_messages(
+            [{"role": "user", "content": "Green tea now."}], user_id=U, infer=True
+        )
+        assert shown and all("Alice likes tea" not in refs for refs in shown)
+        kept = ms.memory.get(item.id)
+        assert kept is not None and kept.content == "Alice likes tea" and kept.valid_until is None
+        assert [e.operation.value for e in ms.memory.history(item.id)] == ["add"]
+        assert ms.memory.get(plain.id).valid_until is not None  # the plain fact was retired

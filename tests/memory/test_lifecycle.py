@@ -88,6 +88,27 @@ def test_dedup_is_a_setting_and_a_flag(data_dir: Path) -> None:
         assert [e.operation.value for e in ms.memory.history(a.id)] == ["add"]
 
 
+def test_keyed_items_are_never_duplicates_either_way(ms: Lamina) -> None:
+    """bulk_add(keyed=True) stores each item, and a later add of the same text (also after
+    the item's text is updated to it) is a memory of its own; keyed must be a flag."""
+    ids = {"layer": "user", "user_id": "u"}
+    first, second = ms.memory.bulk_add(
+        [{"content": "Tea, no sugar", **ids}, {"content": "draft", **ids}], keyed=True
+    )
+    assert not first.deduplicated and not second.deduplicated
+    ms.memory.update(second.id, content="Coffee, black")
+    for text in ("tea, NO sugar", "coffee, BLACK"):
+        plain = ms.memory.add(text, **ids)
+        assert not plain.deduplicated and plain.id not in {first.id, second.id}
+        assert ms.memory.add(text, **ids).id == plain.id  # plain ones dedup as usual
+    with pytest.raises(LaminaError) as err:
+        ms.memory.bulk_add([{"content": "x", **ids}], keyed="yes")  # type: ignore[arg-type]
+    assert (
+        err.value.code is ErrorCode.INVALID_ARGUMENT and err.value.details.get("field") == "keyed"
+    )
+    assert len(ms.memory.list(user_id="u").items) == 4
+
+
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [

@@ -25,8 +25,7 @@ layer(s) concerned, where a prefix naming a whole scope reads only that scope's.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from lamina.extras import require
@@ -44,10 +43,14 @@ from langgraph.store.base import (  # noqa: E402
     SearchOp,
 )
 
+from lamina.checks import storable  # noqa: E402
 from lamina.errors import ErrorCode, LaminaError  # noqa: E402
 from lamina.facade import Lamina  # noqa: E402
 from lamina.integrations import langgraph_values as values  # noqa: E402
 from lamina.integrations.bridge import Bridge  # noqa: E402
+from lamina.integrations.langgraph_items import META, Found  # noqa: E402
+from lamina.integrations.langgraph_items import found as _found  # noqa: E402
+from lamina.integrations.langgraph_items import valid as _valid  # noqa: E402
 from lamina.integrations.langgraph_namespaces import (  # noqa: E402
     Reach,
     Scope,
@@ -57,12 +60,10 @@ from lamina.integrations.langgraph_namespaces import (  # noqa: E402
     matches,
     under,
 )
-from lamina.memory.layers import MemoryLayer  # noqa: E402
 from lamina.runtime import AsyncLamina  # noqa: E402
 
 __all__ = ["LaminaStore"]
 
-META = "langgraph"
 #: Memories read per page, and keys looked up per query.
 PAGE = 1000
 KEYS = 500
@@ -72,44 +73,12 @@ def _bad(message: str, **details: Any) -> LaminaError:
     return LaminaError(ErrorCode.INVALID_ARGUMENT, message, details=details)
 
 
-@dataclass
-class Found:
-    """A stored item: its metadata entry, times, and the scope its memory is in."""
-
-    id: str
-    meta: dict[str, Any]
-    created_at: datetime
-    updated_at: datetime
-    scope: Scope
-
-    def item(self, score: float | None = None) -> SearchItem:
-        value = values.decode(self.meta["value"], self.meta.get("types"))
-        namespace = tuple(self.meta["namespace"])
-        return SearchItem(
-            namespace, self.meta["key"], value, self.created_at, self.updated_at, score
-        )
-
-
-def _scope_of(layer: str, identifiers: Mapping[str, str]) -> Scope:
-    return layer, {n: identifiers[n] for n in MemoryLayer(layer).required_identifiers}
-
-
-def _found(entry: Any) -> Found:
-    """A Found from a MemoryEntry or an export record (a dict)."""
-    if isinstance(entry, Mapping):
-        return Found(
-            entry["id"],
-            entry["metadata"][META],
-            datetime.fromisoformat(entry["created_at"]),
-            datetime.fromisoformat(entry["updated_at"]),
-            _scope_of(entry["layer"], entry["identifiers"]),
-        )
-    return Found(
-        entry.id,
-        entry.metadata[META],
-        entry.created_at,
-        entry.updated_at,
-        _scope_of(entry.layer.value, entry.identifiers),
+def _item(found: Found, score: float | None = None) -> SearchItem:
+    """The LangGraph item a stored one is (its value as ``put`` was given it)."""
+    value = values.decode(found.meta["value"], found.meta.get("types"))
+    namespace = tuple(found.meta["namespace"])
+    return SearchItem(
+        namespace, found.meta["key"], value, found.created_at, found.updated_at, score
     )
 
 
@@ -165,7 +134,7 @@ class LaminaStore(BaseStore):
         for op in ops:
             if isinstance(op, GetOp):
                 found = got[op.namespace].get(op.key)
-                results.append(found[0].item() if found else None)
+                results.append(_item(found[0]) if found else None)
             elif isinstance(op, SearchOp):
                 results.append(await self._search(op))
             elif isinstance(op, ListNamespacesOp):
@@ -198,7 +167,9 @@ class LaminaStore(BaseStore):
 
     async def _wide(self, reach: Reach) -> AsyncIterator[Found]:
         """The store's items in the memories of ``reach.layers`` (every layer: none given)
-        whose identifiers include ``reach.ids``, oldest first."""
+        whose identifiers include ``reach.ids``, oldest first; as a scope's reads, only
+        memories valid now (an export gives the invalidated ones too)."""
+        now = datetime.now(UTC)
         ids: Any = reach.ids
         pages = self._bridge.ms.memory.export_pages(
             layers=list(reach.layers) or None,
@@ -209,7 +180,7 @@ class LaminaStore(BaseStore):
         async for page in pages:
             for record in page:
                 meta = record.get("metadata", {}).get(META)
-                if isinstance(meta, dict) and meta.get("store") is True:
+                if isinstance(meta, dict) and meta.get("store") is True and _valid(record, now):
                     yield _found(record)
 
     async def _items(
@@ -235,6 +206,8 @@ class LaminaStore(BaseStore):
         """The stored items of ``keys`` in ``namespace``, newest first by key."""
         reach = self._reach(namespace)
         out: dict[str, list[Found]] = {}
+        # A key no store can hold names nothing stored.
+        keys = [k for k in keys if isinstance(k, str) and storable(k)]
         if reach.scope is None:
             return out
         path = ".".join(namespace)
@@ -269,10 +242,10 @@ class LaminaStore(BaseStore):
                     offset=op.offset,
                 )
             found = await self._ranked(op, narrow, wanted)
-            return [f.item(score) for f, score in found[op.offset : wanted]]
+            return [_item(f, score) for f, score in found[op.offset : wanted]]
         kept: list[SearchItem] = []
         async for found_item in self._items(prefix, narrow):
-            item = found_item.item()
+            item = _item(found_item)
             if values.matches(item.value, op.filter):
                 kept.append(item)
                 if len(kept) == wanted:
@@ -321,7 +294,7 @@ class LaminaStore(BaseStore):
             for hit in hits:
                 found = _found(hit.memory)
                 if under(tuple(found.meta["namespace"]), op.namespace_prefix) and values.matches(
-                    found.item().value, op.filter
+                    _item(found).value, op.filter
                 ):
                     kept.append((found, hit.score))
             if len(hits) < limit or limit >= most:
@@ -352,8 +325,11 @@ class LaminaStore(BaseStore):
         scope = self._reach(op.namespace).writable(op.namespace)
         if not isinstance(op.value, Mapping):
             raise _bad("a LangGraph store value must be a dict", key=op.key)
-        if not isinstance(op.key, str):
-            raise _bad(f"a LangGraph store key must be a string, got {op.key!r}")
+        if not isinstance(op.key, str) or not storable(op.key):
+            raise _bad(
+                "a LangGraph store key must be a string (valid Unicode without NUL "
+                f"characters), got {op.key!r}"
+            )
         encoded, types = values.encode(op.value)
         namespace = op.namespace
         meta = {
@@ -393,7 +369,7 @@ class LaminaStore(BaseStore):
             else:
                 new.append({"content": text, "layer": layer, "metadata": metadata, **ids})
         if new:
-            await memory.bulk_add(new, tenant_id=tenant, dedup=False)
+            await memory.bulk_add(new, tenant_id=tenant, keyed=True)
         for memory_id, text, metadata in updates:
             await memory.update(memory_id, content=text, metadata=metadata, tenant_id=tenant)
         if doomed:

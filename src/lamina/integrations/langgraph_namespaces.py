@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lamina.checks import storable
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.layers import MemoryLayer, parse_layer
 
@@ -82,12 +83,14 @@ class Reach:
 
 def check_namespace(namespace: Any) -> tuple[str, ...]:
     """The namespace, or INVALID_ARGUMENT for labels LangGraph refuses (empty, not text,
-    holding a period)."""
+    holding a period) or no store can hold (a NUL, a lone surrogate)."""
     if not isinstance(namespace, tuple) or not all(
-        isinstance(label, str) and label and "." not in label for label in namespace
+        isinstance(label, str) and label and "." not in label and storable(label)
+        for label in namespace
     ):
         raise _bad(
-            f"namespace {namespace!r}: a tuple of non-empty strings without periods",
+            f"namespace {namespace!r}: a tuple of non-empty strings without periods (valid "
+            "Unicode without NUL characters)",
             namespace=repr(namespace),
         )
     return namespace

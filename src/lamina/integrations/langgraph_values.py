@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from datetime import date, datetime, time
 from typing import Any
 
+from lamina.checks import storable
 from lamina.errors import ErrorCode, LaminaError
 
 __all__ = ["check_filter", "content", "decode", "encode", "matches", "pushdown"]
@@ -182,6 +183,7 @@ def pushdown(wanted: Mapping[str, Any] | None, prefix: str) -> dict[str, Any]:
             continue
         if isinstance(condition, Mapping) and set(condition) == {"$eq"}:
             condition = condition["$eq"]
-        if isinstance(condition, str):
+        # (text no store holds is in no stored value: left to the check here)
+        if isinstance(condition, str) and storable(condition):
             out[f"{prefix}.{field}"] = condition
     return out

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lamina.checks import storable
 from lamina.errors import ErrorCode, LaminaError
 
 OPERATORS = ("eq", "ne", "in", "contains", "gt", "gte", "lt", "lte")
@@ -52,6 +53,12 @@ def _check_scalar(field: str, op: str, value: Any) -> Scalar:
     if value is None or isinstance(value, str | bool | int | float):
         if isinstance(value, float) and value != value:  # NaN never compares
             raise _bad(f"filter {field}.{op}: NaN is not a valid value", field=field, op=op)
+        if isinstance(value, str) and not storable(value):
+            raise _bad(
+                f"filter {field}.{op}: text must be valid Unicode without NUL characters",
+                field=field,
+                op=op,
+            )
         return value
     raise _bad(
         f"filter {field}.{op}: value must be a string, number, boolean or null, "
@@ -93,8 +100,11 @@ def parse_filter(
         if len(raw) > _MAX_TAGS:
             raise _bad(f"at most {_MAX_TAGS} tags may be given", field="tags")
         for tag in raw:
-            if not isinstance(tag, str) or not tag:
-                raise _bad("tags must be non-empty strings", field="tags")
+            if not isinstance(tag, str) or not tag or not storable(tag):
+                raise _bad(
+                    "tags must be non-empty strings (valid Unicode without NUL characters)",
+                    field="tags",
+                )
         tag_list = tuple(dict.fromkeys(raw))
     conditions: list[Condition] = []
     if filters is not None:

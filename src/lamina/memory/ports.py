@@ -58,6 +58,10 @@ class NewMemory:
     #: Return an exact duplicate (same normalised content, same scope, valid and not
     #: expired) instead of storing a new row (lamina.memory.timing.content_key).
     dedup: bool = False
+    #: Addressed by its caller's own key (an adapter's item, as the LangGraph store's):
+    #: never an exact duplicate of a later write either (stored without a content key,
+    #: kept without one when its content changes).
+    keyed: bool = False
 
 
 @dataclass(frozen=True)
@@ -112,8 +116,8 @@ class LayerSearch:
     signals: QuerySignals = field(default_factory=lambda: QuerySignals.of(""))
     #: Expired memories are never candidates; invalid ones only with include_invalid.
     window: TimeWindow = field(default_factory=TimeWindow)
-    #: Whether conversation messages (add_messages) are candidates (consolidation compares
-    #: facts with facts only).
+    #: Whether conversation messages (add_messages) and keyed items (bulk_add(keyed=True))
+    #: are candidates (consolidation compares facts with facts only).
     messages: bool = True
     #: The embedding being computed while the search starts: a store may do its keyword work
     #: first and take the vector from ``resolved()`` when it needs it.

@@ -192,12 +192,13 @@ class MemoryWrites(Hierarchy, Backfill):
         items: Sequence[Item],
         defer: bool = False,
         dedup: object = None,
+        keyed: bool = False,
     ) -> tuple[list[NewMemory], dict[str, list[dict[str, Any]]]]:
         """Checked, scoped and embedded memories, and the non-blocking policy violations
         found in them (by memory id)."""
         checked = []
         flagged: dict[str, list[dict[str, Any]]] = {}
-        same = self._dedup(dedup)
+        same = self._dedup(dedup) and not keyed
         lives = []
         for content, layer, ids, metadata, timing in items:
             mem_layer = parse_layer(layer)
@@ -228,7 +229,17 @@ class MemoryWrites(Hierarchy, Backfill):
                 )
             )
         return [
-            NewMemory(mid, tenant, scope, text, meta, vectors[i], lifetime=lives[i], dedup=same)
+            NewMemory(
+                mid,
+                tenant,
+                scope,
+                text,
+                meta,
+                vectors[i],
+                lifetime=lives[i],
+                dedup=same,
+                keyed=keyed,
+            )
             for i, (mid, text, scope, meta) in enumerate(checked)
         ], flagged
 
@@ -240,11 +251,14 @@ class MemoryWrites(Hierarchy, Backfill):
         tenant_id: str | None = None,
         background_embedding: bool = False,
         dedup: bool | None = None,
+        keyed: bool = False,
     ) -> list[MemoryEntry]:
         """Store many memories in one transaction: all are stored or none
         (``background_embedding`` and ``dedup`` as for ``add``; each item may carry the time
         fields ``add`` takes). One entry per item, in order (an exact duplicate's is the
-        stored memory's)."""
+        stored memory's). ``keyed``: the items are addressed by the caller's own keys (an
+        adapter's store): each is stored as a new memory, and no later write is ever
+        answered with one of them as its duplicate (docs/memory.md, "Duplicates")."""
 
         async def run() -> list[MemoryEntry]:
             tenant = self._tenant(tenant_id)
@@ -272,6 +286,7 @@ class MemoryWrites(Hierarchy, Backfill):
                 ],
                 defer,
                 dedup,
+                check_flag("keyed", keyed),
             )
             who = check_actor(actor)
             if not prepared:

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lamina.checks import check_content, check_int, invalid, too_long
+from lamina.checks import check_content, check_int, check_string, invalid, too_long
 from lamina.observational.base import ROLES, check_session_key, check_tool_calls, said
 from lamina.observational.models import Note, SessionMessage, SessionView
 from lamina.observational.ports import NewMessage
@@ -187,7 +187,8 @@ class SessionRecords(ObserverRuns):
         key = check_session_key(session_key)
         if prompt is not None and not isinstance(prompt, str):
             raise invalid("prompt must be a string or None", "prompt")
-        text = prompt if prompt and prompt.strip() else None
+        # Text every store can hold (no NUL, no lone surrogate), as a message's content.
+        text = check_string("prompt", prompt) if prompt and prompt.strip() else None
         if text is not None and len(text) > self._max_content:
             raise too_long("prompt", len(text), self._max_content, length=len(text))
         await self._call(

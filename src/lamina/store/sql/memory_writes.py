@@ -232,7 +232,7 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             "valid_from": self._param(life.valid_from),
             "valid_until": self._param(life.valid_until),
             "expires_at": self._param(life.expires_at),
-            "content_key": None if place_of(m.metadata) else content_key(m.content),
+            "content_key": None if m.keyed or place_of(m.metadata) else content_key(m.content),
         }
 
     async def update(
@@ -245,6 +245,22 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             "update",
             self._update(tenant_id, memory_id, content, embedding, patch, actor),
         )
+
+    def _before_change(self, tenant_id: str, memory_id: str) -> Program[bool]:
+        """Before a memory's content or vector changes: its conversation locked (when it is a
+        message: its neighbours change too); whether it has no content key (a conversation
+        message or a keyed item, never a duplicate: it stays without one)."""
+        before = yield row(
+            "SELECT metadata, content_key FROM memories WHERE tenant_id = %s AND id = %s",
+            tenant_id,
+            memory_id,
+        )
+        if before is None:
+            return False
+        place = place_of(self._d.from_json(before[0]))
+        if place is not None:
+            yield from self._lock_conversations(tenant_id, {place[0]})
+        return before[1] is None
 
     def _update(
         self,
@@ -262,15 +278,9 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         since); ``event_at``: its new event time (None: kept). An expired memory is
         MEMORY_NOT_FOUND."""
         d = self._d
+        keyless = False
         if content is not None or embedding is not None:
-            before = yield row(
-                "SELECT metadata FROM memories WHERE tenant_id = %s AND id = %s",
-                tenant_id,
-                memory_id,
-            )
-            place = None if before is None else place_of(d.from_json(before[0]))
-            if place is not None:
-                yield from self._lock_conversations(tenant_id, {place[0]})
+            keyless = yield from self._before_change(tenant_id, memory_id)
         found = yield row(
             f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
             f"{d.for_update}",
@@ -309,7 +319,8 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         if content is not None:
             sets["content"] = content
             sets.update(d.memory_terms(content))
-            sets["content_key"] = None if place_of(old.metadata) else content_key(content)
+            keyless = keyless or place_of(old.metadata) is not None
+            sets["content_key"] = None if keyless else content_key(content)
         if embedding is not None:
             sets["embedding"] = d.vector(embedding)
             sets["embedding_model"] = self.embedder.model_id

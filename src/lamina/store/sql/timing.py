@@ -92,10 +92,11 @@ class SqlTiming(SqlMemoryRows):
 
     def _candidates(self, req: LayerSearch) -> tuple[str, list[Any]]:
         """The condition a search's candidates meet besides the metadata filter: its time
-        window, and not a conversation message when it wants facts only."""
+        window, and when it wants facts only, not a conversation message nor a keyed item
+        (neither has a content key)."""
         condition, params = self._window(req.window)
         if not req.messages:
-            condition += " AND conversation_id IS NULL"
+            condition += " AND conversation_id IS NULL AND content_key IS NOT NULL"
         return condition, params
 
     # -- duplicates -------------------------------------------------------------------------
