@@ -330,9 +330,15 @@ def test_several_processes_share_one_address(tmp_path: Path) -> None:
     data = tmp_path / "d"
     auth = {"Authorization": f"Bearer {key}"}
     fresh = httpx.Limits(max_keepalive_connections=0)  # a new connection for every request
+    banner: list[str] = []
     with (
         serve_process(
-            "--data-dir", str(data), "--config", str(config), serve_args=("--workers", "2")
+            "--data-dir",
+            str(data),
+            "--config",
+            str(config),
+            serve_args=("--workers", "2"),
+            banner=banner,
         ) as url,
         httpx.Client(base_url=url, timeout=60, headers=auth, limits=fresh) as client,
     ):
@@ -341,6 +347,7 @@ def test_several_processes_share_one_address(tmp_path: Path) -> None:
         while len(_children(_serving(data))) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(_children(_serving(data))) == 2
+        assert banner[1].endswith("; tenants from API keys: acme; 2 processes"), banner
         tasks = [
             send(
                 client,
