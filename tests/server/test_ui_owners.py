@@ -160,6 +160,20 @@ def test_a_users_list_and_delete_all_count_the_same_memories(
     agent_confirm = acme.get("/ui/memories/delete-all?user_id=alice&layer=agent").text
     assert _figure(agent_list, r'<h2 id="found">([\d,]+) memor') == 3
     assert "3 memories would be deleted" in agent_confirm
+    # Identifiers no one layer holds together: the layers they reach, as search sees them,
+    # and the page says delete-all counts none of them.
+    both = acme.get("/ui/memories?user_id=alice&project_id=p1").text
+    assert "The build runs on Fridays" in both and "Alice likes tea" in both
+    assert "The bot calls Alice" not in both
+    assert "so this lists the layers they reach" in both and "Delete-all counts none" in both
+    assert (
+        "0 memories would be deleted"
+        in acme.get("/ui/memories/delete-all?user_id=alice&project_id=p1").text
+    )
+    exported = acme.get("/ui/memories/export.jsonl?user_id=alice&project_id=p1").text
+    assert "The build runs on Fridays" in exported
+    everything = acme.get("/ui/memories/export.jsonl?user_id=alice").text
+    assert len(everything.splitlines()) == 5 and "The bot calls Alice" in everything
     # A user nobody holds: an empty list that says so (a filter, not a missing page).
     nobody = acme.get("/ui/memories?user_id=nobody")
     assert nobody.status_code == 200 and "no memory of this tenant holds these" in nobody.text

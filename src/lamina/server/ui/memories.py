@@ -6,7 +6,7 @@ first), and how many each layer holds; without identifiers, the tenant's memorie
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,6 +17,7 @@ from starlette.routing import Route
 
 from lamina.checks import invalid
 from lamina.memory.layers import MemoryLayer
+from lamina.memory.models import MemoryPage
 from lamina.memory.ports import StoredMemory
 from lamina.memory.records import dump_record, export_record
 from lamina.server.ui import forms
@@ -101,7 +102,11 @@ async def memories(ui: Inspector, request: Request, viewer: Viewer) -> Response:
         context["counts"] = await ui.ms.memory.count_by_layer(tenant_id=viewer.tenant)
         return ui.render(viewer, "memories.html", **context)
     cursor = params.get("cursor") or None
-    page = await ui.ms.memory.list_all(
+    # Identifiers no one layer holds together (user_id with project_id): the layers they
+    # reach, as search and the prompt see them (delete-all selects none of those).
+    reach = not held_in(browse.ids)
+    context["reach"] = reach
+    page = await _lister(ui, reach)(
         limit=size,
         cursor=cursor,
         tenant_id=viewer.tenant,
@@ -115,6 +120,12 @@ async def memories(ui: Inspector, request: Request, viewer: Viewer) -> Response:
         context["next_query"] = forms.query(pairs, limit=str(size), cursor=page.next_cursor)
     context["first_query"] = forms.query(pairs, limit=str(size))
     return ui.render(viewer, "memories.html", **context)
+
+
+def _lister(ui: Inspector, reach: bool) -> Callable[..., Awaitable[MemoryPage]]:
+    """``list`` (the layers the identifiers reach) or ``list_all`` (the memories holding
+    them: what delete-all counts)."""
+    return ui.ms.memory.list if reach else ui.ms.memory.list_all
 
 
 @dataclass(frozen=True)
@@ -175,11 +186,10 @@ async def export(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     ms, tenant = ui.ms, viewer.tenant
     if not browse.ids and browse.narrowed:
         raise invalid("tags, metadata and time filters need identifiers", "user_id")
+    listing = _lister(ui, not held_in(browse.ids))
     if browse.ids:
         # Check the filter before the response starts: errors become a page, not a cut file.
-        first = await ms.memory.list_all(
-            limit=1, tenant_id=tenant, count_limit=1, **browse.kwargs()
-        )
+        first = await listing(limit=1, tenant_id=tenant, count_limit=1, **browse.kwargs())
         del first
 
     async def lines() -> AsyncIterator[bytes]:
@@ -192,9 +202,7 @@ async def export(ui: Inspector, request: Request, viewer: Viewer) -> Response:
         cursor: str | None = None
         size = ms.settings.memory.max_limit
         while True:
-            page = await ms.memory.list_all(
-                limit=size, cursor=cursor, tenant_id=tenant, **browse.kwargs()
-            )
+            page = await listing(limit=size, cursor=cursor, tenant_id=tenant, **browse.kwargs())
             chunk = (dump_record(export_record(StoredMemory(m))) + "\n" for m in page.items)
             yield "".join(chunk).encode("utf-8")
             cursor = page.next_cursor
