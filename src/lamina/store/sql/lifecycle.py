@@ -82,12 +82,11 @@ class SqlMemoryLifecycle(SqlMemories):
     async def delete_where(
         self, tenant_id: str, selection: Selection, *, actor: str | None = None
     ) -> int:
-        where, params = self._selected(selection)
+        where, params = self._selected(selection, tenant_id)
 
         def write() -> Program[int]:
             found = yield rows(
-                f"SELECT id FROM memories WHERE tenant_id = %s AND {where}",  # noqa: S608
-                tenant_id,
+                f"SELECT id FROM memories WHERE {where}",  # noqa: S608
                 *params,
             )
             if not found:
@@ -99,13 +98,12 @@ class SqlMemoryLifecycle(SqlMemories):
     async def forget_where(
         self, tenant_id: str, selection: Selection, **forgetting: Unpack[Forgetting]
     ) -> ForgetResult:
-        where, params = self._selected(selection)
+        where, params = self._selected(selection, tenant_id)
         actor = forgetting.get("actor")
 
         def write() -> Program[ForgetResult]:
             found = yield rows(
-                f"SELECT id, identifiers FROM memories WHERE tenant_id = %s AND {where}",  # noqa: S608
-                tenant_id,
+                f"SELECT id, identifiers FROM memories WHERE {where}",  # noqa: S608
                 *params,
             )
             keys = dict.fromkeys(forgetting.get("session_keys", ()))

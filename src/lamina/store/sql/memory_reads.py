@@ -206,10 +206,8 @@ class SqlMemoryReads(SqlTiming):
         before = decode_cursor(cursor) if cursor else None
         selection = listing.get("selection")
         params: list[Any] = [tenant_id]
-        if selection is not None:
-            chosen, values = self._selected(selection)
-            where = f"tenant_id = %s AND {chosen}"
-            params += values
+        if selection is not None:  # each term names the tenant
+            where, params = self._selected(selection, tenant_id)
         elif not scopes:
             return MemoryPage(items=[], next_cursor=None, total_count=0)
         else:

@@ -92,13 +92,22 @@ class SqlMemoryRows(ABC):
                 )
         return terms
 
-    def _selected(self, selection: Selection) -> tuple[str, list[Any]]:
-        """The condition selecting memories (``_selected_terms`` joined), and its parameters."""
+    def _selected(
+        self, selection: Selection, tenant_id: str | None = None
+    ) -> tuple[str, list[Any]]:
+        """The condition selecting memories (``_selected_terms`` joined), and its parameters.
+        Given ``tenant_id``, each term names the tenant (the condition then needs no other
+        tenant check): SQLite looks each one up in its own index (a user's agent, user and
+        session memories) instead of reading the tenant's rows."""
         terms = self._selected_terms(selection)
         if not terms:
             return self._d.false, []
-        params = [p for _, values in terms for p in values]
-        return f"({' OR '.join(t for t, _ in terms)})", params
+        if tenant_id is None:
+            params = [p for _, values in terms for p in values]
+            return f"({' OR '.join(t for t, _ in terms)})", params
+        params = [p for _, values in terms for p in (tenant_id, *values)]
+        joined = " OR ".join(f"(tenant_id = %s AND {t})" for t, _ in terms)
+        return f"({joined})", params
 
     def _entry(self, values: Sequence[Any]) -> MemoryEntry:
         d = self._d
