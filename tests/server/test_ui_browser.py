@@ -173,8 +173,6 @@ def test_sign_in_and_find_a_memory_added_through_the_api(browser: Browser, live:
     link.click()
     expect(page.locator("pre.content")).to_have_text(marker)
     assert added["id"] in page.url
-    page.goto("/ui/memories?user_id=alice")
-    _shot(page, "memories")
     page.context.close()
 
 
@@ -203,6 +201,7 @@ def test_from_a_layers_count_to_who_holds_it_and_to_their_memories(
     page.goto("/ui/memories?user_id=alice")
     expect(page.get_by_role("link", name="The chef agent greets Alice in French")).to_be_visible()
     expect(page.locator("p.by-layer")).to_contain_text("agent 2")
+    _shot(page, "memories")
     page.locator("p.by-layer").get_by_role("link", name="(whose?)").click()
     expect(page.get_by_role("heading", name="Who holds agent memories")).to_contain_text(
         "user_id=alice"
