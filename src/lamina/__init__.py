@@ -29,6 +29,8 @@ from lamina.memory.models import (
     HistoryOperation,
     MemoryEntry,
     MemoryPage,
+    Owner,
+    OwnerPage,
     SearchHit,
     SearchMode,
 )
@@ -58,6 +60,8 @@ __all__ = [
     "MemoryInput",
     "MemoryLayer",
     "MemoryPage",
+    "Owner",
+    "OwnerPage",
     "RetrievalResult",
     "RuntimeContextAdapter",
     "SearchHit",

@@ -31,8 +31,13 @@ from tests.server.mcp_support import documented_tool_count
 
 @contextmanager
 def serve_process(
-    *args: str, env: dict[str, str] | None = None, serve_args: tuple[str, ...] = ()
+    *args: str,
+    env: dict[str, str] | None = None,
+    serve_args: tuple[str, ...] = (),
+    banner: list[str] | None = None,
 ) -> Iterator[str]:
+    """A ``lamina serve`` process on an ephemeral port; its URL. ``banner``: filled with the
+    two lines it prints once listening."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -59,6 +64,8 @@ def serve_process(
             raise AssertionError(
                 f"no banner: {line!r} {process.stderr.read() if process.stderr else ''}"
             )
+        if banner is not None:
+            banner += [line.strip(), process.stdout.readline().strip()]
         yield line.strip().split()[-1].rstrip("/")
     finally:
         process.send_signal(signal.SIGTERM)
@@ -93,6 +100,43 @@ def test_lamina_serve_end_to_end(tmp_path: Path) -> None:
     ):
         got = rpc(client, "GetTask", {"id": task["id"]})["result"]
         assert got["status"]["state"] == "TASK_STATE_COMPLETED"
+
+
+def test_the_banner_names_the_tenants_the_keys_act_for(tmp_path: Path) -> None:
+    """With API keys every request acts for its key's tenant, never ``tenant_id``: the
+    banner says which tenants those are (and says ``tenant_id`` only without keys)."""
+    from lamina.server.auth import hash_key, new_key
+
+    config = tmp_path / "lamina.toml"
+    entries = [(new_key(), "acme"), (new_key(), "globex"), (new_key(), "acme")]
+    config.write_text(
+        "".join(
+            f'[[server.api_keys]]\nkey_hash = "{hash_key(key)}"\ntenant_id = "{tenant}"\n'
+            for key, tenant in entries
+        ),
+        encoding="utf-8",
+    )
+    keyed: list[str] = []
+    with serve_process(
+        "--data-dir", str(tmp_path / "d"), "--config", str(config), banner=keyed
+    ) as url:
+        key, _ = entries[1]
+        with httpx.Client(base_url=url, timeout=30) as client:
+            added = send(
+                client,
+                tool_message(
+                    "memory_add", {"content": "globex's", "layer": "user", "user_id": "g"}
+                ),
+                headers={"Authorization": f"Bearer {key}"},
+            )
+            assert result_of(added)["tenant_id"] == "globex"
+    assert keyed[0].startswith("lamina A2A server on http://127.0.0.1:")
+    assert keyed[1].endswith("; tenants from API keys: acme, globex"), keyed
+    assert "tenant default" not in keyed[1]
+    plain: list[str] = []
+    with serve_process("--data-dir", str(tmp_path / "d"), "--tenant", "solo", banner=plain):
+        pass
+    assert plain[1].endswith("; tenant solo (no API keys)"), plain
 
 
 def test_two_servers_on_one_postgres_serve_the_same_threads(tmp_path: Path) -> None:
@@ -290,9 +334,15 @@ def test_several_processes_share_one_address(tmp_path: Path) -> None:
     data = tmp_path / "d"
     auth = {"Authorization": f"Bearer {key}"}
     fresh = httpx.Limits(max_keepalive_connections=0)  # a new connection for every request
+    banner: list[str] = []
     with (
         serve_process(
-            "--data-dir", str(data), "--config", str(config), serve_args=("--workers", "2")
+            "--data-dir",
+            str(data),
+            "--config",
+            str(config),
+            serve_args=("--workers", "2"),
+            banner=banner,
         ) as url,
         httpx.Client(base_url=url, timeout=60, headers=auth, limits=fresh) as client,
     ):
@@ -301,6 +351,7 @@ def test_several_processes_share_one_address(tmp_path: Path) -> None:
         while len(_children(_serving(data))) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(_children(_serving(data))) == 2
+        assert banner[1].endswith("; tenants from API keys: acme; 2 processes"), banner
         tasks = [
             send(
                 client,

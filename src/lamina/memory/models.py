@@ -201,6 +201,23 @@ class MemoryPage(BaseModel):
     total_exact: bool = True
 
 
+class Owner(BaseModel):
+    """Who holds memories in a layer: the identifiers of one scope (a user's ``user_id``, an
+    agent's ``agent_id`` and ``user_id`` …) and how many memories it holds (every stored one,
+    valid or not, as ``count_all`` counts)."""
+
+    layer: MemoryLayer
+    identifiers: dict[str, str]
+    count: int
+
+
+class OwnerPage(BaseModel):
+    """One page of ``owners``, in identifier order: pass ``next_cursor`` back for the next."""
+
+    items: list[Owner]
+    next_cursor: str | None
+
+
 class HistoryOperation(StrEnum):
     ADD = "add"
     UPDATE = "update"

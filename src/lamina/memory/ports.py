@@ -311,10 +311,12 @@ class ExportPage(TypedDict):
 
 
 class MemoryListing(TypedDict):
-    """What ``list`` reads: the memories of ``scopes`` that ``flt`` selects, valid in
-    ``window`` (absent or None: now, valid only); one page of them."""
+    """What ``list`` reads: the memories of ``scopes`` (or, given ``selection``, those it
+    selects, as ``count_where`` does: ``scopes`` is then ignored) that ``flt`` selects, valid
+    in ``window`` (absent or None: now, valid only); one page of them."""
 
     scopes: Sequence[Scope]
+    selection: NotRequired[Selection | None]
     flt: MetadataFilter
     limit: int
     cursor: str | None
@@ -474,6 +476,20 @@ class MemoryStore(Protocol):
         ...
 
     async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
+
+    async def count_scopes(
+        self,
+        tenant_id: str,
+        layer: MemoryLayer,
+        selection: Selection,
+        *,
+        after: str | None,
+        limit: int,
+    ) -> list[tuple[str, int]]:
+        """The scope keys of ``layer`` holding memories whose identifiers hold those of
+        ``selection`` (its layers are not used), each with how many (every stored memory, as
+        ``count_where`` counts): in key order, after ``after``, at most ``limit``."""
+        ...
 
     async def list(self, tenant_id: str, **listing: Unpack[MemoryListing]) -> MemoryPage:
         """Newest first; ``window`` (None: now, valid only) as in LayerSearch; the total

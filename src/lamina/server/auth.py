@@ -12,7 +12,7 @@ import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from lamina.config import ApiKey
+from lamina.config import ApiKey, Settings
 
 KEY_PREFIX = "ms_"
 
@@ -57,6 +57,17 @@ class KeyRing:
         if found is None or not hmac.compare_digest(found.key_hash, key_hash):
             return None
         return Principal(found.tenant_id, found.tier, found.name)
+
+
+def tenants_served(settings: Settings) -> str:
+    """Whom a server acts for, as its banner says: without API keys every request acts for
+    the configured tenant; with keys, each key for its own tenant (``tenant_id`` serves none
+    of them then)."""
+    keys = settings.server.api_keys
+    if not keys:
+        return f"tenant {settings.tenant_id} (no API keys)"
+    named = sorted({key.tenant_id for key in keys})
+    return f"tenants from API keys: {', '.join(named)}"
 
 
 def presented_key(authorization: str | None, api_key: str | None) -> str | None:

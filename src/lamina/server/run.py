@@ -12,6 +12,7 @@ import uvicorn
 from lamina.config import Settings
 from lamina.runtime import AsyncLamina
 from lamina.server.app import LaminaServer, check_bind
+from lamina.server.auth import tenants_served
 
 log = logging.getLogger("lamina.server")
 
@@ -48,7 +49,7 @@ async def serve_app(
         click.echo(f"{banner} http://{host}:{bound}/")
         click.echo(
             f"data directory {settings.data_dir}; database {settings.store_kind()} "
-            f"{settings.database_location()}; tenant {settings.tenant_id}"
+            f"{settings.database_location()}; {tenants_served(settings)}"
         )
 
     watcher = asyncio.create_task(announce())

@@ -26,6 +26,7 @@ import click
 
 from lamina.config import Settings
 from lamina.errors import ErrorCode, LaminaError
+from lamina.server.auth import tenants_served
 
 log = logging.getLogger("lamina.server")
 
@@ -68,7 +69,7 @@ def serve_workers(settings: Settings, log_level: str = "info") -> None:
     click.echo(f"lamina A2A server on http://{server.host}:{port}/")
     click.echo(
         f"data directory {settings.data_dir}; database {settings.store_kind()} "
-        f"{settings.database_location()}; tenant {settings.tenant_id}; "
+        f"{settings.database_location()}; {tenants_served(settings)}; "
         f"{server.workers} processes"
     )
     _Supervisor(settings.model_dump_json(), log_level, sockets).run()

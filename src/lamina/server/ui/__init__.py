@@ -15,6 +15,7 @@ from lamina.server.ui import (
     login,
     memories,
     memory,
+    owners,
     prompt,
     search,
     sessions,
@@ -36,6 +37,6 @@ def inspector_routes(
 ) -> tuple[Inspector, list[BaseRoute]]:
     ui = Inspector(ms, keys, limiter, max_body=max_body, active_threads=active_threads)
     routes: list[BaseRoute] = [*static.routes(ui), *login.routes(ui)]
-    for module in (memories, memory, search, prompt, sessions, knowledge, status):
+    for module in (memories, owners, memory, search, prompt, sessions, knowledge, status):
         routes += module.routes(ui)
     return ui, [*routes, *static.fallback(ui)]

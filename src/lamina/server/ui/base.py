@@ -160,7 +160,14 @@ class Inspector:
 
     def error(self, viewer: Viewer | None, exc: LaminaError) -> HTMLResponse:
         status = STATUS.get(exc.code, 400)
-        return self.render(viewer, "error.html", status, code=exc.code.value, message=exc.message)
+        return self.render(
+            viewer,
+            "error.html",
+            status,
+            code=exc.code.value,
+            message=exc.message,
+            http_status=status,
+        )
 
     # -- who is asking ----------------------------------------------------------------------
 

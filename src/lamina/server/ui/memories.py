@@ -1,10 +1,12 @@
-"""The memories list: browse by layer and identifiers, tags, a metadata filter, an event-time
-range and validity, a page at a time with the store's keyset cursor (newest first); without
-identifiers, the tenant's memories per layer. Export of the current filter as JSONL."""
+"""The memories list: every memory whose identifiers include those given (what delete-all
+counts: a user's own, agent and session memories), by layer, tags, a metadata filter, an
+event-time range and validity, a page at a time with the store's keyset cursor (newest
+first), and how many each layer holds; without identifiers, the tenant's memories per layer
+(each count a link to who holds them). Export of the current filter as JSONL."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -14,6 +16,8 @@ from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from lamina.checks import invalid
+from lamina.memory.layers import MemoryLayer
+from lamina.memory.models import MemoryPage
 from lamina.memory.ports import StoredMemory
 from lamina.memory.records import dump_record, export_record
 from lamina.server.ui import forms
@@ -50,7 +54,7 @@ class Browse:
         return bool(self.tags or self.filters or self.since or self.until)
 
     def kwargs(self) -> dict[str, Any]:
-        """The arguments of ``ms.memory.list`` and ``search``."""
+        """The arguments of ``ms.memory.list_all`` and ``search``."""
         return {
             **self.ids,
             "layers": self.layers or None,
@@ -95,11 +99,14 @@ async def memories(ui: Inspector, request: Request, viewer: Viewer) -> Response:
                 "memories are listed by scope",
                 "user_id",
             )
-        found = await ui.ms.store.count_by_layer(viewer.tenant)
-        context["counts"] = {layer: found.get(layer, 0) for layer in LAYERS}
+        context["counts"] = await ui.ms.memory.count_by_layer(tenant_id=viewer.tenant)
         return ui.render(viewer, "memories.html", **context)
     cursor = params.get("cursor") or None
-    page = await ui.ms.memory.list(
+    # Identifiers no one layer holds together (user_id with project_id): the layers they
+    # reach, as search and the prompt see them (delete-all selects none of those).
+    reach = not held_in(browse.ids)
+    context["reach"] = reach
+    page = await _lister(ui, reach)(
         limit=size,
         cursor=cursor,
         tenant_id=viewer.tenant,
@@ -107,6 +114,7 @@ async def memories(ui: Inspector, request: Request, viewer: Viewer) -> Response:
         **browse.kwargs(),
     )
     context["page"] = page
+    context["by_layer"] = await by_layer(ui, viewer, browse, params)
     context["cursor"] = cursor
     if page.next_cursor:
         context["next_query"] = forms.query(pairs, limit=str(size), cursor=page.next_cursor)
@@ -114,7 +122,59 @@ async def memories(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     return ui.render(viewer, "memories.html", **context)
 
 
-LAYERS = ("agent", "user", "session", "project", "team", "org", "company")
+def _lister(ui: Inspector, reach: bool) -> Callable[..., Awaitable[MemoryPage]]:
+    """``list`` (the layers the identifiers reach) or ``list_all`` (the memories holding
+    them: what delete-all counts)."""
+    return ui.ms.memory.list if reach else ui.ms.memory.list_all
+
+
+@dataclass(frozen=True)
+class LayerShare:
+    """How many of the listed memories one layer holds, and where its links go."""
+
+    layer: str
+    count: int
+    exact: bool
+    #: The list narrowed to this layer.
+    query: str
+    #: The owners page of this layer holding the identifiers (None: they name one owner).
+    owners_query: str | None
+
+
+def held_in(ids: dict[str, str]) -> list[MemoryLayer]:
+    """The layers whose memories can hold every one of ``ids`` (user_id: agent, user,
+    session), most specific first."""
+    return [layer for layer in MemoryLayer if set(ids) <= set(layer.required_identifiers)]
+
+
+async def by_layer(
+    ui: Inspector, viewer: Viewer, browse: Browse, params: forms.Params
+) -> list[LayerShare]:
+    """The list's memories per layer (the filter but its layers), each a link to the list of
+    that layer and, when the identifiers hold several owners there, to who they are."""
+    kwargs = {**browse.kwargs(), "layers": None}
+    pairs = [(k, v) for k, v in browse.pairs(params) if k != "layer"]
+    out = []
+    for layer in held_in(browse.ids):
+        page = await ui.ms.memory.list_all(
+            limit=1,
+            tenant_id=viewer.tenant,
+            count_limit=COUNT_LIMIT,
+            **{**kwargs, "layers": [layer.value]},
+        )
+        whole = set(browse.ids) == set(layer.required_identifiers)
+        out.append(
+            LayerShare(
+                layer.value,
+                page.total_count,
+                page.total_exact,
+                forms.query(pairs, layer=layer.value),
+                None if whole else forms.query([*browse.ids.items(), ("layer", layer.value)]),
+            )
+        )
+    return out
+
+
 #: The list counts its matches up to this many ("more than 10,000"): an exact count of a
 #: scope of 100k memories reads all of them.
 COUNT_LIMIT = 10_000
@@ -126,9 +186,10 @@ async def export(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     ms, tenant = ui.ms, viewer.tenant
     if not browse.ids and browse.narrowed:
         raise invalid("tags, metadata and time filters need identifiers", "user_id")
+    listing = _lister(ui, not held_in(browse.ids))
     if browse.ids:
         # Check the filter before the response starts: errors become a page, not a cut file.
-        first = await ms.memory.list(limit=1, tenant_id=tenant, count_limit=1, **browse.kwargs())
+        first = await listing(limit=1, tenant_id=tenant, count_limit=1, **browse.kwargs())
         del first
 
     async def lines() -> AsyncIterator[bytes]:
@@ -141,9 +202,7 @@ async def export(ui: Inspector, request: Request, viewer: Viewer) -> Response:
         cursor: str | None = None
         size = ms.settings.memory.max_limit
         while True:
-            page = await ms.memory.list(
-                limit=size, cursor=cursor, tenant_id=tenant, **browse.kwargs()
-            )
+            page = await listing(limit=size, cursor=cursor, tenant_id=tenant, **browse.kwargs())
             chunk = (dump_record(export_record(StoredMemory(m))) + "\n" for m in page.items)
             yield "".join(chunk).encode("utf-8")
             cursor = page.next_cursor

@@ -15,7 +15,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.models import MemoryEntry
 from lamina.server.ui import forms
 from lamina.server.ui.base import Inspector, Viewer, redirect
-from lamina.server.ui.memories import Browse
+from lamina.server.ui.memories import Browse, held_in
 
 
 def _missing(memory_id: str) -> LaminaError:
@@ -121,7 +121,12 @@ async def delete(ui: Inspector, request: Request, viewer: Viewer) -> Response:
 
 
 def _delete_all_page(
-    ui: Inspector, viewer: Viewer, browse: Browse, count: int | None, deleted: int | None
+    ui: Inspector,
+    viewer: Viewer,
+    browse: Browse,
+    count: int | None,
+    deleted: int | None,
+    **figures: Any,
 ) -> Response:
     return ui.render(
         viewer,
@@ -131,17 +136,42 @@ def _delete_all_page(
         params=viewer.params,
         count=count,
         deleted=deleted,
+        per_layer=figures.get("per_layer", {}),
+        listed=figures.get("listed"),
+        valid=figures.get("valid"),
+        list_query=forms.query([*browse.ids.items(), *(("layer", x) for x in browse.layers)]),
     )
 
 
 async def confirm_delete_all(ui: Inspector, request: Request, viewer: Viewer) -> Response:
+    """The count first, and what it is made of: per layer, and against the memories list
+    (which leaves out invalidated facts unless asked, and expired ones not purged yet)."""
     browse = Browse.of(viewer.params)
-    count = None
-    if browse.ids:
-        count = await ui.ms.memory.count_all(
-            layers=browse.layers or None, tenant_id=viewer.tenant, **browse.ids
-        )
-    return _delete_all_page(ui, viewer, browse, count, None)
+    if not browse.ids:
+        return _delete_all_page(ui, viewer, browse, None, None)
+    memory, tenant = ui.ms.memory, viewer.tenant
+    count = await memory.count_all(layers=browse.layers or None, tenant_id=tenant, **browse.ids)
+    chosen = set(browse.layers)
+    per_layer = {}
+    for layer in held_in(browse.ids):
+        if not chosen or layer.value in chosen:
+            per_layer[layer.value] = await memory.count_all(
+                layers=[layer.value], tenant_id=tenant, **browse.ids
+            )
+    # What the list shows of the same selection (no tags, metadata or time range).
+    ids: dict[str, Any] = {**browse.ids, "layers": browse.layers or None, "tenant_id": tenant}
+    listed = await memory.list_all(limit=1, include_invalid=True, **ids)
+    valid = await memory.list_all(limit=1, **ids)
+    return _delete_all_page(
+        ui,
+        viewer,
+        browse,
+        count,
+        None,
+        per_layer=per_layer,
+        listed=listed.total_count,
+        valid=valid.total_count,
+    )
 
 
 async def delete_all(ui: Inspector, request: Request, viewer: Viewer) -> Response:

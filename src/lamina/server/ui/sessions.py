@@ -11,6 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from lamina.checks import invalid
+from lamina.errors import ErrorCode, LaminaError
 from lamina.server.ui.base import Inspector, Viewer
 
 #: Sessions and messages per page.
@@ -43,6 +44,14 @@ async def session(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     key = request.path_params["session_key"]
     start = _start(viewer)
     view = await ui.ms.sessions.show(key, start=start, limit=PAGE, tenant_id=viewer.tenant)
+    if not (view.message_count or view.observations or view.reflections):
+        # A session is its messages and notes: with none, there is no such session here.
+        raise LaminaError(
+            ErrorCode.ITEM_NOT_FOUND,
+            f"no session {view.session_key!r} in this tenant: it has no messages, "
+            "observations or reflections",
+            details={"session_key": view.session_key},
+        )
     settings = ui.ms.settings.observational_memory
     context: dict[str, Any] = {
         "section": "sessions",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any, Unpack
+from typing import Unpack
 
 from lamina.memory.layers import MemoryLayer, scope_key
 from lamina.memory.models import ForgetResult, HistoryEvent
@@ -27,41 +27,8 @@ SESSION_TABLES = ("session_messages", "observations", "reflections", "graph_rela
 
 
 class SqlMemoryLifecycle(SqlMemories):
-    """``count_where``, ``delete_where``, ``export_page`` and ``import_memories`` over the
-    shared SQL."""
-
-    def _selected_terms(self, selection: Selection) -> list[tuple[str, list[Any]]]:
-        """The conditions selecting memories (lamina.memory.ports.Selection), one per layer,
-        with their parameters: per layer, its scope key when the identifiers name the whole
-        scope, else each identifier's value; a layer the identifiers cannot scope selects
-        nothing (and has no term)."""
-        given = selection.identifiers
-        terms: list[tuple[str, list[Any]]] = []
-        for layer in selection.layers or tuple(MemoryLayer):
-            required = layer.required_identifiers
-            if not set(given) <= set(required):
-                continue
-            if not given:
-                terms.append(("layer = %s", [layer.value]))
-            elif set(given) == set(required):
-                terms.append(
-                    ("(layer = %s AND scope_key = %s)", [layer.value, scope_key(layer, given)])
-                )
-            else:
-                names = sorted(given)
-                parts = " AND ".join(f"{self._d.json_text('identifiers', n)} = %s" for n in names)
-                terms.append(
-                    (f"(layer = %s AND {parts})", [layer.value, *(given[n] for n in names)])
-                )
-        return terms
-
-    def _selected(self, selection: Selection) -> tuple[str, list[Any]]:
-        """The condition selecting memories (``_selected_terms`` joined), and its parameters."""
-        terms = self._selected_terms(selection)
-        if not terms:
-            return self._d.false, []
-        params = [p for _, values in terms for p in values]
-        return f"({' OR '.join(t for t, _ in terms)})", params
+    """``count_where``, ``count_scopes``, ``delete_where``, ``export_page`` and
+    ``import_memories`` over the shared SQL."""
 
     # -- delete_all -------------------------------------------------------------------------
 
@@ -84,15 +51,43 @@ class SqlMemoryLifecycle(SqlMemories):
 
         return await self._exec.read(tenant_id, "count_all", counted())
 
+    async def count_scopes(
+        self,
+        tenant_id: str,
+        layer: MemoryLayer,
+        selection: Selection,
+        *,
+        after: str | None,
+        limit: int,
+    ) -> list[tuple[str, int]]:
+        terms = self._selected_terms(Selection((layer,), selection.identifiers))
+        if not terms:
+            return []
+        ((term, params),) = terms
+        later = "" if after is None else " AND scope_key > %s"
+        read = rows(
+            f"SELECT scope_key, count(*) FROM memories WHERE tenant_id = %s AND {term}{later} "  # noqa: S608
+            "GROUP BY scope_key ORDER BY scope_key LIMIT %s",
+            tenant_id,
+            *params,
+            *([] if after is None else [after]),
+            limit,
+        )
+
+        def counted() -> Program[list[tuple[str, int]]]:
+            found = yield read
+            return [(str(r[0]), int(r[1])) for r in found]
+
+        return await self._exec.read(tenant_id, "owners", counted())
+
     async def delete_where(
         self, tenant_id: str, selection: Selection, *, actor: str | None = None
     ) -> int:
-        where, params = self._selected(selection)
+        where, params = self._selected(selection, tenant_id)
 
         def write() -> Program[int]:
             found = yield rows(
-                f"SELECT id FROM memories WHERE tenant_id = %s AND {where}",  # noqa: S608
-                tenant_id,
+                f"SELECT id FROM memories WHERE {where}",  # noqa: S608
                 *params,
             )
             if not found:
@@ -104,13 +99,12 @@ class SqlMemoryLifecycle(SqlMemories):
     async def forget_where(
         self, tenant_id: str, selection: Selection, **forgetting: Unpack[Forgetting]
     ) -> ForgetResult:
-        where, params = self._selected(selection)
+        where, params = self._selected(selection, tenant_id)
         actor = forgetting.get("actor")
 
         def write() -> Program[ForgetResult]:
             found = yield rows(
-                f"SELECT id, identifiers FROM memories WHERE tenant_id = %s AND {where}",  # noqa: S608
-                tenant_id,
+                f"SELECT id, identifiers FROM memories WHERE {where}",  # noqa: S608
                 *params,
             )
             keys = dict.fromkeys(forgetting.get("session_keys", ()))

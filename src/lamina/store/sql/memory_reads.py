@@ -204,13 +204,17 @@ class SqlMemoryReads(SqlTiming):
         cursor, limit, window = listing["cursor"], listing["limit"], listing.get("window")
         count_limit = listing.get("count_limit")
         before = decode_cursor(cursor) if cursor else None
-        if not scopes:
-            return MemoryPage(items=[], next_cursor=None, total_count=0)
-        pairs = " OR ".join(["(layer = %s AND scope_key = %s)"] * len(scopes))
-        where = f"tenant_id = %s AND ({pairs})"
+        selection = listing.get("selection")
         params: list[Any] = [tenant_id]
-        for scope in scopes:
-            params += [scope.layer.value, scope.key]
+        if selection is not None:  # each term names the tenant
+            where, params = self._selected(selection, tenant_id)
+        elif not scopes:
+            return MemoryPage(items=[], next_cursor=None, total_count=0)
+        else:
+            pairs = " OR ".join(["(layer = %s AND scope_key = %s)"] * len(scopes))
+            where = f"tenant_id = %s AND ({pairs})"
+            for scope in scopes:
+                params += [scope.layer.value, scope.key]
         if not flt.empty:
             condition, values = self._filter(flt)
             where += f" AND {condition}"

@@ -12,7 +12,7 @@ from typing import Any
 
 from lamina.embeddings.base import Embedder
 from lamina.memory.filters import MetadataFilter
-from lamina.memory.layers import MemoryLayer
+from lamina.memory.layers import MemoryLayer, scope_key
 from lamina.memory.models import (
     HistoryEvent,
     HistoryOperation,
@@ -22,6 +22,7 @@ from lamina.memory.ports import (
     EmbeddingStatus,
     LayerHits,
     LayerSearch,
+    Selection,
 )
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import EmbeddingState
@@ -65,6 +66,48 @@ class SqlMemoryRows(ABC):
     @abstractmethod
     def _filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
         """The SQL condition of a non-empty metadata filter, and its parameters."""
+
+    def _selected_terms(self, selection: Selection) -> list[tuple[str, list[Any]]]:
+        """The conditions selecting memories (lamina.memory.ports.Selection), one per layer,
+        with their parameters: per layer, its scope key when the identifiers name the whole
+        scope, else each identifier's value; a layer the identifiers cannot scope selects
+        nothing (and has no term)."""
+        given = selection.identifiers
+        terms: list[tuple[str, list[Any]]] = []
+        for layer in selection.layers or tuple(MemoryLayer):
+            required = layer.required_identifiers
+            if not set(given) <= set(required):
+                continue
+            if not given:
+                terms.append(("layer = %s", [layer.value]))
+            elif set(given) == set(required):
+                terms.append(
+                    ("(layer = %s AND scope_key = %s)", [layer.value, scope_key(layer, given)])
+                )
+            else:
+                names = sorted(given)
+                parts = " AND ".join(f"{self._d.json_text('identifiers', n)} = %s" for n in names)
+                terms.append(
+                    (f"(layer = %s AND {parts})", [layer.value, *(given[n] for n in names)])
+                )
+        return terms
+
+    def _selected(
+        self, selection: Selection, tenant_id: str | None = None
+    ) -> tuple[str, list[Any]]:
+        """The condition selecting memories (``_selected_terms`` joined), and its parameters.
+        Given ``tenant_id``, each term names the tenant (the condition then needs no other
+        tenant check): SQLite looks each one up in its own index (a user's agent, user and
+        session memories) instead of reading the tenant's rows."""
+        terms = self._selected_terms(selection)
+        if not terms:
+            return self._d.false, []
+        if tenant_id is None:
+            params = [p for _, values in terms for p in values]
+            return f"({' OR '.join(t for t, _ in terms)})", params
+        params = [p for _, values in terms for p in (tenant_id, *values)]
+        joined = " OR ".join(f"(tenant_id = %s AND {t})" for t, _ in terms)
+        return f"({joined})", params
 
     def _entry(self, values: Sequence[Any]) -> MemoryEntry:
         d = self._d
