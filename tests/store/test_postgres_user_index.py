@@ -1,5 +1,5 @@
 """PostgreSQL finds a user's agent and session memories by index under row-level security
-(migration 18: the index on identifiers' user_id, and ``jsonb ->> text`` marked LEAKPROOF
+(migration 20: the index on identifiers' user_id, and ``jsonb ->> text`` marked LEAKPROOF
 when a superuser migrates, as the tests do): the plan of the app's role looks the user up in
 the index instead of reading the layer of the tenant."""
 
