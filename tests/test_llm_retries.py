@@ -58,6 +58,45 @@ class Hangup:
         self._thread.join(5)
 
 
+class Blackhole:
+    """A host that never completes a connection: a listening socket that accepts nothing,
+    its accept queue filled, so the kernel drops every further connection attempt (as a
+    firewall dropping packets, or a machine that is down, would)."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+        self.port: int = self.listener.getsockname()[1]
+        self._fill: list[socket.socket] = []
+        for _ in range(4):
+            conn = socket.socket()
+            conn.setblocking(False)
+            conn.connect_ex(("127.0.0.1", self.port))
+            self._fill.append(conn)
+        time.sleep(0.1)
+
+    def hangs(self) -> bool:
+        """Whether a new connection attempt hangs (the trick works on this kernel)."""
+        with socket.socket() as probe:
+            probe.settimeout(0.3)
+            try:
+                probe.connect(("127.0.0.1", self.port))
+            except TimeoutError:
+                return True
+            return False
+
+    def close(self) -> None:
+        for conn in self._fill:
+            conn.close()
+        self.listener.close()
+
+
+@pytest.fixture
+def blackhole() -> Iterator[Blackhole]:
+    host = Blackhole()
+    yield host
+    host.close()
+
+
 @pytest.fixture
 def hangup() -> Iterator[Hangup]:
     server = Hangup()
@@ -96,6 +135,22 @@ def test_an_unreachable_chat_model_fails_within_five_seconds_by_default(
     assert error.code is ErrorCode.PROVIDER_ERROR and error.retryable
     assert "cannot connect" in error.message
     assert took < 5.0, took
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+def test_a_host_that_never_connects_fails_within_five_seconds_by_default(
+    provider: str, blackhole: Blackhole, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Connecting has its own bound (llm.connect_timeout_seconds, 1 s) inside the attempt's
+    llm.timeout_seconds (60 s): three attempts that never connect, and the waits between
+    them, stay within 5 s."""
+    assert blackhole.hangs()
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    settings = LLMSettings(provider=provider, model="m", base_url=url(provider, blackhole.port))  # type: ignore[arg-type]
+    assert (settings.connect_timeout_seconds, settings.timeout_seconds) == (1.0, 60.0)
+    error, took = fail(settings)
+    assert error.code is ErrorCode.PROVIDER_ERROR and error.retryable
+    assert 3.0 <= took < 5.0, took  # three 1 s connection attempts and two waits
 
 
 def test_add_with_infer_and_an_unreachable_model_fails_within_five_seconds(

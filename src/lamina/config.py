@@ -146,11 +146,14 @@ class LLMSettings(Section):
     #: Name of the environment variable holding the API key (the key never sits in a file).
     api_key_env: str | None = None
     timeout_seconds: float = Field(default=60.0, gt=0)
+    #: How long an attempt may take to connect (within timeout_seconds): a host that never
+    #: completes the connection fails as fast as one that refuses it.
+    connect_timeout_seconds: float = Field(default=1.0, gt=0)
     #: Retries of a call's transient failures (connection errors, timeouts, 408/409/429,
     #: 5xx): lamina's one retry layer (the SDK client's own retries are off), waiting
     #: retry_initial_delay, then twice as long each time up to retry_max_delay, jittered
     #: (each wait shortened by up to half at random). The defaults give up on an
-    #: unreachable server within about 1.5 s of waiting.
+    #: unreachable server (refused, or never connecting) within about 4.5 s.
     max_retries: int = Field(default=2, ge=0, le=10)
     retry_initial_delay: float = Field(default=0.5, ge=0.0)
     retry_max_delay: float = Field(default=8.0, ge=0.0)

@@ -39,6 +39,7 @@ def build_chat_model(settings: LLMSettings) -> ChatModel:
     options = {
         "base_url": settings.base_url,
         "timeout": settings.timeout_seconds,
+        "connect_timeout": settings.connect_timeout_seconds,
         "retry": settings.retry_policy(),
         "max_tokens": settings.max_tokens,
         "temperature": settings.temperature,

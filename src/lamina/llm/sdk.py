@@ -33,6 +33,7 @@ class SDKChatModel(ABC):
         api_key: str | None,
         base_url: str | None = None,
         timeout: float = 60.0,
+        connect_timeout: float = 1.0,
         retry: RetryPolicy | None = None,
         max_tokens: int = 1024,
         temperature: float | None = None,
@@ -44,8 +45,11 @@ class SDKChatModel(ABC):
         #: The one retry layer of the model's calls (None: no retries): the SDK's own
         #: retries are off, or both would retry and multiply each other's attempts.
         self._retry = retry or RetryPolicy(max_retries=0)
+        #: ``timeout`` bounds each attempt; connecting has its own, shorter bound, so that a
+        #: host that never completes the connection fails as fast as one that refuses it.
+        limits = self.sdk.Timeout(timeout, connect=min(connect_timeout, timeout))
         self._client: Any = self.client_class(
-            api_key=key, base_url=base_url, timeout=timeout, max_retries=0
+            api_key=key, base_url=base_url, timeout=limits, max_retries=0
         )
 
     @abstractmethod
