@@ -325,6 +325,29 @@ def test_prompt_preview_shows_sections_tokens_and_what_was_dropped(
     assert "1 recent message" in page
 
 
+def test_a_sessions_kept_base_prompt_is_shown_and_starts_its_preview(
+    live: Running, acme: httpx.Client, globex: httpx.Client
+) -> None:
+    """As every door: the preview of a session's prompt starts from the session's kept base
+    system prompt when the page gives no base; a base given wins; the session page shows it
+    (a session that holds only its base prompt is a session, not a 404)."""
+    ms = live.server.ms
+    live.run(
+        ms.sessions.set_system_prompt("s-oncall", "You are the on-call bot.", tenant_id="acme")
+    )
+    page = acme.get("/ui/sessions/s-oncall")
+    assert page.status_code == 200 and "You are the on-call bot." in page.text
+    assert globex.get("/ui/sessions/s-oncall").status_code == 404
+    kept = acme.get("/ui/prompt?session_key=s-oncall&q=deploy").text
+    assert "You are the on-call bot." in kept and "You are a helpful assistant." not in kept
+    given = acme.get("/ui/prompt?session_key=s-oncall&q=deploy&base=Be+terse.").text
+    assert "Be terse." in given and "You are the on-call bot." not in given
+    other = acme.get("/ui/prompt?session_key=s-other&q=deploy").text
+    assert "You are a helpful assistant." in other and "on-call" not in other
+    live.run(ms.sessions.append("s-chat", "user", "hi", tenant_id="acme"))
+    assert "None kept" in acme.get("/ui/sessions/s-chat").text
+
+
 def test_sessions_page_shows_messages_notes_and_what_waits(
     live: Running, acme: httpx.Client, globex: httpx.Client
 ) -> None:

@@ -44,12 +44,13 @@ async def session(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     key = request.path_params["session_key"]
     start = _start(viewer)
     view = await ui.ms.sessions.show(key, start=start, limit=PAGE, tenant_id=viewer.tenant)
-    if not (view.message_count or view.observations or view.reflections):
-        # A session is its messages and notes: with none, there is no such session here.
+    if not (view.message_count or view.observations or view.reflections or view.system_prompt):
+        # A session is its messages, notes and base prompt: with none, there is no such
+        # session here.
         raise LaminaError(
             ErrorCode.ITEM_NOT_FOUND,
             f"no session {view.session_key!r} in this tenant: it has no messages, "
-            "observations or reflections",
+            "observations, reflections or base system prompt",
             details={"session_key": view.session_key},
         )
     settings = ui.ms.settings.observational_memory
