@@ -23,7 +23,6 @@ from lamina.runtime import AsyncLamina
 from lamina.server.a2a import A2AAdapter
 from lamina.server.a2a.numbers import WholeNumbers
 from lamina.server.auth import KeyRing
-from lamina.server.context_tools import all_tools
 from lamina.server.health import health, summary
 from lamina.server.middleware import (
     A2A_GROUPS,
@@ -40,7 +39,7 @@ from lamina.server.middleware import (
 from lamina.server.ratelimit import RateLimiter
 from lamina.server.router import LLMRouter
 from lamina.server.skills import Dispatcher, ToolRegistry
-from lamina.server.tools import ServerTool
+from lamina.server.tools import ServerTool, all_tools
 from lamina.server.ui import Inspector, inspector_routes
 from lamina.threads.service import ThreadService
 

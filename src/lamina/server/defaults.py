@@ -23,8 +23,8 @@ from typing import Any
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.layers import IDENTIFIER_NAMES, Identifiers
-from lamina.server.memory_tools import EXPLICIT_IDENTIFIERS
 from lamina.server.tools import ServerTool
+from lamina.server.tools.hierarchy import EXPLICIT_IDENTIFIERS
 
 IDENTIFIERS: tuple[str, ...] = IDENTIFIER_NAMES
 _CHAIN = ("project_id", "team_id", "org_id", "company_id")

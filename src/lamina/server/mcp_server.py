@@ -20,10 +20,9 @@ from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.adapter import ToolSurface
 from lamina.server.auth import KeyRing
-from lamina.server.context_tools import all_tools
 from lamina.server.defaults import IdentifierDefaults
 from lamina.server.skills import ToolRegistry
-from lamina.server.tools import ServerTool
+from lamina.server.tools import ServerTool, all_tools
 
 log = logging.getLogger("lamina.server")
 

@@ -15,13 +15,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pydantic import BaseModel
+
 from lamina.errors import ErrorCode, LaminaError
 from lamina.governance.builtin import redact_json, redact_secrets
 from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.router import LLMRouter
 from lamina.server.session import relevant_memories, session_context
-from lamina.server.tools import ServerTool
+from lamina.server.tools import MissingArguments, ServerTool
 from lamina.threads.ports import NewThread
 from lamina.threads.service import IDENTIFIERS, Thread, ThreadService
 
@@ -256,28 +258,28 @@ class Dispatcher:
         for key, value in identifiers.items():
             if key in fields and arguments.get(key) is None:
                 arguments[key] = value
+
+        def admit(_: BaseModel) -> None:  # the thread has room for the call's record
+            self.threads.check_fits(
+                thread,
+                lambda c: c.setdefault("turns", []).append(
+                    self._turn(call.task_id, name, arguments, "")
+                ),
+            )
+
         try:
-            parsed = tool.parse(arguments)
-        except LaminaError as exc:
-            missing = exc.details.get("missing")
-            if missing:
-                self.metrics.errors.labels(tool.skill, "INPUT_REQUIRED").inc()
-                return Outcome(
-                    "input-required",
-                    tool.skill,
-                    name,
-                    message=f"{name} needs: {', '.join(missing)}. Reply in this task with a "
-                    "data part holding the missing arguments.",
-                    error=exc.to_dict(),
-                )
-            raise
-        self.threads.check_fits(
-            thread,
-            lambda c: c.setdefault("turns", []).append(
-                self._turn(call.task_id, name, arguments, "")
-            ),
-        )
-        result = await tool.handler(parsed, call.tenant)
+            result = await tool.run(arguments, call.tenant, admit=admit)
+        except MissingArguments as exc:
+            missing = exc.details["missing"]
+            self.metrics.errors.labels(tool.skill, "INPUT_REQUIRED").inc()
+            return Outcome(
+                "input-required",
+                tool.skill,
+                name,
+                message=f"{name} needs: {', '.join(missing)}. Reply in this task with a "
+                "data part holding the missing arguments.",
+                error=exc.to_dict(),
+            )
         return Outcome("completed", tool.skill, name, result=result, message=f"{name}: done")
 
     async def _text(self, call: Call, thread: Thread, identifiers: Mapping[str, str]) -> Outcome:

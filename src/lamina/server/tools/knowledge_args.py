@@ -1,5 +1,5 @@
-"""The arguments of the knowledge and governance tools (server/tools.py): pydantic models
-whose JSON schemas the agent card and MCP publish; strict, as every tool's (memory_args.py)."""
+"""The arguments of the knowledge skill's tools (knowledge.py); strict, as every tool's
+(args.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from lamina.server.memory_args import Args
+from lamina.server.tools.args import Args
 
 
 class _KnowledgeFilters(Args):
@@ -69,22 +69,3 @@ class KnowledgeStatusArgs(Args):
 class KnowledgeHistory(Args):
     id: str
     limit: int = Field(default=50, ge=1)
-
-
-class GovernanceValidate(Args):
-    layer: str = "company"
-    layer_id: str | None = None
-    context: dict[str, Any] = Field(
-        description="path, content, dependencies, imports and/or config to check."
-    )
-
-
-class GovernanceDrift(Args):
-    layer: str = "company"
-    layer_id: str | None = None
-    contexts: list[dict[str, Any]]
-
-
-class GovernancePolicies(Args):
-    layer: str = "company"
-    layer_id: str | None = None

@@ -1,33 +1,13 @@
-"""The arguments of the memory tools (server/tools.py): pydantic models whose JSON schemas
-the agent card and MCP publish.
-
-Every tool's arguments are strict: a value is taken only as the JSON type its schema names
-(a boolean is ``true`` or ``false``, an integer a JSON integer, a string a JSON string), so
-``{"include_sessions": "yes"}`` or ``{"limit": "5"}`` is INVALID_ARGUMENT naming the field,
-never a guess. A number field takes a JSON integer too (``"threshold": 1``); NaN and
-Infinity are refused."""
+"""The arguments of the memory skill's tools (memory.py); strict, as every tool's (args.py)."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from lamina.config import IdentifierFields
-
-
-class Args(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-    def pick(self, *names: str) -> dict[str, Any]:
-        """The fields ``names``, as the keyword arguments of the tool's call."""
-        return {n: getattr(self, n) for n in names}
-
-
-class IdArgs(Args, IdentifierFields):
-    def ids(self) -> dict[str, Any]:
-        return self.pick(*IdentifierFields.model_fields)
-
+from lamina.server.tools.args import Args, IdArgs
 
 _TTL = "Seconds the memory lives (session layer default: memory.session_ttl)."
 _INFER = (
@@ -123,3 +103,15 @@ class MemoryList(IdArgs, _Window):
     filters: dict[str, Any] | None = None
     limit: int | None = Field(default=None, ge=1)
     cursor: str | None = None
+
+
+class MemoryDeleteAll(Args, IdentifierFields):
+    layers: list[str] | None = Field(
+        default=None, description="Only these layers; default: every layer."
+    )
+    include_sessions: bool = Field(
+        default=False,
+        description="Also delete the observational memory (messages, observations, "
+        "reflections, graph relations) of session_id and of the sessions the deleted "
+        "memories name; the result counts each kind.",
+    )
