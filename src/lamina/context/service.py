@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from lamina.checks import check_int, invalid
 from lamina.config import ContextSettings, MemorySettings
-from lamina.context.layers import KnowledgeStore, LearningStore, ReferenceStore, SkillStore
+from lamina.context.layer_store import ItemContext
 from lamina.context.models import ContextLayer, RetrievalResult
 from lamina.context.prompt import Retrieved, assemble_prompt
 from lamina.context.providers import (
@@ -18,7 +18,12 @@ from lamina.context.providers import (
     current_session,
 )
 from lamina.context.retriever import ContextRetriever, ConversationMemorySource
-from lamina.context.stores import ItemContext
+from lamina.context.searchable_layers import (
+    KnowledgeStore,
+    LearningStore,
+    ReferenceStore,
+    SkillStore,
+)
 from lamina.embeddings.base import Vector
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError

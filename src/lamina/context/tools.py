@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lamina.context.layers import CategorisedStore
 from lamina.context.models import KnowledgeCategory, LearningCategory, SkillType
+from lamina.context.searchable_layers import CategorisedStore
 from lamina.context.service import ContextService
 from lamina.errors import ErrorCode, LaminaError
 
