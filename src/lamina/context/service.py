@@ -48,11 +48,11 @@ class _Provider(Generic[P]):
         self._name = name
 
     def __get__(self, service: ContextService | None, owner: object = None) -> P | None:
-        provider: P | None = None if service is None else getattr(service._retriever, self._name)
+        provider: P | None = None if service is None else getattr(service.retriever, self._name)
         return provider
 
     def __set__(self, service: ContextService, provider: P | None) -> None:
-        setattr(service._retriever, self._name, provider)
+        setattr(service.retriever, self._name, provider)
 
 
 class ContextService(ServiceCore):
@@ -106,6 +106,11 @@ class ContextService(ServiceCore):
             min_score=settings.min_score,
             max_query_length=settings.max_query_length,
         )
+
+    @property
+    def retriever(self) -> ContextRetriever:
+        """The retriever behind ``retrieve``: the layer stores and the providers it asks."""
+        return self._retriever
 
     # -- providers --------------------------------------------------------------------------
 
