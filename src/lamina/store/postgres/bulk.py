@@ -120,6 +120,88 @@ _BLOCKS_OVER = (
 )
 
 
+class _Batches:
+    """The batches of one atomic import (an ImportWriter), stored in order on its one
+    transaction; once one fails, none after it is stored."""
+
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection[Any],
+        tenant_id: str,
+        program: Callable[[str, list[StoredMemory], str | None, set[str]], Program[list[str]]],
+    ) -> None:
+        self._conn = conn
+        self._tenant = tenant_id
+        self._program = program
+        self._present: set[str] = set()  # the ids stored: the store had none before
+        self._turn = asyncio.Lock()  # the batches take the transaction one at a time, in order
+        self._failed = False  # a batch failed: the transaction is lost
+
+    async def __call__(self, memories: Sequence[StoredMemory], actor: str | None) -> list[str]:
+        program = self._program(self._tenant, list(memories), actor, self._present)
+        # The batch's work up to its first statement (plain memories: all their rows) is
+        # done before its turn, while the batch before it is stored; an error in it is
+        # raised in its turn, so that none after it is stored.
+        first: Step | Lock | None = None
+        early: Exception | None = None
+        try:
+            first = next(program)
+        except StopIteration as done:  # nothing to store
+            return list(done.value)
+        except Exception as exc:
+            early = exc
+        try:
+            async with self._turn:
+                if self._failed:
+                    raise LaminaError(
+                        ErrorCode.INTERNAL_ERROR,
+                        "import: not stored, a batch before it failed",
+                    )
+                try:
+                    if early is not None:
+                        raise early
+                    return await run(self._conn, program, first)
+                except BaseException as exc:
+                    self._failed = True
+                    if isinstance(exc, psycopg.Error):
+                        raise translate(exc, "import") from exc
+                    raise
+        finally:
+            program.close()
+
+
+async def _finish_atomic(
+    conn: psycopg.AsyncConnection[Any], atomic: _Atomic, index_build_memory: str
+) -> None:
+    """The end of an atomic import, before its commit: ``memory_terms``' key made again,
+    the blocks of postings made in one pass, the triggers back on, the vector index built."""
+    try:
+        await conn.execute("RESET ROLE")
+        await conn.execute(
+            "SELECT set_config('maintenance_work_mem', %s, true)", (index_build_memory,)
+        )
+        for statement in atomic.terms_key:
+            await conn.execute(statement)
+        # The blocks read the postings in the key's order (term by term, each term's in seq
+        # order: what the blocks group and concatenate), instead of sorting them all: made
+        # after the key, 100k memories' 800k postings make their 721k blocks in 3.3 s
+        # instead of 4.8, and 1M memories' 8M postings in 35 s instead of 55 (the key 18 s
+        # either way; measured 2026-11-27).
+        await conn.execute("SELECT set_config('work_mem', '256MB', true)")
+        await conn.execute("SELECT set_config('enable_sort', 'off', true)")
+        await conn.execute(_BLOCKS + _BLOCKS_OVER if atomic.leftover else _BLOCKS)
+        await conn.execute("SET LOCAL enable_sort TO DEFAULT")
+        for trigger in _BLOCK_TRIGGERS:
+            await conn.execute(f"ALTER TABLE memory_terms ENABLE TRIGGER {trigger}")
+        await conn.execute(
+            "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
+            "USING hnsw (embedding vector_cosine_ops)"
+        )
+        await conn.commit()
+    except psycopg.Error as exc:
+        raise translate(exc, "import") from exc
+
+
 class BulkLoading:
     """Loading many rows at once into the store's database (a mixin of PostgresStore)."""
 
@@ -199,69 +281,9 @@ class BulkLoading:
                 yield None
                 return
 
-            present: set[str] = set()  # the ids stored: the store had none before
-            turn = asyncio.Lock()  # the batches take the transaction one at a time, in order
-            failed = False  # a batch failed: the transaction is lost
-
-            async def write(memories: Sequence[StoredMemory], actor: str | None) -> list[str]:
-                nonlocal failed
-                program = self._import(tenant_id, list(memories), actor, present)
-                # The batch's work up to its first statement (plain memories: all their
-                # rows) is done before its turn, while the batch before it is stored; an
-                # error in it is raised in its turn, so that none after it is stored.
-                first: Step | Lock | None = None
-                early: Exception | None = None
-                try:
-                    first = next(program)
-                except StopIteration as done:  # nothing to store
-                    return list(done.value)
-                except Exception as exc:
-                    early = exc
-                try:
-                    async with turn:
-                        if failed:
-                            raise LaminaError(
-                                ErrorCode.INTERNAL_ERROR,
-                                "import: not stored, a batch before it failed",
-                            )
-                        try:
-                            if early is not None:
-                                raise early
-                            return await run(conn, program, first)
-                        except BaseException as exc:
-                            failed = True
-                            if isinstance(exc, psycopg.Error):
-                                raise translate(exc, "import") from exc
-                            raise
-                finally:
-                    program.close()
-
-            yield write  # an error rolls back: the connection closes without a commit
-            try:
-                await conn.execute("RESET ROLE")
-                await conn.execute(
-                    "SELECT set_config('maintenance_work_mem', %s, true)", (index_build_memory,)
-                )
-                for statement in atomic.terms_key:
-                    await conn.execute(statement)
-                # The blocks read the postings in the key's order (term by term, each
-                # term's in seq order: what the blocks group and concatenate), instead of
-                # sorting them all: made after the key, 100k memories' 800k postings make
-                # their 721k blocks in 3.3 s instead of 4.8, and 1M memories' 8M postings
-                # in 35 s instead of 55 (the key 18 s either way; measured 2026-11-27).
-                await conn.execute("SELECT set_config('work_mem', '256MB', true)")
-                await conn.execute("SELECT set_config('enable_sort', 'off', true)")
-                await conn.execute(_BLOCKS + _BLOCKS_OVER if atomic.leftover else _BLOCKS)
-                await conn.execute("SET LOCAL enable_sort TO DEFAULT")
-                for trigger in _BLOCK_TRIGGERS:
-                    await conn.execute(f"ALTER TABLE memory_terms ENABLE TRIGGER {trigger}")
-                await conn.execute(
-                    "CREATE INDEX IF NOT EXISTS memories_embedding ON memories "
-                    "USING hnsw (embedding vector_cosine_ops)"
-                )
-                await conn.commit()
-            except psycopg.Error as exc:
-                raise translate(exc, "import") from exc
+            batches = _Batches(conn, tenant_id, self._import)
+            yield batches  # an error rolls back: the connection closes without a commit
+            await _finish_atomic(conn, atomic, index_build_memory)
 
     async def table_counts(self, tenant_id: str) -> dict[str, int]:
         counts: dict[str, int] = {}
