@@ -164,6 +164,11 @@ class Lamina:
         return self._async.settings
 
     @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop, on the facade's own thread, that runs the AsyncLamina's work."""
+        return self._loop
+
+    @property
     def aio(self) -> AsyncLamina:
         """The AsyncLamina underneath (its coroutines run on this facade's loop)."""
         return self._async

@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 
 from lamina.backend import Backend
 from lamina.config import Settings, load_settings
-from lamina.context.model import ContextAwareModel
+from lamina.context.aware_model import ContextAwareModel
 from lamina.context.providers import RuntimeContextAdapter
 from lamina.context.service import ContextService
 from lamina.embeddings import Embedder, build_embedder

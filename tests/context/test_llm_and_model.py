@@ -11,7 +11,7 @@ import pytest
 
 from lamina import AsyncLamina, ErrorCode, LaminaError
 from lamina.config import LLMSettings
-from lamina.context.model import ContextAwareModel
+from lamina.context.aware_model import ContextAwareModel
 from lamina.context.providers import (
     RuntimeContextAdapter,
     ToolDescriptor,

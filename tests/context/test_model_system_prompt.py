@@ -14,7 +14,7 @@ import pytest
 
 from lamina import AsyncLamina, ContextLayer, ErrorCode, LaminaError
 from lamina.config import LLMSettings, Settings
-from lamina.context.model import ContextAwareModel
+from lamina.context.aware_model import ContextAwareModel
 from lamina.context.providers import RuntimeContextAdapter, session_scope
 from lamina.llm import ChatMessage, ChatResponse, request
 from lamina.llm.base import ChatRequest, ToolSpec

@@ -13,7 +13,7 @@ import pytest
 
 from lamina import AsyncLamina, ErrorCode, LaminaError
 from lamina.config import LLMSettings
-from lamina.context.model import ContextAwareModel
+from lamina.context.aware_model import ContextAwareModel
 from lamina.context.providers import session_scope
 from lamina.llm import ChatMessage, build_chat_model, request
 from lamina.llm.base import ChatRequest, ToolCall, ToolSpec

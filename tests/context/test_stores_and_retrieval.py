@@ -302,7 +302,7 @@ def test_a_prompt_embeds_its_query_once(data_dir: Path, fake_openai: FakeOpenAI)
 
 def test_every_layer_shares_its_search_and_list_options(filled: Lamina) -> None:
     """Each layer's search and list take their own filter by name (category, type, ref_type)
-    and the options every layer shares (lamina.context.stores.SearchOptions / ListOptions);
+    and the options every layer shares (lamina.context.layer_store.SearchOptions / ListOptions);
     an unknown keyword is a TypeError, as for any call."""
     ctx = filled.context
     for store, name, value, query in (

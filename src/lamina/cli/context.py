@@ -206,10 +206,17 @@ def _row(item: Any) -> list[Any]:
 def _layer_group(layer: Layer) -> click.Group:
     """The layer's group: save, search, list, get and delete."""
     group = click.Group(layer.command, help=layer.help)
-    latest = " (latest versions)" if layer.latest else ""
-    flag, dest = layer.filter_option
-    filter_option = click.option(flag, dest, default=None)
+    for add in (_add_save, _add_search, _add_list, _add_get, _add_delete):
+        add(group, layer)
+    context.add_command(group)
+    return group
 
+
+def _latest(layer: Layer) -> str:
+    return " (latest versions)" if layer.latest else ""
+
+
+def _add_save(group: click.Group, layer: Layer) -> None:
     @group.command("save", help=layer.save_help)
     @options(*(click.argument(name) for name in layer.save_arguments), *layer.save_options)
     @json_option
@@ -218,10 +225,14 @@ def _layer_group(layer: Layer) -> click.Group:
         item = _save(layer, getattr(state.ms().context, layer.attr), kw)
         emit(kw["as_json"], item, lambda: _show(item))
 
-    @group.command("search", help=f"Search {layer.attr}{latest}.")
+
+def _add_search(group: click.Group, layer: Layer) -> None:
+    dest = layer.filter_option[1]
+
+    @group.command("search", help=f"Search {layer.attr}{_latest(layer)}.")
     @click.argument("query")
     @options(
-        filter_option,
+        click.option(*layer.filter_option, default=None),
         click.option("--limit", type=int, default=None, help="Most results (default 5)."),
         any_tags_option,
         click.option("--mode", default=None, help="hybrid, semantic or keyword."),
@@ -239,9 +250,13 @@ def _layer_group(layer: Layer) -> click.Group:
         rows = [[f"{hit.score:.3f}", *_row(hit.item)] for hit in hits]
         emit(kw["as_json"], hits, lambda: print_hits(["score", *_COLUMNS], rows))
 
-    @group.command("list", help=f"List {layer.attr}{latest}, oldest first.")
+
+def _add_list(group: click.Group, layer: Layer) -> None:
+    dest = layer.filter_option[1]
+
+    @group.command("list", help=f"List {layer.attr}{_latest(layer)}, oldest first.")
     @options(
-        filter_option,
+        click.option(*layer.filter_option, default=None),
         click.option("--limit", type=int, default=None, help="Page size (default 50)."),
         any_tags_option,
         cursor_option,
@@ -258,6 +273,8 @@ def _layer_group(layer: Layer) -> click.Group:
         rows = [_row(item) for item in page.items]
         emit(kw["as_json"], page, lambda: print_page(_COLUMNS, rows, page))
 
+
+def _add_get(group: click.Group, layer: Layer) -> None:
     @group.command(
         "get", help=f"Show one {layer.noun} by key (or id); exit status 1 if there is none."
     )
@@ -281,6 +298,8 @@ def _layer_group(layer: Layer) -> click.Group:
             item = store.get(key)
             emit(as_json, item, lambda: _show(item))
 
+
+def _add_delete(group: click.Group, layer: Layer) -> None:
     @group.command("delete", help=f"Delete a {layer.noun} (every version).")
     @click.argument("key")
     @json_option
@@ -289,9 +308,6 @@ def _layer_group(layer: Layer) -> click.Group:
         count = getattr(state.ms().context, layer.attr).delete(key)
         result = {"deleted": count, "key": key}
         emit(as_json, result, lambda: click.echo(f"deleted {key} ({count} version(s))"))
-
-    context.add_command(group)
-    return group
 
 
 groups = {layer.command: _layer_group(layer) for layer in LAYERS}

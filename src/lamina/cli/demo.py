@@ -18,6 +18,13 @@ def demo(state: State) -> None:
     mode and print the system prompt assembled for a question."""
     ms = state.ms()
     tenant = "demo"
+    _demo_memories(ms, tenant)
+    _demo_context(ms, tenant)
+    _demo_knowledge(ms, tenant)
+
+
+def _demo_memories(ms: Lamina, tenant: str) -> None:
+    """Memories of alice in project atlas at five layers, searched in every mode."""
     old = ms.memory.list(user_id="alice", project_id="atlas", limit=1000, tenant_id=tenant)
     ms.memory.bulk_delete([m.id for m in old.items], tenant_id=tenant)
     ms.memory.register_hierarchy(
@@ -67,6 +74,9 @@ def demo(state: State) -> None:
     resolved = ms.memory.resolve_identifiers(user_id="alice", project_id="atlas", tenant_id=tenant)
     click.echo("  " + ", ".join(resolved["layers"]))
 
+
+def _demo_context(ms: Lamina, tenant: str) -> None:
+    """A knowledge item, a learning and a skill, and the system prompt they make."""
     ctx = ms.context
     ctx.knowledge.save(
         "deploy-window",
@@ -92,8 +102,6 @@ def demo(state: State) -> None:
     )
     click.echo(f"\nsystem prompt assembled for {question!r}:\n")
     click.echo(prompt)
-
-    _demo_knowledge(ms, tenant)
 
 
 def _demo_knowledge(ms: Lamina, tenant: str) -> None:

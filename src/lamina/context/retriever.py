@@ -17,12 +17,6 @@ from typing import Any, Protocol
 
 from lamina.checks import check_int, check_query, invalid
 from lamina.context.keywords import extract_keywords
-from lamina.context.layers import (
-    KnowledgeStore,
-    LearningStore,
-    ReferenceStore,
-    SkillStore,
-)
 from lamina.context.models import (
     DEFAULT_LAYERS,
     ContextItem,
@@ -30,6 +24,12 @@ from lamina.context.models import (
     RetrievalResult,
 )
 from lamina.context.providers import RuntimeContextProvider, ToolRegistryProvider
+from lamina.context.searchable_layers import (
+    KnowledgeStore,
+    LearningStore,
+    ReferenceStore,
+    SkillStore,
+)
 from lamina.embeddings.base import Vector
 from lamina.errors import LaminaError
 from lamina.memory.models import SearchMode

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 from lamina.checks import check_int, invalid
 from lamina.config import ContextSettings, MemorySettings
-from lamina.context.layers import KnowledgeStore, LearningStore, ReferenceStore, SkillStore
+from lamina.context.layer_store import ItemContext
 from lamina.context.models import ContextLayer, RetrievalResult
 from lamina.context.prompt import Retrieved, assemble_prompt
 from lamina.context.providers import (
@@ -18,7 +18,12 @@ from lamina.context.providers import (
     current_session,
 )
 from lamina.context.retriever import ContextRetriever, ConversationMemorySource
-from lamina.context.stores import ItemContext
+from lamina.context.searchable_layers import (
+    KnowledgeStore,
+    LearningStore,
+    ReferenceStore,
+    SkillStore,
+)
 from lamina.embeddings.base import Vector
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
@@ -43,11 +48,11 @@ class _Provider(Generic[P]):
         self._name = name
 
     def __get__(self, service: ContextService | None, owner: object = None) -> P | None:
-        provider: P | None = None if service is None else getattr(service._retriever, self._name)
+        provider: P | None = None if service is None else getattr(service.retriever, self._name)
         return provider
 
     def __set__(self, service: ContextService, provider: P | None) -> None:
-        setattr(service._retriever, self._name, provider)
+        setattr(service.retriever, self._name, provider)
 
 
 class ContextService(ServiceCore):
@@ -101,6 +106,11 @@ class ContextService(ServiceCore):
             min_score=settings.min_score,
             max_query_length=settings.max_query_length,
         )
+
+    @property
+    def retriever(self) -> ContextRetriever:
+        """The retriever behind ``retrieve``: the layer stores and the providers it asks."""
+        return self._retriever
 
     # -- providers --------------------------------------------------------------------------
 

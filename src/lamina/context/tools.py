@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from lamina.context.layers import CategorisedStore
 from lamina.context.models import KnowledgeCategory, LearningCategory, SkillType
+from lamina.context.searchable_layers import CategorisedStore
 from lamina.context.service import ContextService
 from lamina.errors import ErrorCode, LaminaError
 
@@ -108,11 +108,8 @@ def _save_tool(
     return handler
 
 
-def agent_tools(context: ContextService) -> list[AgentTool]:
-    """save_knowledge, search_knowledge, save_learning, search_learnings, create_skill,
-    list_skills, bound to ``context``."""
-
-    save_knowledge_schema = object_schema(
+def _save_knowledge(context: ContextService) -> AgentTool:
+    schema = object_schema(
         ["key", "content"],
         key={**_TEXT, "description": "A stable name for this piece of knowledge."},
         content={**_TEXT, "description": "What to remember."},
@@ -120,13 +117,22 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
         tags=_TAGS,
         source={**_TEXT, "description": "Where it came from (a user, a document)."},
     )
-    save_knowledge = _save_tool(
-        context.knowledge.save, save_knowledge_schema, ("key", "content"), category="fact"
+    return AgentTool(
+        "save_knowledge",
+        "Remember a rule, definition, preference, fact, pattern or correction from the "
+        "user. Saving an existing key adds a new version.",
+        schema,
+        _save_tool(context.knowledge.save, schema, ("key", "content"), category="fact"),
     )
 
-    search_knowledge_schema, search_knowledge = _search_tool(context.knowledge, KnowledgeCategory)
 
-    save_learning_schema = object_schema(
+def _search_knowledge(context: ContextService) -> AgentTool:
+    schema, search = _search_tool(context.knowledge, KnowledgeCategory)
+    return AgentTool("search_knowledge", "Search what the user has taught you.", schema, search)
+
+
+def _save_learning(context: ContextService) -> AgentTool:
+    schema = object_schema(
         ["trigger"],
         trigger={**_TEXT, "description": "The situation or error message that occurred."},
         fix={**_TEXT, "description": "What resolved it."},
@@ -135,13 +141,23 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
         category={"type": "string", "enum": [c.value for c in LearningCategory]},
         tags=_TAGS,
     )
-    save_learning = _save_tool(
-        context.learnings.save, save_learning_schema, ("trigger", "fix"), fix="", category="general"
+    return AgentTool(
+        "save_learning",
+        "Record a lesson from an error: the trigger, what caused it, and the fix.",
+        schema,
+        _save_tool(context.learnings.save, schema, ("trigger", "fix"), fix="", category="general"),
     )
 
-    search_learnings_schema, search_learnings = _search_tool(context.learnings, LearningCategory)
 
-    create_skill_schema = object_schema(
+def _search_learnings(context: ContextService) -> AgentTool:
+    schema, search = _search_tool(context.learnings, LearningCategory)
+    return AgentTool(
+        "search_learnings", "Find known fixes for an error or situation.", schema, search
+    )
+
+
+def _create_skill(context: ContextService) -> AgentTool:
+    schema = object_schema(
         ["name", "description"],
         name=_TEXT,
         description=_TEXT,
@@ -150,11 +166,16 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
         parameters={"type": "object"},
         tags=_TAGS,
     )
-    create_skill = _save_tool(
-        context.skills.save, create_skill_schema, ("name", "description"), type="composite"
+    return AgentTool(
+        "create_skill",
+        "Save a reusable procedure (composite steps, a script or a template) by name.",
+        schema,
+        _save_tool(context.skills.save, schema, ("name", "description"), type="composite"),
     )
 
-    list_skills_schema = object_schema(
+
+def _list_skills(context: ContextService) -> AgentTool:
+    schema = object_schema(
         [],
         type={"type": "string", "enum": [t.value for t in SkillType]},
         limit=_LIMIT,
@@ -162,48 +183,24 @@ def agent_tools(context: ContextService) -> list[AgentTool]:
     )
 
     async def list_skills(arguments: Mapping[str, Any]) -> dict[str, Any]:
-        a = _args(list_skills_schema, arguments)
+        a = _args(schema, arguments)
         page = await context.skills.list(
             type=a.get("type"), limit=a.get("limit", 50), cursor=a.get("cursor")
         )
         return _dump(page)  # type: ignore[no-any-return]
 
-    return [
-        AgentTool(
-            "save_knowledge",
-            "Remember a rule, definition, preference, fact, pattern or correction from the "
-            "user. Saving an existing key adds a new version.",
-            save_knowledge_schema,
-            save_knowledge,
-        ),
-        AgentTool(
-            "search_knowledge",
-            "Search what the user has taught you.",
-            search_knowledge_schema,
-            search_knowledge,
-        ),
-        AgentTool(
-            "save_learning",
-            "Record a lesson from an error: the trigger, what caused it, and the fix.",
-            save_learning_schema,
-            save_learning,
-        ),
-        AgentTool(
-            "search_learnings",
-            "Find known fixes for an error or situation.",
-            search_learnings_schema,
-            search_learnings,
-        ),
-        AgentTool(
-            "create_skill",
-            "Save a reusable procedure (composite steps, a script or a template) by name.",
-            create_skill_schema,
-            create_skill,
-        ),
-        AgentTool(
-            "list_skills",
-            "List saved skills.",
-            list_skills_schema,
-            list_skills,
-        ),
-    ]
+    return AgentTool("list_skills", "List saved skills.", schema, list_skills)
+
+
+def agent_tools(context: ContextService) -> list[AgentTool]:
+    """save_knowledge, search_knowledge, save_learning, search_learnings, create_skill,
+    list_skills, bound to ``context``."""
+    tools = (
+        _save_knowledge,
+        _search_knowledge,
+        _save_learning,
+        _search_learnings,
+        _create_skill,
+        _list_skills,
+    )
+    return [tool(context) for tool in tools]

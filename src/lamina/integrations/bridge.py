@@ -51,7 +51,7 @@ class Bridge:
     def __init__(self, lamina: Lamina | AsyncLamina, *, tenant_id: str | None = None) -> None:
         if isinstance(lamina, Lamina):
             self.ms: AsyncLamina = lamina.aio
-            self._home: asyncio.AbstractEventLoop | None = lamina._loop
+            self._home: asyncio.AbstractEventLoop | None = lamina.loop
         elif isinstance(lamina, AsyncLamina):
             self.ms = lamina
             try:

@@ -155,7 +155,7 @@ class ItemWrites(Writer):
         note = check_message(message)
 
         async def mutate(head: str | None) -> Plan:
-            current = await self._current(tenant, head, item_id)
+            current = await self.item_at(tenant, head, item_id)
             changes = dict(patch)
             if policy_patch:
                 if current.type is not KnowledgeType.POLICY:
@@ -182,7 +182,7 @@ class ItemWrites(Writer):
         self, tenant: str, item: KnowledgeItem, message: str, counters: dict[str, int] | None = None
     ) -> Plan:
         """Writing ``item``'s file, governed (the write guard's violations go with it)."""
-        violations = await self._check(tenant, item)
+        violations = await self.check_governance(tenant, item)
         return Plan(
             {item.path: render(item)},
             message,
@@ -193,5 +193,5 @@ class ItemWrites(Writer):
 
     async def _commit_item(self, tenant: str, who: str, mutate: Mutation) -> KnowledgeChange:
         """Commit the plan of ``mutate`` (one item); the item, the commit and the violations."""
-        plan, commit = await self._write(tenant, who, mutate)
+        plan, commit = await self.commit_change(tenant, who, mutate)
         return KnowledgeChange(item=plan.items[0], commit=commit, violations=plan.violations)

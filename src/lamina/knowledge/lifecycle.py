@@ -56,7 +56,7 @@ class Lifecycle(Writer):
         note = check_message(message)
 
         async def mutate(head: str | None) -> Plan:
-            current = await self._current(tenant, head, item_id)
+            current = await self.item_at(tenant, head, item_id)
             check_transition(current, target)
             update: dict[str, Any] = {"status": target, "updated": now()}
             files: dict[str, bytes | None] = {}
@@ -64,7 +64,7 @@ class Lifecycle(Writer):
             if successor is not None:
                 if successor == item_id:
                     raise invalid("an item cannot supersede itself", "superseded_by")
-                other = await self._current(tenant, head, successor)
+                other = await self.item_at(tenant, head, successor)
                 update["superseded_by"] = successor
                 if item_id not in other.supersedes:
                     other = other.model_copy(
@@ -80,5 +80,5 @@ class Lifecycle(Writer):
                 items=[item, *items],
             )
 
-        plan, commit = await self._write(tenant, who, mutate)
+        plan, commit = await self.commit_change(tenant, who, mutate)
         return KnowledgeChange(item=plan.items[0], commit=commit)

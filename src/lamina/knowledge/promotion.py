@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -50,17 +52,111 @@ def _check_higher(item: KnowledgeItem, layer: KnowledgeLayer, layer_id: str | No
         )
 
 
+def _check_decision(
+    verdict: PromotionDecision,
+    kind: ApprovalKind | None,
+    target_layer: str | KnowledgeLayer | None,
+    target_layer_id: str | None,
+    new_id: str | None,
+) -> tuple[KnowledgeLayer, str | None] | None:
+    """Refuse arguments that do not go with the decision; the new target of a retarget."""
+    if verdict is PromotionDecision.APPROVE and kind is None:
+        raise invalid(
+            "approve needs approval: one of " + ", ".join(a.value for a in ApprovalKind),
+            "approval",
+        )
+    if verdict is not PromotionDecision.APPROVE and (kind is not None or new_id):
+        raise invalid("approval and new_id go with the approve decision", "approval")
+    if verdict is PromotionDecision.RETARGET:
+        if target_layer is None:
+            raise invalid("retarget needs target_layer", "target_layer")
+        return check_layer(target_layer, target_layer_id)
+    if target_layer is not None:
+        raise invalid("target_layer goes with the retarget decision", "target_layer")
+    return None
+
+
+@dataclass
+class _Decision:
+    """What deciding a request changes: the request's fields, its new event, and for an
+    approval the files, items and commit message of the promoted item."""
+
+    promotion: Promotion
+    verdict: PromotionDecision
+    author: str
+    reason: str | None
+    stamp: datetime = field(default_factory=now)
+    update: dict[str, Any] = field(default_factory=dict)
+    event: dict[str, Any] = field(default_factory=dict)
+    files: dict[str, bytes | None] = field(default_factory=dict)
+    items: list[KnowledgeItem] = field(default_factory=list)
+    message: str = ""
+
+    def __post_init__(self) -> None:
+        self.update["updated"] = self.stamp
+        self.event.update(
+            decision=self.verdict.value, author=self.author, at=self.stamp, reason=self.reason
+        )
+        self.message = f"Promotion {self.promotion.id}: {self.verdict.value}"
+
+
+def _promoted(
+    original: KnowledgeItem,
+    promotion: Promotion,
+    kind: ApprovalKind,
+    promoted_id: str,
+    stamp: datetime,
+) -> KnowledgeItem:
+    """The original's copy at the promotion's target layer, accepted."""
+    return original.model_copy(
+        update={
+            "id": promoted_id,
+            "layer": promotion.target_layer,
+            "layer_id": promotion.target_layer_id,
+            "status": KnowledgeStatus.ACCEPTED,
+            "created": stamp,
+            "updated": stamp,
+            "related": list(dict.fromkeys([*original.related, original.id])),
+            "supersedes": [original.id]
+            if kind is ApprovalKind.REPLACEMENT
+            else original.supersedes,
+            "superseded_by": None,
+            "path": item_path(
+                original.type, promotion.target_layer, promotion.target_layer_id, promoted_id
+            ),
+        }
+    )
+
+
+def _beside_promoted(
+    original: KnowledgeItem, kind: ApprovalKind, promoted_id: str, stamp: datetime
+) -> KnowledgeItem:
+    """The original after an approval: superseded by a replacement, else related to it."""
+    if kind is ApprovalKind.REPLACEMENT:
+        update: dict[str, Any] = {
+            "status": KnowledgeStatus.SUPERSEDED,
+            "superseded_by": promoted_id,
+            "updated": stamp,
+        }
+    else:
+        update = {
+            "related": list(dict.fromkeys([*original.related, promoted_id])),
+            "updated": stamp,
+        }
+    return original.model_copy(update=update)
+
+
 class Promotions:
     """``ms.knowledge.promotions``: request, decide, get and list promotions."""
 
     def __init__(self, knowledge: Writer) -> None:
-        self._k = knowledge
+        self._knowledge = knowledge
 
     async def _load(self, tenant: str, head: str | None, promotion_id: str) -> Promotion:
         path = promotion_path(promotion_id)
         data = None
         if head is not None:
-            data = await asyncio.to_thread(self._k.git.read, tenant, path, head)
+            data = await asyncio.to_thread(self._knowledge.git.read, tenant, path, head)
         if data is None:
             raise LaminaError(
                 ErrorCode.ITEM_NOT_FOUND,
@@ -90,14 +186,14 @@ class Promotions:
         tenant_id: str | None = None,
     ) -> Promotion:
         """Ask that an accepted item move to a strictly higher layer (one commit)."""
-        tenant = self._k.tenant(tenant_id)
+        tenant = self._knowledge.tenant(tenant_id)
         iid = check_id("id", item_id)
         layer, layer_id = check_layer(target_layer, target_layer_id)
         why = check_text("reason", reason, MAX_MESSAGE)
         who = check_author(author)
 
         async def mutate(head: str | None) -> Plan:
-            item = await self._k._current(tenant, head, iid)
+            item = await self._knowledge.item_at(tenant, head, iid)
             if item.status is not KnowledgeStatus.ACCEPTED:
                 raise LaminaError(
                     ErrorCode.INVALID_TRANSITION,
@@ -125,7 +221,7 @@ class Promotions:
                 result=promotion,
             )
 
-        plan, commit = await self._k._write(tenant, who, mutate)
+        plan, commit = await self._knowledge.commit_change(tenant, who, mutate)
         return plan.result.model_copy(update={"commit": commit})  # type: ignore[no-any-return]
 
     async def decide(
@@ -146,24 +242,11 @@ class Promotions:
         ``replacement`` also supersedes the original. ``reject`` closes the request,
         ``needs_refinement`` sends it back (it can be decided again), ``retarget`` changes
         the target layer (``target_layer``/``target_layer_id``)."""
-        tenant = self._k.tenant(tenant_id)
+        tenant = self._knowledge.tenant(tenant_id)
         pid = check_id("promotion id", promotion_id)
         verdict = check_choice("decision", decision, PromotionDecision)
         kind = None if approval is None else check_choice("approval", approval, ApprovalKind)
-        if verdict is PromotionDecision.APPROVE and kind is None:
-            raise invalid(
-                "approve needs approval: one of " + ", ".join(a.value for a in ApprovalKind),
-                "approval",
-            )
-        if verdict is not PromotionDecision.APPROVE and (kind is not None or new_id):
-            raise invalid("approval and new_id go with the approve decision", "approval")
-        retarget = None
-        if verdict is PromotionDecision.RETARGET:
-            if target_layer is None:
-                raise invalid("retarget needs target_layer", "target_layer")
-            retarget = check_layer(target_layer, target_layer_id)
-        elif target_layer is not None:
-            raise invalid("target_layer goes with the retarget decision", "target_layer")
+        retarget = _check_decision(verdict, kind, target_layer, target_layer_id, new_id)
         chosen_id = None if new_id is None else check_id("new_id", new_id)
         why = check_text("reason", reason, MAX_MESSAGE)
         who = check_author(author)
@@ -176,124 +259,102 @@ class Promotions:
                     f"promotion {pid} is {promotion.status.value}; it cannot be decided again",
                     details={"id": pid, "status": promotion.status.value},
                 )
-            stamp = now()
-            event: dict[str, Any] = {"decision": verdict.value, "author": who, "at": stamp}
-            event["reason"] = why
-            update: dict[str, Any] = {"updated": stamp}
-            files: dict[str, bytes | None] = {}
-            items: list[KnowledgeItem] = []
-            message = f"Promotion {pid}: {verdict.value}"
+            step = _Decision(promotion, verdict, who, why)
             if verdict is PromotionDecision.REJECT:
-                update["status"] = PromotionStatus.REJECTED
+                step.update["status"] = PromotionStatus.REJECTED
             elif verdict is PromotionDecision.NEEDS_REFINEMENT:
-                update["status"] = PromotionStatus.NEEDS_REFINEMENT
+                step.update["status"] = PromotionStatus.NEEDS_REFINEMENT
             elif verdict is PromotionDecision.RETARGET:
                 assert retarget is not None
-                original = await self._k._current(tenant, head, promotion.item_id)
-                _check_higher(original, *retarget)
-                update.update(
-                    target_layer=retarget[0],
-                    target_layer_id=retarget[1],
-                    status=PromotionStatus.PENDING,
-                )
-                event["details"] = {"target": promotion_scope(*retarget)}
+                await self._retarget(tenant, head, step, retarget)
             else:
                 assert kind is not None
-                original = await self._k._current(tenant, head, promotion.item_id)
-                if original.status is not KnowledgeStatus.ACCEPTED:
-                    raise LaminaError(
-                        ErrorCode.INVALID_TRANSITION,
-                        f"{original.id} is {original.status.value} now; only accepted items "
-                        "are promoted",
-                        details={"id": original.id, "status": original.status.value},
-                    )
-                _check_higher(original, promotion.target_layer, promotion.target_layer_id)
-                promoted_id = chosen_id or f"{original.id}-{promotion.target_layer.value}"
-                if await self._k.index.lookup(tenant, promoted_id) is not None:
-                    raise LaminaError(
-                        ErrorCode.ITEM_EXISTS,
-                        f"knowledge item {promoted_id!r} already exists; give new_id",
-                        details={"id": promoted_id},
-                    )
-                promoted = original.model_copy(
-                    update={
-                        "id": promoted_id,
-                        "layer": promotion.target_layer,
-                        "layer_id": promotion.target_layer_id,
-                        "status": KnowledgeStatus.ACCEPTED,
-                        "created": stamp,
-                        "updated": stamp,
-                        "related": list(dict.fromkeys([*original.related, original.id])),
-                        "supersedes": [original.id]
-                        if kind is ApprovalKind.REPLACEMENT
-                        else original.supersedes,
-                        "superseded_by": None,
-                        "path": item_path(
-                            original.type,
-                            promotion.target_layer,
-                            promotion.target_layer_id,
-                            promoted_id,
-                        ),
-                    }
-                )
-                if kind is ApprovalKind.REPLACEMENT:
-                    changed = original.model_copy(
-                        update={
-                            "status": KnowledgeStatus.SUPERSEDED,
-                            "superseded_by": promoted_id,
-                            "updated": stamp,
-                        }
-                    )
-                else:
-                    changed = original.model_copy(
-                        update={
-                            "related": list(dict.fromkeys([*original.related, promoted_id])),
-                            "updated": stamp,
-                        }
-                    )
-                violations = await self._k._check(tenant, promoted)
-                files[promoted.path] = render(promoted)
-                files[changed.path] = render(changed)
-                items = [promoted, changed]
-                update.update(
-                    status=PromotionStatus.APPROVED, approval=kind, promoted_id=promoted_id
-                )
-                event["details"] = {
-                    "approval": kind.value,
-                    "promoted_id": promoted_id,
-                    "warnings": [v.model_dump(mode="json") for v in violations],
-                }
-                message = (
-                    f"Promotion {pid}: approve {original.id} as {kind.value} at "
-                    f"{promotion_scope(promotion.target_layer, promotion.target_layer_id)}"
-                    f" ({promoted_id})"
-                )
+                await self._approve(tenant, head, step, kind, chosen_id)
             decided = promotion.model_copy(
-                update={**update, "events": [*promotion.events, PromotionEvent(**event)]}
+                update={**step.update, "events": [*promotion.events, PromotionEvent(**step.event)]}
             )
             decided = Promotion.model_validate(decided.model_dump())
-            files.update(self._file(decided))
-            return Plan(files, message, items=items, result=decided)
+            step.files.update(self._file(decided))
+            return Plan(step.files, step.message, items=step.items, result=decided)
 
-        plan, commit = await self._k._write(tenant, who, mutate)
+        plan, commit = await self._knowledge.commit_change(tenant, who, mutate)
         return plan.result.model_copy(update={"commit": commit})  # type: ignore[no-any-return]
 
+    async def _retarget(
+        self,
+        tenant: str,
+        head: str | None,
+        step: _Decision,
+        target: tuple[KnowledgeLayer, str | None],
+    ) -> None:
+        """A new target layer for the request, strictly above the item; pending again."""
+        original = await self._knowledge.item_at(tenant, head, step.promotion.item_id)
+        _check_higher(original, *target)
+        step.update.update(
+            target_layer=target[0], target_layer_id=target[1], status=PromotionStatus.PENDING
+        )
+        step.event["details"] = {"target": promotion_scope(*target)}
+
+    async def _approve(
+        self,
+        tenant: str,
+        head: str | None,
+        step: _Decision,
+        kind: ApprovalKind,
+        chosen_id: str | None,
+    ) -> None:
+        """The promoted item, accepted at the target layer, and the original beside it
+        (superseded by it for a replacement, related to it otherwise)."""
+        promotion = step.promotion
+        original = await self._knowledge.item_at(tenant, head, promotion.item_id)
+        if original.status is not KnowledgeStatus.ACCEPTED:
+            raise LaminaError(
+                ErrorCode.INVALID_TRANSITION,
+                f"{original.id} is {original.status.value} now; only accepted items are promoted",
+                details={"id": original.id, "status": original.status.value},
+            )
+        _check_higher(original, promotion.target_layer, promotion.target_layer_id)
+        promoted_id = chosen_id or f"{original.id}-{promotion.target_layer.value}"
+        if await self._knowledge.index.lookup(tenant, promoted_id) is not None:
+            raise LaminaError(
+                ErrorCode.ITEM_EXISTS,
+                f"knowledge item {promoted_id!r} already exists; give new_id",
+                details={"id": promoted_id},
+            )
+        promoted = _promoted(original, promotion, kind, promoted_id, step.stamp)
+        changed = _beside_promoted(original, kind, promoted_id, step.stamp)
+        violations = await self._knowledge.check_governance(tenant, promoted)
+        step.files[promoted.path] = render(promoted)
+        step.files[changed.path] = render(changed)
+        step.items = [promoted, changed]
+        step.update.update(status=PromotionStatus.APPROVED, approval=kind, promoted_id=promoted_id)
+        step.event["details"] = {
+            "approval": kind.value,
+            "promoted_id": promoted_id,
+            "warnings": [v.model_dump(mode="json") for v in violations],
+        }
+        step.message = (
+            f"Promotion {promotion.id}: approve {original.id} as {kind.value} at "
+            f"{promotion_scope(promotion.target_layer, promotion.target_layer_id)}"
+            f" ({promoted_id})"
+        )
+
     async def get(self, promotion_id: str, *, tenant_id: str | None = None) -> Promotion:
-        tenant = self._k.tenant(tenant_id)
+        tenant = self._knowledge.tenant(tenant_id)
         pid = check_id("promotion id", promotion_id)
-        head = await self._k.head(tenant)
+        head = await self._knowledge.head(tenant)
         return await self._load(tenant, head, pid)
 
     async def list(
         self, *, status: str | PromotionStatus | None = None, tenant_id: str | None = None
     ) -> list[Promotion]:
         """Every promotion request, oldest first (optionally of one status)."""
-        tenant = self._k.tenant(tenant_id)
+        tenant = self._knowledge.tenant(tenant_id)
         wanted = None if status is None else check_choice("status", status, PromotionStatus)
-        head = await self._k.head(tenant)
+        head = await self._knowledge.head(tenant)
         if head is None:
             return []
-        files = await asyncio.to_thread(self._k.git.files, tenant, head)
+        files = await asyncio.to_thread(self._knowledge.git.files, tenant, head)
         out = []
         for path in sorted(files):
             if path.startswith("promotions/") and path.endswith(".yaml"):

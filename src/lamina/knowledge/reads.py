@@ -29,7 +29,7 @@ class ItemReads(Repository):
         tenant = self.tenant(tenant_id)
         item_id = check_id("id", id)
         head = await self._ensure_synced(tenant)
-        item = await self._current(tenant, head, item_id)
+        item = await self.item_at(tenant, head, item_id)
         if not history:
             return item
         return KnowledgeRecord(item=item, history=await self._history(tenant, item.path, 100))
@@ -46,7 +46,7 @@ class ItemReads(Repository):
         item_id = check_id("id", id)
         size = check_limit(limit, default=50, maximum=self._max_limit)
         head = await self._ensure_synced(tenant)
-        item = await self._current(tenant, head, item_id)
+        item = await self.item_at(tenant, head, item_id)
         return await self._history(tenant, item.path, size)
 
     async def _history(self, tenant: str, path: str, limit: int) -> list[HistoryEntry]:
@@ -85,7 +85,7 @@ class ItemReads(Repository):
         tenant = self.tenant(tenant_id)
         item_id = check_id("id", id)
         head = await self._ensure_synced(tenant)
-        item = await self._current(tenant, head, item_id)
+        item = await self.item_at(tenant, head, item_id)
         commits = [e.commit for e in await self._history(tenant, item.path, 2)]
         new = check_commit("to_commit", to_commit) if to_commit else head
         old = (

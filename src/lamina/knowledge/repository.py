@@ -65,7 +65,7 @@ class Repository(ServiceCore):
         tenant = self.tenant(tenant_id)
         return await asyncio.to_thread(self.git.head, tenant)
 
-    async def _current(self, tenant: str, head: str | None, item_id: str) -> KnowledgeItem:
+    async def item_at(self, tenant: str, head: str | None, item_id: str) -> KnowledgeItem:
         """The item at ``head`` (the index is in step with head under the write lock)."""
         found = await self.index.lookup(tenant, item_id)
         if found is None or head is None:

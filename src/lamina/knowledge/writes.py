@@ -67,7 +67,7 @@ class Writer(Repository):
     #: Set by the runtime: the secret scan of what is not an item's content (commit messages).
     secret_guard: SecretGuard | None = None
 
-    async def _write(self, tenant: str, author: str, mutate: Mutation) -> tuple[Plan, str]:
+    async def commit_change(self, tenant: str, author: str, mutate: Mutation) -> tuple[Plan, str]:
         """Run ``mutate`` on the current head under the tenant's write lock and commit its
         plan; the index follows the commit before the lock is released."""
         await self._ready()
@@ -126,7 +126,9 @@ class Writer(Repository):
             }
         )
 
-    async def _check(self, tenant: str, item: KnowledgeItem) -> list[Violation]:
+    async def check_governance(self, tenant: str, item: KnowledgeItem) -> list[Violation]:
+        """Governance of an item about to be written: raises POLICY_VIOLATION on a block and
+        returns the violations that do not block (none without a guard)."""
         if self.guard is None:
             return []
         text = "\n".join([item.title, item.summary, *item.constraints, item.body])

@@ -15,7 +15,7 @@ import numpy.typing as npt
 from lamina.checks import check_flag, check_fraction, check_id, check_int, check_query, invalid
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.filters import parse_filter
+from lamina.memory.filters import MetadataFilter, parse_filter
 from lamina.memory.hierarchy import Hierarchy
 from lamina.memory.layers import IdentifierArgs, Identifiers, MemoryLayer, identifier_args
 from lamina.memory.models import (
@@ -26,7 +26,7 @@ from lamina.memory.models import (
     SearchMode,
     SearchResults,
 )
-from lamina.memory.ports import LayerHits, LayerSearch, ScoredMemory
+from lamina.memory.ports import LayerHits, LayerSearch, Scope, ScoredMemory
 from lamina.memory.scoring import QuerySignals
 from lamina.memory.timing import TimeWindow
 from lamina.text import analyze
@@ -86,36 +86,16 @@ class MemoryReads(Hierarchy):
             flt = parse_filter(tags, filters)
             ids = Identifiers(**given)
             scopes = await self._scopes(tenant, ids, layers)
-            terms = tuple(analyze(text)) if search_mode is not SearchMode.SEMANTIC else ()
-            signals = QuerySignals.of(text)
-            # The query is embedded while the stores start on their keyword work.
-            soon: asyncio.Future[Vector] | None = None
-            try:
-                if search_mode is not SearchMode.KEYWORD:
-                    soon = asyncio.ensure_future(self._embed_query(tenant, text))
-                requests = [
-                    LayerSearch(
-                        tenant,
-                        scope,
-                        search_mode,
-                        text,
-                        None,
-                        terms,
-                        min_score,
-                        count * 2,
-                        flt,
-                        self._settings.hybrid_semantic_weight,
-                        signals,
-                        window,
-                        vector_soon=soon,
-                    )
-                    for scope in scopes
-                ]
-                per_layer = await asyncio.gather(*(self._search_layer(r) for r in requests))
-            except _EmbeddingFailed as failed:
-                raise failed.error from None
-            finally:
-                _settle(soon)
+            per_layer = await self._search_scopes(
+                tenant,
+                scopes,
+                search_mode,
+                text,
+                threshold=min_score,
+                limit=count,
+                flt=flt,
+                window=window,
+            )
             found: list[ScoredMemory] = []
             below = 0
             for scope, results in zip(scopes, per_layer, strict=True):
@@ -126,6 +106,50 @@ class MemoryReads(Hierarchy):
             return SearchResults(self._merge(found, count, collapsing), below_threshold=below)
 
         return await self._observe("search", run)
+
+    async def _search_scopes(
+        self,
+        tenant: str,
+        scopes: Sequence[Scope],
+        mode: SearchMode,
+        text: str,
+        *,
+        threshold: float,
+        limit: int,
+        flt: MetadataFilter,
+        window: TimeWindow,
+    ) -> list[LayerHits]:
+        """Every scope searched at once (for twice ``limit`` candidates each, merged after);
+        the query is embedded while the stores start on their keyword work."""
+        terms = tuple(analyze(text)) if mode is not SearchMode.SEMANTIC else ()
+        signals = QuerySignals.of(text)
+        soon: asyncio.Future[Vector] | None = None
+        try:
+            if mode is not SearchMode.KEYWORD:
+                soon = asyncio.ensure_future(self._embed_query(tenant, text))
+            requests = [
+                LayerSearch(
+                    tenant,
+                    scope,
+                    mode,
+                    text,
+                    None,
+                    terms,
+                    threshold,
+                    limit * 2,
+                    flt,
+                    self._settings.hybrid_semantic_weight,
+                    signals,
+                    window,
+                    vector_soon=soon,
+                )
+                for scope in scopes
+            ]
+            return list(await asyncio.gather(*(self._search_layer(r) for r in requests)))
+        except _EmbeddingFailed as failed:
+            raise failed.error from None
+        finally:
+            _settle(soon)
 
     def _usable_mode(self, mode: SearchMode) -> SearchMode:
         """While the store's vectors are of another model (``reembed`` not run yet): hybrid

@@ -79,6 +79,6 @@ class PostgresContextItems(SqlContextItems):
                 vector_value = from_pg_vector(rows[seq][13])
                 cosines[seq] = None if vector_value is None else float(vector_value @ q.vector)
         return [
-            (self._record(rows[seq]), max(0.0, min(1.0, float(score))))
+            (self.record_of_row(rows[seq]), max(0.0, min(1.0, float(score))))
             for score, seq in rank(q, keyword, cosines, q.limit)[: q.limit]
         ]

@@ -29,7 +29,7 @@ from lamina.store.sql.program import Lock, Program, Step, count, drive_async
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-_MIGRATION_LOCK = 72_616_201  # pg_advisory_xact_lock key for schema migrations
+MIGRATION_LOCK = 72_616_201  # pg_advisory_xact_lock key for schema migrations
 _TRANSIENT = (
     pg_errors.SerializationFailure,
     pg_errors.DeadlockDetected,
@@ -193,7 +193,7 @@ class Database:
                     "from source (scripts/pg-setup does this on Debian)",
                 )
             async with conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
                 await conn.execute(
                     "CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
                     "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"

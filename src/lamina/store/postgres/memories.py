@@ -15,7 +15,7 @@ from lamina.memory.bm25 import KeywordScores, Postings, keyword_scores
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
-from lamina.memory.scoring import Ranked, exact_needed
+from lamina.memory.scoring import Candidate, Ranked, exact_needed
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
@@ -143,6 +143,22 @@ class PostgresMemories(SqlMemoryLifecycle):
                 sql, params = self._hit_rows(req, [keys[i] for i in needed], ", context_embedding")
                 fetched = await (await conn.execute(sql, params, binary=True)).fetchall()
                 rows = {row[0]: tuple(row) for row in fetched}
+        return self._exactly_ranked(req, query, candidates, keys, needed, rows, below)
+
+    def _exactly_ranked(
+        self,
+        req: LayerSearch,
+        query: Vector,
+        candidates: list[Candidate],
+        keys: list[Any],
+        needed: Sequence[int],
+        rows: dict[Any, Row],
+        below: int,
+    ) -> LayerHits:
+        """The ``needed`` candidates (those whose exact cosines can change the result) still
+        in ``rows``, their cosines computed from their vectors as the embedded store
+        computes them, ranked again (``below``: those the bound already put under the
+        threshold)."""
         kept = [i for i in needed if keys[i] in rows]
         d = self._d
         own = cosines(query, [d.from_vector(rows[keys[i]][10]) for i in kept])

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import PoolTimeout
 
-from lamina.store.postgres.db import _MIGRATION_LOCK, Database, translate
+from lamina.store.postgres.db import MIGRATION_LOCK, Database, translate
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET
 from lamina.store.sql.reembed import Reembedding
 
@@ -47,7 +47,7 @@ class VectorColumns(Reembedding):
         """One transaction as the connecting user, across tenants, under the schema lock."""
         try:
             async with await self._db.connect() as conn, conn.transaction():
-                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
                 await conn.execute("SET LOCAL row_security = off")
                 yield conn
         except (psycopg.Error, PoolTimeout) as exc:

@@ -69,7 +69,8 @@ class SqlContextItems(ABC):
             raise self.embedding.refuse("semantic search")
         return replace(query, mode=SearchMode.KEYWORD, vector=None)
 
-    def _record(self, values: Sequence[Any]) -> ContextRecord:
+    def record_of_row(self, values: Sequence[Any]) -> ContextRecord:
+        """A context item's row (sequence, then the record's columns in order) as a record."""
         d = self._d
         return ContextRecord(
             id=values[1],
@@ -126,7 +127,7 @@ class SqlContextItems(ABC):
                 item.tenant_id,
                 latest[0],
             )
-            return self._record(found[0])
+            return self.record_of_row(found[0])
         if latest is not None:
             yield count(
                 f"UPDATE context_items SET is_latest = {d.false} "  # noqa: S608
@@ -148,7 +149,7 @@ class SqlContextItems(ABC):
             *columns.values(),
             now,
         )
-        return self._record(found[0])
+        return self.record_of_row(found[0])
 
     async def delete_item(self, tenant_id: str, kind: ItemKind, key: str) -> int:
         def delete() -> Program[int]:
@@ -197,7 +198,7 @@ class SqlContextItems(ABC):
                 tenant_id,
                 latest[0],
             )
-            out.append(self._record(found[0]))
+            out.append(self.record_of_row(found[0]))
         return out
 
     # -- reads ------------------------------------------------------------------------------
@@ -230,7 +231,7 @@ class SqlContextItems(ABC):
                 kind.value,
                 resolved,
             )
-            records = [self._record(r) for r in found]
+            records = [self.record_of_row(r) for r in found]
             return records if all_versions else records[:1]
 
         return await self._exec.read(tenant_id, "get", get(), snapshot=True)
@@ -265,6 +266,10 @@ class SqlContextItems(ABC):
             more = len(found) > limit
             found = found[:limit]
             next_cursor = encode_cursor(found[-1][0]) if more else None
-            return [self._record(r) for r in found], next_cursor, int(total[0] if total else 0)
+            return (
+                [self.record_of_row(r) for r in found],
+                next_cursor,
+                int(total[0] if total else 0),
+            )
 
         return await self._exec.read(tenant_id, "list", page(), snapshot=True)

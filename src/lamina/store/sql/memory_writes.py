@@ -277,9 +277,57 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         """``seen``: the memory's updated_at when the caller read it (CONFLICT if it changed
         since); ``event_at``: its new event time (None: kept). An expired memory is
         MEMORY_NOT_FOUND."""
+        old, keyless = yield from self._read_for_update(
+            tenant_id, memory_id, seen, content is not None or embedding is not None
+        )
+        stale = self.embedding.stale and embedding is not None
+        if stale:  # the new content's vector waits for ``reembed``; the old one is wrong
+            embedding = None
+        new = updated_entry(
+            old,
+            content=content,
+            metadata_patch=patch,
+            embedding_model=None if embedding is None else self.embedder.model_id,
+        )
+        if stale:
+            new = new.model_copy(update={"embedding_model": None, "embedding_generated": False})
+        if event_at is not None:
+            new = new.model_copy(update={"event_at": event_at})
+        sets = self._changed_columns(
+            old, new, content, embedding, stale=stale, event_at=event_at, keyless=keyless
+        )
+        assignments = ", ".join(f"{column} = %s" for column in sets)
+        yield count(
+            f"UPDATE memories SET {assignments} WHERE tenant_id = %s AND id = %s",  # noqa: S608
+            *sets.values(),
+            tenant_id,
+            memory_id,
+        )
+        yield count(
+            HISTORY,
+            tenant_id,
+            memory_id,
+            "update",
+            old.layer.value,
+            old.content,
+            new.content,
+            self._d.json(old.metadata),
+            sets["metadata"],
+            actor,
+            sets["updated_at"],
+        )
+        yield from self._after_update(tenant_id, old, content, embedding)
+        return new
+
+    def _read_for_update(
+        self, tenant_id: str, memory_id: str, seen: datetime | None, locks_conversation: bool
+    ) -> Program[tuple[MemoryEntry, bool]]:
+        """The memory, locked for the update (and its conversation first, when its words or
+        vector change), and whether it has no content key (see ``_before_change``):
+        MEMORY_NOT_FOUND when missing or expired, CONFLICT when it changed since ``seen``."""
         d = self._d
         keyless = False
-        if content is not None or embedding is not None:
+        if locks_conversation:
             keyless = yield from self._before_change(tenant_id, memory_id)
         found = yield row(
             f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
@@ -298,23 +346,28 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             raise missing(memory_id, " (its time to live is over)")
         if seen is not None and old.updated_at != seen:
             raise conflict(memory_id)
-        stale = self.embedding.stale and embedding is not None
-        if stale:  # the new content's vector waits for ``reembed``; the old one is wrong
-            embedding = None
-        new = updated_entry(
-            old,
-            content=content,
-            metadata_patch=patch,
-            embedding_model=None if embedding is None else self.embedder.model_id,
-        )
-        if stale:
-            new = new.model_copy(update={"embedding_model": None, "embedding_generated": False})
+        return old, keyless
+
+    def _changed_columns(
+        self,
+        old: MemoryEntry,
+        new: MemoryEntry,
+        content: str | None,
+        embedding: Vector | None,
+        *,
+        stale: bool,
+        event_at: datetime | None,
+        keyless: bool,
+    ) -> dict[str, Any]:
+        """The columns an update sets (``stale``: the vectors are of another model, so the
+        memory's vector is cleared for ``reembed``; ``keyless``: the memory has no content
+        key and keeps none)."""
+        d = self._d
         sets: dict[str, Any] = {
             "metadata": d.json(new.metadata),
             "updated_at": d.time(new.updated_at),
         }
         if event_at is not None:
-            new = new.model_copy(update={"event_at": event_at})
             sets["event_at"] = d.time(event_at)
         if content is not None:
             sets["content"] = content
@@ -327,26 +380,13 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         elif stale:
             sets["embedding"] = None
             sets["embedding_model"] = None
-        assignments = ", ".join(f"{column} = %s" for column in sets)
-        yield count(
-            f"UPDATE memories SET {assignments} WHERE tenant_id = %s AND id = %s",  # noqa: S608
-            *sets.values(),
-            tenant_id,
-            memory_id,
-        )
-        yield count(
-            HISTORY,
-            tenant_id,
-            memory_id,
-            "update",
-            old.layer.value,
-            old.content,
-            new.content,
-            d.json(old.metadata),
-            sets["metadata"],
-            actor,
-            sets["updated_at"],
-        )
+        return sets
+
+    def _after_update(
+        self, tenant_id: str, old: MemoryEntry, content: str | None, embedding: Vector | None
+    ) -> Program[None]:
+        """Drop the cached vectors of replaced content; renew the neighbourhoods around a
+        conversation message whose words or vector changed."""
         if content is not None and content != old.content:
             yield from self._drop_vectors(tenant_id, {old.content})
         place = place_of(old.metadata)
@@ -356,7 +396,6 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             key = scope_key(old.layer, old.identifiers)
             thread = ConversationScope(tenant_id, place[0], old.layer.value, key)
             yield from self._renew(thread, place[1] - 1, NEIGHBOURS + 1)
-        return new
 
 
 def _same_time(a: datetime, b: datetime) -> bool:

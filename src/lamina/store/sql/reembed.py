@@ -56,7 +56,7 @@ class Reembedding(ABC):
 
     def _item_record(self, values: Sequence[Any]) -> ContextRecord:
         """A context item's row (sequence, record columns, embedding) as a record."""
-        return self.context_items._record(values)
+        return self.context_items.record_of_row(values)
 
     @abstractmethod
     def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:

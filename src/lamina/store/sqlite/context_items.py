@@ -63,7 +63,7 @@ class SQLiteContextItems(SqlContextItems):
             row = rows.get(pk)
             if row is None:
                 continue
-            record = self._record(row)
+            record = self.record_of_row(row)
             if q.category is not None and record.category != q.category:
                 continue
             if not _tag_match(record.tags, q.tags):

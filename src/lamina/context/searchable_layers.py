@@ -21,6 +21,15 @@ from lamina.checks import (
     check_text,
     invalid,
 )
+from lamina.context.layer_store import (
+    ItemHit,
+    ItemPage,
+    LayerStore,
+    ListOptions,
+    M,
+    SearchOptions,
+    check_tags,
+)
 from lamina.context.models import (
     AgentLearning,
     ExternalReference,
@@ -29,15 +38,6 @@ from lamina.context.models import (
     SkillPattern,
     SkillType,
     UserKnowledge,
-)
-from lamina.context.stores import (
-    ItemHit,
-    ItemPage,
-    LayerStore,
-    ListOptions,
-    M,
-    SearchOptions,
-    check_tags,
 )
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.ports import ItemKind

@@ -1,7 +1,7 @@
 """The generic store of a searchable context layer: save, search, list, get and delete over
 the store's context items, tenant-scoped, with keyword and semantic search like memories.
-A layer (``context/layers.py``) names the model it returns and where that model's fields
-live in a record."""
+A layer (``context/searchable_layers.py``) names the model it returns and where that model's
+fields live in a record."""
 
 from __future__ import annotations
 
