@@ -1,0 +1,120 @@
+"""Start-up stays instant (issue 35): ``import lamina`` and the CLI's ``--version`` and
+``--help`` import no heavy dependency; the public names and the commands load on first use,
+and ``--help`` lists each command with the command's own short help."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import click
+import pytest
+
+import lamina
+from lamina.cli import COMMANDS, cli
+from lamina.cli.lazy import LazyGroup
+
+#: What a start-up must not pay for until it is used (top-level package names).
+HEAVY = (
+    "numpy",
+    "onnxruntime",
+    "tokenizers",
+    "dulwich",
+    "snowballstemmer",
+    "pydantic",
+    "pydantic_settings",
+    "httpx",
+    "a2a",
+    "mcp",
+    "rich",
+    "sqlite3",
+    "psycopg",
+    "prometheus_client",
+)
+
+
+def _imported_after(code: str) -> dict[str, object]:
+    """Run ``code`` in a fresh interpreter; the heavy packages and the lamina modules it
+    imported, and what it printed."""
+    probe = (
+        "import sys, json, io, contextlib\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n"
+        f"{''.join('    ' + line + chr(10) for line in code.splitlines())}"
+        "names = sorted(sys.modules)\n"
+        "print(json.dumps({'modules': names, 'out': out.getvalue()}))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    report: dict[str, object] = json.loads(done.stdout)
+    return report
+
+
+def _heavy(modules: object) -> list[str]:
+    assert isinstance(modules, list)
+    return sorted({m for m in modules if m.split(".")[0] in HEAVY})
+
+
+def test_import_lamina_imports_nothing_heavy() -> None:
+    report = _imported_after("import lamina")
+    assert _heavy(report["modules"]) == []
+    assert [m for m in report["modules"] if isinstance(m, str) and m.startswith("lamina")] == [
+        "lamina"
+    ]
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+def test_version_and_help_import_nothing_heavy(flag: str) -> None:
+    code = (
+        "from lamina.cli import main\n"
+        "try:\n"
+        f"    main([{flag!r}])\n"
+        "except SystemExit as exc:\n"
+        "    assert not exc.code, exc.code"
+    )
+    report = _imported_after(code)
+    assert _heavy(report["modules"]) == []
+    commands = [m for m in report["modules"] if isinstance(m, str) and m.startswith("lamina.")]
+    assert commands == ["lamina.cli", "lamina.cli._common", "lamina.cli.lazy", "lamina.errors"]
+    out = report["out"]
+    assert isinstance(out, str)
+    if flag == "--version":
+        assert out == f"lamina, version {lamina.__version__}\n"
+    else:
+        assert all(f"  {name} " in out for name in COMMANDS)
+
+
+def test_a_public_name_loads_on_first_use_and_every_name_resolves() -> None:
+    report = _imported_after("import lamina\nlamina.ErrorCode")
+    assert _heavy(report["modules"]) == []  # errors.py needs nothing heavy
+    assert sorted(lamina.__all__) == sorted({*lamina._EXPORTS, "__version__"})
+    for name in lamina.__all__:
+        value = getattr(lamina, name)
+        assert name == "__version__" or getattr(value, "__name__", name) == name
+    assert set(lamina.__all__) <= set(dir(lamina))
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        lamina.Nope  # noqa: B018
+
+
+def test_help_lists_each_command_with_its_own_short_help() -> None:
+    """The kept short help of every command is the one click derives from the command's
+    docstring, and ``lamina --help`` reads exactly as the same group with every command
+    imported would."""
+    lazy = LazyGroup(name="lamina", params=cli.params, help=cli.help, lazy=COMMANDS)
+    eager = click.Group(name="lamina", params=cli.params, help=cli.help)
+    for name, entry in COMMANDS.items():
+        command = entry.load()
+        assert command.name == name
+        assert entry.short_help == command.get_short_help_str(10_000), name
+        eager.add_command(command)
+    for width in (80, 120, 200):
+        text = lazy.get_help(click.Context(lazy, info_name="lamina", terminal_width=width))
+        assert "Commands:" in text
+        assert text == eager.get_help(
+            click.Context(eager, info_name="lamina", terminal_width=width)
+        )
+    assert lazy.commands == {}  # nothing was imported to print it
+    assert lazy.get_command(click.Context(lazy), "memory") is COMMANDS["memory"].load()
+    assert lazy.list_commands(click.Context(lazy)) == sorted(COMMANDS)
