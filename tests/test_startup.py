@@ -7,13 +7,18 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import click
 import pytest
 
 import lamina
+from lamina import Lamina
 from lamina.cli import COMMANDS, cli
 from lamina.cli.lazy import LazyGroup
+from lamina.embeddings.local import LocalEmbedder, load_model, preload
+from lamina.tokens import ExactTokenCounter
 
 #: What a start-up must not pay for until it is used (top-level package names).
 HEAVY = (
@@ -50,6 +55,15 @@ def _imported_after(code: str) -> dict[str, object]:
     )
     report: dict[str, object] = json.loads(done.stdout)
     return report
+
+
+LAMINA = Path(sys.executable).parent / "lamina"
+
+
+def _names(report: dict[str, object]) -> list[str]:
+    modules = report["modules"]
+    assert isinstance(modules, list)
+    return [str(m) for m in modules]
 
 
 def _heavy(modules: object) -> list[str]:
@@ -118,3 +132,70 @@ def test_help_lists_each_command_with_its_own_short_help() -> None:
     assert lazy.commands == {}  # nothing was imported to print it
     assert lazy.get_command(click.Context(lazy), "memory") is COMMANDS["memory"].load()
     assert lazy.list_commands(click.Context(lazy)) == sorted(COMMANDS)
+
+
+def test_a_search_finds_the_same_in_a_fresh_cli_process_as_in_the_library(
+    tmp_path: Path,
+) -> None:
+    """The CLI search loads the model in the background while lamina is imported and the
+    store opened: the hits are those of the same search through the library."""
+    data = tmp_path / "d"
+    with Lamina(data_dir=data) as ms:
+        for text in ("Dana prefers PostgreSQL for analytics", "Omar likes tea", "Sven uses vim"):
+            ms.memory.add(text, layer="user", user_id="u")
+        expected = ms.memory.search("which database does Dana prefer", user_id="u")
+    assert next(iter(expected)).memory.content.startswith("Dana")
+    done = subprocess.run(
+        [
+            str(LAMINA),
+            "--data-dir",
+            str(data),
+            "memory",
+            "search",
+            "which database does Dana prefer",
+            "--user-id",
+            "u",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    found = json.loads(done.stdout)["results"]
+    assert [(h["memory"]["id"], round(h["score"], 6)) for h in found] == [
+        (h.memory.id, round(h.score, 6)) for h in expected
+    ]
+
+
+def test_a_keyword_search_loads_neither_the_model_nor_git(tmp_path: Path) -> None:
+    """A Lamina that only reads by keyword imports no onnxruntime, tokenizers, dulwich,
+    filelock or yaml: they load when the model or the knowledge repository is used."""
+    code = (
+        "from lamina import Lamina\n"
+        f"with Lamina(data_dir={str(tmp_path / 'd')!r}) as ms:\n"
+        "    page = ms.memory.search('tea', user_id='u', mode='keyword')\n"
+        "    print(len(list(page)))"
+    )
+    report = _imported_after(code)
+    assert report["out"] == "0\n"
+    late = ("onnxruntime", "tokenizers", "dulwich", "filelock", "yaml")
+    assert [m for m in _names(report) if m.split(".")[0] in late] == []
+
+
+def test_the_preloaded_model_is_the_one_embeddings_use() -> None:
+    thread = preload()
+    thread.join(timeout=120)
+    assert not thread.is_alive()
+    assert load_model() is load_model()
+    assert LocalEmbedder().embed_sync(["tea"]).shape == (1, 384)
+
+
+def test_the_token_counter_loads_its_vocabulary_once_when_threads_count_first() -> None:
+    counter = ExactTokenCounter()
+    with ThreadPoolExecutor(8) as pool:
+        counts = list(pool.map(counter.count, ["hello world"] * 16))
+    assert counts == [2] * 16
+    assert counter.count_many(["hello world", "how many tokens?"]) == [2, 4]
+    with pytest.raises(KeyError, match="unknown encoding"):
+        ExactTokenCounter("no_such_encoding").count("x")

@@ -55,6 +55,13 @@ class State:
         options = {**self.options, **{k: v for k, v in overrides.items() if v is not None}}
         return load_settings(options.pop("config_file"), **options)
 
+    def preload_embedder(self) -> None:
+        """Start loading the local embedding model in the background, while the rest of
+        lamina is imported and the store opened: for a command that embeds at once."""
+        from lamina.embeddings import preload
+
+        preload(self.settings().embedding)
+
     def ms(self) -> Lamina:
         if self._ms is None:
             from lamina.facade import Lamina
