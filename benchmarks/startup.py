@@ -1,7 +1,8 @@
 """Start-up (issue 35): how long a fresh process takes to ``import lamina``, print
 ``lamina --version`` and ``--help``, search a small store from cold (``lamina memory search``)
 and answer an MCP client's initialize (``lamina mcp`` over stdio). Each run is a new process;
-prints JSON with the median, min and max seconds of each figure.
+prints JSON with the median, min and max wall seconds of each figure, and the median CPU
+seconds (user + system) of the process, steadier than wall time on a shared machine.
 
     uv run python -m benchmarks.startup [--runs 7] [--baseline DIR]
 
@@ -18,6 +19,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -42,14 +44,24 @@ def build_store(data_dir: Path, count: int) -> None:
         )
 
 
-def timed(args: list[str], env: dict[str, str]) -> float:
-    start = time.perf_counter()
+Sample = tuple[float, float]  # wall seconds, CPU seconds of the process
+
+
+def _cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def timed(args: list[str], env: dict[str, str]) -> Sample:
+    cpu, start = _cpu(), time.perf_counter()
     subprocess.run(args, env=env, check=True, capture_output=True)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, _cpu() - cpu
 
 
-def mcp_ready(data_dir: Path, env: dict[str, str]) -> float:
-    """Seconds from starting ``lamina mcp`` to the answer of its initialize request."""
+def mcp_ready(data_dir: Path, env: dict[str, str]) -> Sample:
+    """Seconds from starting ``lamina mcp`` to the answer of its initialize request; the
+    CPU seconds of the server process as a whole (initialize, then the exit it is asked
+    for when the client closes)."""
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -58,14 +70,20 @@ def mcp_ready(data_dir: Path, env: dict[str, str]) -> float:
             command=str(LAMINA), args=["--data-dir", str(data_dir), "mcp"], env=env
         )
         start = time.perf_counter()
-        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        async with (
+            stdio_client(params, errlog=quiet) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             return time.perf_counter() - start
 
-    return asyncio.run(initialize())
+    cpu = _cpu()
+    with open(os.devnull, "w") as quiet:  # its start-up line on standard error
+        wall = asyncio.run(initialize())
+    return wall, _cpu() - cpu
 
 
-def figures(data_dir: Path) -> dict[str, Callable[[dict[str, str]], float]]:
+def figures(data_dir: Path) -> dict[str, Callable[[dict[str, str]], Sample]]:
     search = [
         str(LAMINA),
         "--data-dir",
@@ -86,11 +104,13 @@ def figures(data_dir: Path) -> dict[str, Callable[[dict[str, str]], float]]:
     }
 
 
-def summary(samples: list[float]) -> dict[str, float]:
+def summary(samples: list[Sample]) -> dict[str, float]:
+    walls = [wall for wall, _ in samples]
     return {
-        "median_s": round(statistics.median(samples), 3),
-        "min_s": round(min(samples), 3),
-        "max_s": round(max(samples), 3),
+        "median_s": round(statistics.median(walls), 3),
+        "min_s": round(min(walls), 3),
+        "max_s": round(max(walls), 3),
+        "cpu_median_s": round(statistics.median(cpu for _, cpu in samples), 3),
     }
 
 
@@ -100,7 +120,13 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=200, help="Memories in the store.")
     parser.add_argument("--baseline", type=Path, default=None, help="A source tree to pair.")
     args = parser.parse_args()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")}
+    # Bytecode is written (the warm-up runs write it): an installed package has it, and
+    # without it every run would compile lamina and its dependencies from source.
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("LAMINA_") and k != "PYTHONDONTWRITEBYTECODE"
+    }
     trees = {"this": env}
     if args.baseline is not None:
         src = args.baseline / "src" if (args.baseline / "src").is_dir() else args.baseline
@@ -113,14 +139,14 @@ def main() -> None:
         for name, measure in figures(data_dir).items():
             for tree_env in trees.values():  # a warm-up run each: the disk cache, not lamina
                 measure(tree_env)
-            samples: dict[str, list[float]] = {tree: [] for tree in trees}
+            samples: dict[str, list[Sample]] = {tree: [] for tree in trees}
             for _ in range(args.runs):
                 for tree, tree_env in trees.items():
                     samples[tree].append(measure(tree_env))
             result[name] = {tree: summary(s) for tree, s in samples.items()}
             if args.baseline is not None:
-                ratio = statistics.median(samples["this"]) / statistics.median(samples["baseline"])
-                result[name]["this_over_baseline"] = round(ratio, 3)
+                this, base = result[name]["this"], result[name]["baseline"]
+                result[name]["this_over_baseline"] = round(this["median_s"] / base["median_s"], 3)
     print(json.dumps(result, indent=2))
 
 
