@@ -199,3 +199,21 @@ def test_the_token_counter_loads_its_vocabulary_once_when_threads_count_first() 
     assert counter.count_many(["hello world", "how many tokens?"]) == [2, 4]
     with pytest.raises(KeyError, match="unknown encoding"):
         ExactTokenCounter("no_such_encoding").count("x")
+
+
+def test_a_started_lamina_has_loaded_no_model_stemmer_or_git(tmp_path: Path) -> None:
+    """What a server does before it answers (build the runtime, open the store) loads no
+    embedding model, token vocabulary, stemmer, git or YAML: the first call that needs one
+    loads it."""
+    code = (
+        "import asyncio\n"
+        "from lamina.runtime import AsyncLamina\n"
+        "async def main():\n"
+        f"    ms = AsyncLamina(data_dir={str(tmp_path / 'd')!r})\n"
+        "    await ms.start()\n"
+        "    await ms.close()\n"
+        "asyncio.run(main())"
+    )
+    report = _imported_after(code)
+    late = ("onnxruntime", "tokenizers", "snowballstemmer", "dulwich", "filelock", "yaml")
+    assert [m for m in _names(report) if m.split(".")[0] in late] == []
