@@ -32,9 +32,9 @@ MESSAGE_OVERHEAD = 4
 class ExactTokenCounter:
     """Exact BPE token counts (cl100k_base by default; o200k_base for newer models).
 
-    The vocabulary (half a second to load) loads on the first count, once, not when the
-    counter is built: a process that counts nothing (a CLI search) never pays for it. An
-    unknown encoding fails there (KeyError)."""
+    The vocabulary (about 0.15 s of CPU to load) loads on the first count, once, not when
+    the counter is built: a process that counts nothing (a CLI search) never pays for it.
+    An unknown encoding fails there (KeyError)."""
 
     per_message = MESSAGE_OVERHEAD
 

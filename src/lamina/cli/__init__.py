@@ -18,11 +18,11 @@ from lamina.cli._common import State, fail, path_option
 from lamina.cli.lazy import LazyCommand, LazyGroup
 from lamina.errors import ErrorCode, LaminaError
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
 
 
 #: Every command of the root group: where it lives and its short help (its docstring's first
-#: sentence; tests/cli/test_startup.py checks both against the command).
+#: sentence; tests/test_startup.py checks both against the command).
 COMMANDS: dict[str, LazyCommand] = {
     name: LazyCommand(path, short_help)
     for name, path, short_help in (
