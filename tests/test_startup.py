@@ -30,18 +30,24 @@ HEAVY = (
     "pydantic",
     "pydantic_settings",
     "httpx",
+    "httpx2",
+    "starlette",
+    "uvicorn",
     "a2a",
     "mcp",
     "rich",
     "sqlite3",
     "psycopg",
     "prometheus_client",
+    "toktok",
+    "yaml",
+    "filelock",
 )
 
 
 def _imported_after(code: str) -> dict[str, object]:
-    """Run ``code`` in a fresh interpreter; the heavy packages and the lamina modules it
-    imported, and what it printed."""
+    """Run ``code`` in a fresh interpreter: every module it left imported ("modules") and
+    what it printed ("out")."""
     probe = (
         "import sys, json, io, contextlib\n"
         "out = io.StringIO()\n"
