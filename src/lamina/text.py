@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Mapping
-from functools import lru_cache
-
-import snowballstemmer
+from functools import cache, lru_cache
+from typing import Any
 
 # A conventional English stop-word list (the common Lucene/NLTK core, lower-case).
 STOP_WORDS = frozenset(
@@ -26,7 +25,16 @@ STOP_WORDS = frozenset(
     """.split()  # noqa: SIM905
 )
 
-_STEMMER = snowballstemmer.stemmer("english")
+
+@cache
+def _stemmer() -> Any:
+    """The English Snowball stemmer, built on first use: snowballstemmer imports every
+    language it knows, too slow for a start-up that stems nothing."""
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
 _APOSTROPHES = "'\u2019"
 _WORD = re.compile(r"[^\W_]+(?:[" + _APOSTROPHES + r"][^\W_]+)*", re.UNICODE)
 
@@ -54,7 +62,7 @@ def keyword_terms(text: str, *, max_terms: int = 64) -> list[str]:
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
     """The Snowball (Porter2) English stem of a lower-case word."""
-    result: str = _STEMMER.stemWord(word)
+    result: str = _stemmer().stemWord(word)
     return result
 
 

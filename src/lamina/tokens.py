@@ -10,6 +10,7 @@ into batches of at most a budget of tokens.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Iterable
 from typing import Protocol, TypeVar
 
@@ -29,7 +30,11 @@ MESSAGE_OVERHEAD = 4
 
 
 class ExactTokenCounter:
-    """Exact BPE token counts (cl100k_base by default; o200k_base for newer models)."""
+    """Exact BPE token counts (cl100k_base by default; o200k_base for newer models).
+
+    The vocabulary (about 0.15 s of CPU to load) loads on the first count, once, not when
+    the counter is built: a process that counts nothing (a CLI search) never pays for it.
+    An unknown encoding fails there (KeyError)."""
 
     per_message = MESSAGE_OVERHEAD
 
@@ -38,12 +43,22 @@ class ExactTokenCounter:
 
         self._toktok = toktok
         self.encoding = encoding
-        toktok.batch_count([""], encoding, threads=1)  # unknown encodings fail here
+        self._loaded = False
+        self._loading = threading.Lock()
+
+    def _load(self) -> None:
+        if not self._loaded:
+            with self._loading:  # one load when several threads count first at once
+                if not self._loaded:
+                    self._toktok.batch_count([""], self.encoding, threads=1)
+                    self._loaded = True
 
     def count(self, text: str) -> int:
+        self._load()
         return int(self._toktok.batch_count([text], self.encoding, threads=1)[0])
 
     def count_many(self, texts: Iterable[str]) -> list[int]:
+        self._load()
         return [int(n) for n in self._toktok.batch_count(list(texts), self.encoding)]
 
     def count_messages(self, messages: Iterable[str]) -> int:

@@ -1,7 +1,9 @@
 """The lamina command line. Every command mirrors a library call and can print JSON.
 
-The root group lives here and attaches the command groups, one module each; they share only
-``_common`` (state, options, JSON) and ``output`` (tables, progress bars)."""
+The root group lives here and names the command groups, one module each, which it imports
+only when one runs (``lazy.LazyGroup``): ``lamina --version`` and ``--help`` stay instant. The
+command modules share only ``_common`` (state, options, JSON) and ``output`` (tables, progress
+bars)."""
 
 from __future__ import annotations
 
@@ -13,22 +15,84 @@ from pathlib import Path
 import click
 
 from lamina.cli._common import State, fail, path_option
-from lamina.cli.context import context
-from lamina.cli.db import db
-from lamina.cli.demo import demo
-from lamina.cli.governance import governance
-from lamina.cli.hierarchy import hierarchy
-from lamina.cli.knowledge import knowledge
-from lamina.cli.memory import memory
-from lamina.cli.server import keys, mcp, serve
-from lamina.cli.sessions import session
-from lamina.cli.system import health, info
+from lamina.cli.lazy import LazyCommand, LazyGroup
 from lamina.errors import ErrorCode, LaminaError
 
-__all__ = ["cli", "main"]
+__all__ = ["COMMANDS", "cli", "main"]
 
 
-@click.group()
+#: Every command of the root group: where it lives and its short help (its docstring's first
+#: sentence; tests/test_startup.py checks both against the command).
+COMMANDS: dict[str, LazyCommand] = {
+    name: LazyCommand(path, short_help)
+    for name, path, short_help in (
+        (
+            "memory",
+            "lamina.cli.memory:memory",
+            "Add, search, get, update, delete, list memories, read their history; delete, "
+            "export and import them in bulk.",
+        ),
+        (
+            "hierarchy",
+            "lamina.cli.hierarchy:hierarchy",
+            "Register which team a project, which org a team, which company an org belongs to.",
+        ),
+        (
+            "context",
+            "lamina.cli.context:context",
+            "User knowledge, agent learnings, skills, references; retrieve and assemble prompts.",
+        ),
+        (
+            "session",
+            "lamina.cli.sessions:session",
+            "Session messages, observations and reflections (observational memory).",
+        ),
+        (
+            "knowledge",
+            "lamina.cli.knowledge:knowledge",
+            "The git-backed knowledge repository: ADRs, policies, patterns, specs.",
+        ),
+        (
+            "governance",
+            "lamina.cli.governance:governance",
+            "Policies in force at a layer, validation and drift.",
+        ),
+        ("db", "lamina.cli.db:db", "Schema migrations and moving data between stores."),
+        (
+            "info",
+            "lamina.cli.system:info",
+            "Where lamina keeps its data and what it is configured with (opens nothing).",
+        ),
+        ("health", "lamina.cli.system:health", "Check the store and show its capabilities."),
+        (
+            "demo",
+            "lamina.cli.demo:demo",
+            "Store a few memories and context items in the 'demo' tenant, search them in "
+            "every mode and print the system prompt assembled for a question.",
+        ),
+        (
+            "serve",
+            "lamina.cli.server:serve",
+            "Run the A2A server: the memory, knowledge and governance skills over JSON-RPC, "
+            "HTTP+JSON and SSE, with the Agent Card at /.well-known/agent-card.json, /health "
+            "and /metrics.",
+        ),
+        (
+            "mcp",
+            "lamina.cli.server:mcp",
+            "Run the MCP server: the same memory, knowledge and governance tools as the A2A "
+            "server, over stdio or streamable HTTP (API keys and loopback rule as for serve).",
+        ),
+        (
+            "keys",
+            "lamina.cli.server:keys",
+            "API keys of the servers (only their hashes go into the configuration).",
+        ),
+    )
+}
+
+
+@click.group(cls=LazyGroup, lazy=COMMANDS)
 @path_option(
     "--data-dir",
     "data_dir",
@@ -70,24 +134,6 @@ def cli(
     )
     ctx.obj = state
     ctx.call_on_close(state.close)
-
-
-for command in (
-    memory,
-    hierarchy,
-    context,
-    session,
-    knowledge,
-    governance,
-    db,
-    info,
-    health,
-    demo,
-    serve,
-    mcp,
-    keys,
-):
-    cli.add_command(command)
 
 
 def main(argv: list[str] | None = None) -> None:

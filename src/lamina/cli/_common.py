@@ -7,14 +7,16 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from lamina.config import Settings, load_settings
 from lamina.errors import ErrorCode, LaminaError
-from lamina.facade import Lamina
-from lamina.shapes import jsonable
+
+if TYPE_CHECKING:
+    # Imported where used: `lamina --help` and `--version` load neither settings nor stores.
+    from lamina.config import Settings
+    from lamina.facade import Lamina
 
 __all__ = [
     "IDENTIFIERS",
@@ -48,11 +50,22 @@ class State:
     def settings(self, **overrides: Any) -> Settings:
         """The Settings the root options give, ``overrides`` that are not None winning
         (without opening anything)."""
+        from lamina.config import load_settings
+
         options = {**self.options, **{k: v for k, v in overrides.items() if v is not None}}
         return load_settings(options.pop("config_file"), **options)
 
+    def preload_embedder(self) -> None:
+        """Start loading the local embedding model in the background, while the rest of
+        lamina is imported and the store opened: for a command that embeds at once."""
+        from lamina.embeddings import preload
+
+        preload(self.settings().embedding)
+
     def ms(self) -> Lamina:
         if self._ms is None:
+            from lamina.facade import Lamina
+
             self._ms = Lamina(**self.options)
         return self._ms
 
@@ -64,6 +77,8 @@ class State:
 def emit(as_json: bool, value: Any, human: Callable[[], None]) -> None:
     """Print ``value`` as JSON with ``--json``; otherwise call ``human`` to print it."""
     if as_json:
+        from lamina.shapes import jsonable
+
         click.echo(json.dumps(jsonable(value), ensure_ascii=False, indent=2))
     else:
         human()

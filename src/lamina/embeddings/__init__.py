@@ -7,7 +7,16 @@ from lamina.embeddings.base import Embedder, Vectors, normalize
 from lamina.errors import ErrorCode, LaminaError
 from lamina.extras import require
 
-__all__ = ["Embedder", "Vectors", "build_embedder", "normalize"]
+__all__ = ["Embedder", "Vectors", "build_embedder", "normalize", "preload"]
+
+
+def preload(settings: EmbeddingSettings) -> None:
+    """Start loading the local model of these settings in the background (nothing for a
+    remote embedder): for a door that knows it will embed soon, such as a CLI search."""
+    if settings.provider == "local":
+        from lamina.embeddings.local import preload as load_in_background
+
+        load_in_background(settings.threads)
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:

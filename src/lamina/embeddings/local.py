@@ -203,6 +203,25 @@ def load_model(threads: int = 0) -> _Model:
         return model
 
 
+def preload(threads: int = 0) -> threading.Thread:
+    """Start loading the process-wide model in a background thread and return at once, so
+    that the load overlaps other start-up work (imports, opening the store): the ONNX
+    session is built without the GIL. The first embedding then waits only for what is left
+    (``load_model`` holds the lock the load runs under). A failure is not raised here: the
+    first embedding loads again and reports it. The thread is not a daemon: a process that
+    ends early waits for the load rather than leave it half done at exit."""
+
+    def load() -> None:
+        try:
+            load_model(threads)
+        except Exception:  # reported by the first embedding, which loads again
+            log.debug("preloading the local embedding model failed", exc_info=True)
+
+    thread = threading.Thread(target=load, name="lamina-model-preload")
+    thread.start()
+    return thread
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 on onnxruntime, in a worker thread so the event loop stays free."""
 

@@ -5,17 +5,46 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from lamina.checks import first_error
 from lamina.errors import ErrorCode, LaminaError
 from lamina.knowledge.models import KnowledgeItem, KnowledgeLayer, KnowledgeType
 
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_Dumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+class _BadYAML(Exception):
+    """PyYAML's error, with its message, raised by ``_load``."""
+
+
+@cache
+def _yaml() -> tuple[Any, Any, Any]:
+    """PyYAML and its (C when built) safe loader and dumper, imported on first use."""
+    import yaml
+
+    return (
+        yaml,
+        getattr(yaml, "CSafeLoader", yaml.SafeLoader),
+        getattr(yaml, "CSafeDumper", yaml.SafeDumper),
+    )
+
+
+def _dump(value: Any) -> str:
+    yaml, _, dumper = _yaml()
+    text: str = yaml.dump(value, Dumper=dumper, sort_keys=False, allow_unicode=True)
+    return text
+
+
+def _load(text: str) -> Any:
+    """The YAML ``text`` as data; _BadYAML when it is not valid YAML."""
+    yaml, loader, _ = _yaml()
+    try:
+        return yaml.load(text, Loader=loader)
+    except yaml.YAMLError as exc:
+        raise _BadYAML(str(exc)) from None
+
 
 #: Ids of items and layers: a letter or digit, then letters, digits, '.', '_' or '-'.
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -148,7 +177,7 @@ def render(item: KnowledgeItem) -> bytes:
     for name in ("layer_id", "policy_id", "superseded_by"):
         if front.get(name) is None:
             front.pop(name, None)
-    head = yaml.dump(front, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+    head = _dump(front)
     body = item.body if item.body.endswith("\n") or not item.body else item.body + "\n"
     return f"---\n{head}---\n{body}".encode()
 
@@ -167,8 +196,8 @@ def split(path: str, data: bytes) -> tuple[dict[str, Any], str]:
         else:
             raise FrontMatterError(path, None, "the front matter has no closing '---'")
     try:
-        front = yaml.load(text[4 : end + 1], Loader=_Loader)
-    except yaml.YAMLError as exc:
+        front = _load(text[4 : end + 1])
+    except _BadYAML as exc:
         raise FrontMatterError(path, None, f"the front matter is not valid YAML: {exc}") from None
     if not isinstance(front, dict):
         raise FrontMatterError(path, None, "the front matter is not a YAML mapping")
@@ -207,11 +236,11 @@ def parse(path: str, data: bytes, commit: str | None = None) -> KnowledgeItem:
 
 
 def dump_yaml(value: Any) -> bytes:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True).encode()
+    return _dump(value).encode()
 
 
 def load_yaml(path: str, data: bytes) -> Any:
     try:
-        return yaml.load(data.decode("utf-8"), Loader=_Loader)
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        return _load(data.decode("utf-8"))
+    except (_BadYAML, UnicodeDecodeError) as exc:
         raise FrontMatterError(path, None, f"not valid YAML: {exc}") from None

@@ -1,6 +1,10 @@
 """The git side of the knowledge repository: one bare repository per tenant, written and read
 with dulwich (no git binary). Writes are serialised by a lock file and land with a
-compare-and-swap of the branch, so two writers, in threads or processes, lose no commit."""
+compare-and-swap of the branch, so two writers, in threads or processes, lose no commit.
+
+dulwich and filelock are imported by the methods that use them, not with this module: a
+process that never touches the knowledge repository (a CLI search, the MCP server's start)
+does not pay for them."""
 
 from __future__ import annotations
 
@@ -13,19 +17,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-from dulwich.diff_tree import tree_changes
-from dulwich.errors import NotGitRepository
-from dulwich.object_store import commit_tree_changes, tree_lookup_path
-from dulwich.objects import Blob, Commit, ObjectID, Tree
-from dulwich.refs import Ref
-from dulwich.repo import Repo
-from dulwich.walk import Walker
-from filelock import BaseFileLock, FileLock, Timeout
+from typing import TYPE_CHECKING, cast
 
 from lamina.errors import ErrorCode, LaminaError
 
-BRANCH = Ref(b"refs/heads/main")
+if TYPE_CHECKING:
+    from dulwich.objects import ObjectID
+    from dulwich.refs import Ref
+    from dulwich.repo import Repo
+    from filelock import BaseFileLock
+
+BRANCH = cast("Ref", b"refs/heads/main")
 _SAFE_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _FILE_MODE = 0o100644
 
@@ -78,9 +80,14 @@ class GitStore:
             if not (path / "HEAD").is_file():
                 if not create:
                     return None
+                from dulwich.repo import Repo
+
                 path.mkdir(parents=True, exist_ok=True)
                 repo = Repo.init_bare(str(path), default_branch=b"main")
             else:
+                from dulwich.errors import NotGitRepository
+                from dulwich.repo import Repo
+
                 try:
                     repo = Repo(str(path))
                 except (NotGitRepository, OSError, ValueError) as exc:
@@ -116,6 +123,8 @@ class GitStore:
         return sha.decode()
 
     def _tree(self, repo: Repo, commit: str) -> ObjectID:
+        from dulwich.objects import Commit, ObjectID
+
         try:
             obj = repo.object_store[ObjectID(commit.encode())]
         except KeyError:
@@ -132,6 +141,9 @@ class GitStore:
         return repo
 
     def read(self, tenant: str, path: str, commit: str) -> bytes | None:
+        from dulwich.object_store import tree_lookup_path
+        from dulwich.objects import Blob
+
         repo = self._must(tenant)
         try:
             _, sha = tree_lookup_path(
@@ -143,6 +155,8 @@ class GitStore:
         return blob.as_raw_string() if isinstance(blob, Blob) else None
 
     def blob(self, tenant: str, sha: str) -> bytes:
+        from dulwich.objects import Blob, ObjectID
+
         obj = self._must(tenant).object_store[ObjectID(sha.encode())]
         if not isinstance(obj, Blob):
             raise _repo_error(f"{sha} is not a file")
@@ -159,6 +173,8 @@ class GitStore:
 
     def changes(self, tenant: str, old: str, new: str) -> dict[str, str | None]:
         """Files changed from ``old`` to ``new``: path → new blob id (None: deleted)."""
+        from dulwich.diff_tree import tree_changes
+
         repo = self._must(tenant)
         out: dict[str, str | None] = {}
         for change in tree_changes(repo.object_store, self._tree(repo, old), self._tree(repo, new)):
@@ -170,6 +186,10 @@ class GitStore:
 
     def log(self, tenant: str, path: str, *, limit: int) -> list[CommitInfo]:
         """Commits that changed ``path``, newest first."""
+        from dulwich.object_store import tree_lookup_path
+        from dulwich.objects import ObjectID
+        from dulwich.walk import Walker
+
         repo = self._must(tenant)
         head = self.head(tenant)
         if head is None:
@@ -207,6 +227,8 @@ class GitStore:
         each other exactly as two processes do, and the lock is not re-entrant. The object is
         not thread-local, so the thread that releases it need not be the one that took it
         (the async service acquires and releases on worker threads)."""
+        from filelock import FileLock, Timeout
+
         self.root.mkdir(parents=True, exist_ok=True)
         lock = FileLock(
             self.directory(tenant).with_suffix(".lock"),
@@ -247,6 +269,9 @@ class GitStore:
     ) -> str:
         """Commit ``files`` (None deletes) on top of ``parent``, which must still be the head.
         Call under ``locked``; the branch moves only if nobody moved it meanwhile."""
+        from dulwich.object_store import commit_tree_changes
+        from dulwich.objects import Blob, Commit, ObjectID, Tree
+
         repo = self.repo(tenant, create=True)
         assert repo is not None
         store = repo.object_store
@@ -289,6 +314,8 @@ class GitStore:
         path = self.directory(tenant)
         if not path.exists():
             return {"status": "missing", "path": str(path)}
+        from dulwich.repo import Repo
+
         try:
             repo = Repo(str(path))
         except Exception as exc:

@@ -247,6 +247,8 @@ def memory_search(state: State, /, query: str, **kw: Any) -> None:
     as_json = kw.pop("as_json")
     explain = kw.pop("explain")
     filters = parse_json(kw.pop("filters"), "filter", ErrorCode.INVALID_FILTER)
+    if kw["mode"] != "keyword":  # the query is embedded: load the model meanwhile
+        state.preload_embedder()
     hits = state.ms().memory.search(
         query,
         layers=list(kw.pop("layers")) or None,
