@@ -6,6 +6,10 @@ it was opened with, and its last tool calls. The context expires ``state_ttl`` a
 write, except the identifiers, which live as long as the thread; the thread itself expires
 when idle for ``thread_ttl`` and cannot be continued. A
 context larger than ``max_state_bytes`` is refused and nothing is written.
+
+Every call checks the tenant and waits for the start-up; reads, cleanup and counts are
+retried on a transient failure (a compare-and-swap write is not: its loop reads again). The
+threads' tasks are read and written through ``ThreadService.tasks`` (``tasks.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -22,11 +26,18 @@ from typing import Any
 from lamina.checks import invalid, storable
 from lamina.config import ServerSettings
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.layers import check_tenant
+from lamina.retry import RetryPolicy
 from lamina.threads.ports import CleanupCounts, NewThread, StoredThread, ThreadStore
+from lamina.threads.tasks import TaskService
 
 log = logging.getLogger("lamina.server")
 
 IDENTIFIERS = ("agent_id", "user_id", "session_id", "project_id", "team_id", "org_id", "company_id")
+
+
+async def _started() -> None:
+    """The start-up hook of a service built without one: nothing to wait for."""
 
 
 def _iso(ts: float) -> str:
@@ -70,12 +81,25 @@ class ThreadService:
         *,
         clock: Callable[[], float] = time.time,
         on_cleanup: Callable[[CleanupCounts], None] | None = None,
+        retry: RetryPolicy | None = None,
+        ready: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        """``retry``: how transient store failures are retried (default: not at all);
+        ``ready``: the start-up every call waits for (the runtime's ``start``)."""
         self._store = store
         self._settings = settings
         self._clock = clock
         self._on_cleanup = on_cleanup
+        self._retry = retry or RetryPolicy(max_retries=0)
+        self._ready = ready or _started
         self._task: asyncio.Task[None] | None = None
+        #: The threads' A2A tasks, per tenant.
+        self.tasks = TaskService(store, retry=self._retry, ready=self._ready)
+
+    async def _get(self, tenant_id: str, thread_id: str) -> StoredThread | None:
+        return await self._retry.run(
+            "get_thread", lambda: self._store.get_thread(tenant_id, thread_id)
+        )
 
     def _expired_error(self, thread_id: str) -> LaminaError:
         ttl = self._settings.thread_ttl
@@ -112,10 +136,12 @@ class ThreadService:
     async def open(self, tenant_id: str, thread_id: str) -> Thread:
         """The thread, created on first use; THREAD_EXPIRED when it has expired;
         INVALID_ARGUMENT for an id no store can hold (NUL, lone surrogates)."""
+        tenant_id = check_tenant(tenant_id)
         if not storable(thread_id):
             raise invalid(
                 "contextId must be valid Unicode text without NUL characters", "contextId"
             )
+        await self._ready()
         row, created = await self._store.open_thread(
             tenant_id, thread_id, self._clock(), self._settings.thread_ttl
         )
@@ -124,9 +150,11 @@ class ThreadService:
         return self._decode(tenant_id, row, created)
 
     async def get(self, tenant_id: str, thread_id: str) -> Thread | None:
+        tenant_id = check_tenant(tenant_id)
         if not storable(thread_id):
             return None
-        row = await self._store.get_thread(tenant_id, thread_id)
+        await self._ready()
+        row = await self._get(tenant_id, thread_id)
         if row is None:
             return None
         if row.expired or row.updated_at + self._settings.thread_ttl <= self._clock():
@@ -194,11 +222,13 @@ class ThreadService:
         """Apply ``change`` to the thread's context and write it (compare-and-swap, retried
         when another request wrote in between). ``opened``: the thread as this request
         opened it, tried first without reading it again. Returns the new context."""
+        tenant_id = check_tenant(tenant_id)
+        await self._ready()
         for attempt in range(20):
             if attempt == 0 and opened is not None and opened.thread_id == thread_id:
                 context, version = opened.conversation_context, opened.version
             else:
-                row = await self._store.get_thread(tenant_id, thread_id)
+                row = await self._get(tenant_id, thread_id)
                 if row is None or row.expired:
                     raise self._expired_error(thread_id)
                 context = self._decode(tenant_id, row, False).conversation_context
@@ -220,8 +250,12 @@ class ThreadService:
         )
 
     async def cleanup(self) -> CleanupCounts:
-        counts = await self._store.cleanup(
-            self._clock(), self._settings.thread_ttl, self._settings.expired_retention
+        await self._ready()
+        counts = await self._retry.run(
+            "thread_cleanup",
+            lambda: self._store.cleanup(
+                self._clock(), self._settings.thread_ttl, self._settings.expired_retention
+            ),
         )
         if self._on_cleanup is not None:
             self._on_cleanup(counts)
@@ -236,7 +270,12 @@ class ThreadService:
         return counts
 
     async def active(self) -> int:
-        return await self._store.count_active(self._clock(), self._settings.thread_ttl)
+        """Threads, across tenants, neither expired nor idle past ``thread_ttl``."""
+        await self._ready()
+        return await self._retry.run(
+            "count_active_threads",
+            lambda: self._store.count_active(self._clock(), self._settings.thread_ttl),
+        )
 
     async def recover(self) -> int:
         """On start: expire what expired while no server ran, count the active threads."""
