@@ -28,6 +28,7 @@ from lamina.memory.service import MemoryService
 from lamina.metrics import Metrics
 from lamina.observational.service import SessionService, observer_llm_settings
 from lamina.store.sqlite import SQLiteStore
+from lamina.threads.calls import Calls
 from lamina.threads.ports import CleanupCounts
 from lamina.threads.service import ThreadService
 from lamina.tokens import TokenCounter, default_counter
@@ -275,14 +276,16 @@ class AsyncLamina:
         self, *, on_cleanup: Callable[[CleanupCounts], None] | None = None
     ) -> ThreadService:
         """A thread service over this root's store (the A2A server's threads and tasks),
-        with its retries and its start-up; ``on_cleanup`` hears each cleanup's counts. The
-        caller owns its cleanup loop (``start``, ``stop``)."""
-        return ThreadService(
-            self.store.threads,
-            self.settings.server,
-            on_cleanup=on_cleanup,
+        with its start-up, retries and metrics (``a2a_thread_operations_*``, with the
+        server's families); ``on_cleanup`` hears each cleanup's counts. The caller owns its
+        cleanup loop (``start``, ``stop``)."""
+        calls = Calls(
             retry=self.settings.retry.policy(),
             ready=self.start,
+            metrics=self.metrics.server().threads,
+        )
+        return ThreadService(
+            self.store.threads, self.settings.server, on_cleanup=on_cleanup, calls=calls
         )
 
     @property

@@ -5,6 +5,8 @@ service's calls, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import asyncio
+import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,5 +123,64 @@ def test_the_service_starts_the_runtime(data_dir: Path, overrides: dict[str, Any
             assert status.details["schema_version"] == ms.schema_version
         finally:
             await ms.close()
+
+    asyncio.run(scenario())
+
+
+def test_calls_are_counted(data_dir: Path, overrides: dict[str, Any]) -> None:
+    async def scenario() -> None:
+        async with AsyncLamina(fast_settings(data_dir, **overrides)) as ms:
+            threads = ms.thread_service()
+            await threads.tasks.save("acme", task("t1", "c1", 1))
+            await threads.tasks.list("acme", limit=5)
+            await threads.tasks.list("acme", limit=5)
+            await threads.open("acme", "c1")
+            with pytest.raises(LaminaError):
+                await threads.tasks.save_with_thread(
+                    "acme", task("t2", "c1", 2), NewThread("c1", 1.0)
+                )
+            text = ms.metrics_text()
+        assert 'a2a_thread_operations_total{operation="list_tasks"} 2.0' in text
+        assert 'a2a_thread_operations_total{operation="save_task"} 1.0' in text
+        assert 'a2a_thread_operations_total{operation="open_thread"} 1.0' in text
+        assert 'a2a_thread_operations_latency_seconds_count{operation="list_tasks"} 2.0' in text
+        assert "a2a_thread_operations_errors_total{code=" in text
+        failed = [
+            line
+            for line in text.splitlines()
+            if line.startswith("a2a_thread_operations_errors_total{")
+        ]
+        assert len(failed) == 1 and 'operation="create_thread"' in failed[0]
+
+    asyncio.run(scenario())
+
+
+def test_a_busy_database_is_retried(data_dir: Path) -> None:
+    """A write refused while another process holds the SQLite file's write lock longer than
+    the busy timeout is retried, and lands once the lock is gone."""
+    settings = fast_settings(
+        data_dir,
+        sqlite_busy_timeout=0.05,
+        retry={"max_retries": 8, "initial_delay": 0.05, "max_delay": 0.5},
+    )
+
+    async def scenario() -> None:
+        async with AsyncLamina(settings) as ms:
+            threads = ms.thread_service()
+            other = sqlite3.connect(settings.sqlite_path(), check_same_thread=False)
+            other.execute("BEGIN IMMEDIATE")
+            release = threading.Timer(0.3, other.rollback)
+            release.start()
+            try:
+                started = time.monotonic()
+                await threads.tasks.save("acme", task("t1", "c1", 1))
+                assert time.monotonic() - started >= 0.25  # it waited for the lock
+            finally:
+                release.join()
+                other.close()
+            assert (await threads.tasks.get("acme", "t1")) is not None
+            text = ms.metrics_text()
+        assert 'a2a_thread_operations_total{operation="save_task"} 1.0' in text
+        assert "a2a_thread_operations_errors_total{" not in text
 
     asyncio.run(scenario())

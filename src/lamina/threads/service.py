@@ -7,9 +7,10 @@ write, except the identifiers, which live as long as the thread; the thread itse
 when idle for ``thread_ttl`` and cannot be continued. A
 context larger than ``max_state_bytes`` is refused and nothing is written.
 
-Every call checks the tenant and waits for the start-up; reads, cleanup and counts are
-retried on a transient failure (a compare-and-swap write is not: its loop reads again). The
-threads' tasks are read and written through ``ThreadService.tasks`` (``tasks.py``).
+Every call checks the tenant, waits for the start-up and is counted (``calls.py``); reads,
+cleanup and counts are retried on a transient failure (a compare-and-swap write is not: its
+loop reads again). The threads' tasks are read and written through ``ThreadService.tasks``
+(``tasks.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,17 +28,13 @@ from lamina.checks import invalid, storable
 from lamina.config import ServerSettings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.layers import check_tenant
-from lamina.retry import RetryPolicy
+from lamina.threads.calls import Calls
 from lamina.threads.ports import CleanupCounts, NewThread, StoredThread, ThreadStore
 from lamina.threads.tasks import TaskService
 
 log = logging.getLogger("lamina.server")
 
 IDENTIFIERS = ("agent_id", "user_id", "session_id", "project_id", "team_id", "org_id", "company_id")
-
-
-async def _started() -> None:
-    """The start-up hook of a service built without one: nothing to wait for."""
 
 
 def _iso(ts: float) -> str:
@@ -81,25 +78,18 @@ class ThreadService:
         *,
         clock: Callable[[], float] = time.time,
         on_cleanup: Callable[[CleanupCounts], None] | None = None,
-        retry: RetryPolicy | None = None,
-        ready: Callable[[], Awaitable[None]] | None = None,
+        calls: Calls | None = None,
     ) -> None:
-        """``retry``: how transient store failures are retried (default: not at all);
-        ``ready``: the start-up every call waits for (the runtime's ``start``)."""
+        """``calls``: the start-up every call waits for, its retries and metrics (the
+        runtime's ``thread_service`` gives them; default: none of them)."""
         self._store = store
         self._settings = settings
         self._clock = clock
         self._on_cleanup = on_cleanup
-        self._retry = retry or RetryPolicy(max_retries=0)
-        self._ready = ready or _started
+        self._calls = calls or Calls()
         self._task: asyncio.Task[None] | None = None
         #: The threads' A2A tasks, per tenant.
-        self.tasks = TaskService(store, retry=self._retry, ready=self._ready)
-
-    async def _get(self, tenant_id: str, thread_id: str) -> StoredThread | None:
-        return await self._retry.run(
-            "get_thread", lambda: self._store.get_thread(tenant_id, thread_id)
-        )
+        self.tasks = TaskService(store, self._calls)
 
     def _expired_error(self, thread_id: str) -> LaminaError:
         ttl = self._settings.thread_ttl
@@ -141,9 +131,12 @@ class ThreadService:
             raise invalid(
                 "contextId must be valid Unicode text without NUL characters", "contextId"
             )
-        await self._ready()
-        row, created = await self._store.open_thread(
-            tenant_id, thread_id, self._clock(), self._settings.thread_ttl
+        row, created = await self._calls.run(
+            "open_thread",
+            lambda: self._store.open_thread(
+                tenant_id, thread_id, self._clock(), self._settings.thread_ttl
+            ),
+            retried=False,
         )
         if row.expired:
             raise self._expired_error(thread_id)
@@ -153,8 +146,9 @@ class ThreadService:
         tenant_id = check_tenant(tenant_id)
         if not storable(thread_id):
             return None
-        await self._ready()
-        row = await self._get(tenant_id, thread_id)
+        row = await self._calls.run(
+            "get_thread", lambda: self._store.get_thread(tenant_id, thread_id)
+        )
         if row is None:
             return None
         if row.expired or row.updated_at + self._settings.thread_ttl <= self._clock():
@@ -223,12 +217,27 @@ class ThreadService:
         when another request wrote in between). ``opened``: the thread as this request
         opened it, tried first without reading it again. Returns the new context."""
         tenant_id = check_tenant(tenant_id)
-        await self._ready()
+        return await self._calls.run(
+            "update_thread",
+            lambda: self._swap(tenant_id, thread_id, change, opened),
+            retried=False,
+        )
+
+    async def _swap(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        change: Callable[[dict[str, Any]], None],
+        opened: Thread | None,
+    ) -> dict[str, Any]:
+        """``update``'s compare-and-swap loop (its reads retried on a transient failure)."""
         for attempt in range(20):
             if attempt == 0 and opened is not None and opened.thread_id == thread_id:
                 context, version = opened.conversation_context, opened.version
             else:
-                row = await self._get(tenant_id, thread_id)
+                row = await self._calls.retry.run(
+                    "get_thread", lambda: self._store.get_thread(tenant_id, thread_id)
+                )
                 if row is None or row.expired:
                     raise self._expired_error(thread_id)
                 context = self._decode(tenant_id, row, False).conversation_context
@@ -250,9 +259,8 @@ class ThreadService:
         )
 
     async def cleanup(self) -> CleanupCounts:
-        await self._ready()
-        counts = await self._retry.run(
-            "thread_cleanup",
+        counts = await self._calls.run(
+            "cleanup_threads",
             lambda: self._store.cleanup(
                 self._clock(), self._settings.thread_ttl, self._settings.expired_retention
             ),
@@ -271,8 +279,7 @@ class ThreadService:
 
     async def active(self) -> int:
         """Threads, across tenants, neither expired nor idle past ``thread_ttl``."""
-        await self._ready()
-        return await self._retry.run(
+        return await self._calls.run(
             "count_active_threads",
             lambda: self._store.count_active(self._clock(), self._settings.thread_ttl),
         )

@@ -1,57 +1,44 @@
 """A2A tasks, read and written for one tenant: what the server's task store (the SDK's
 ``TaskStore``) and the inspector's server page use instead of the thread store.
 
-Every call checks the tenant, waits for the start-up (the store opened and migrated) and
-retries a transient failure, as the memory service's calls do; the one write that is not
-idempotent (``save_with_thread``: creating a thread whose id must be new) is not retried.
+Every call checks the tenant, waits for the start-up (the store opened and migrated), is
+counted and retries a transient failure (``calls.py``), as the memory service's calls do;
+the one write that is not idempotent (``save_with_thread``: creating a thread whose id must
+be new) is not retried.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
-
 from lamina.memory.layers import check_tenant
-from lamina.retry import RetryPolicy
+from lamina.threads.calls import Calls
 from lamina.threads.ports import NewThread, StoredTask, ThreadStore
-
-T = TypeVar("T")
 
 
 class TaskService:
     """The tasks of the A2A server, per tenant, over the threads port."""
 
-    def __init__(
-        self,
-        store: ThreadStore,
-        *,
-        retry: RetryPolicy,
-        ready: Callable[[], Awaitable[None]],
-    ) -> None:
+    def __init__(self, store: ThreadStore, calls: Calls) -> None:
+        """``calls``: the start-up, retries and metrics of the thread service it serves."""
         self._store = store
-        self._retry = retry
-        self._ready = ready
-
-    async def _run(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
-        await self._ready()
-        return await self._retry.run(operation, call)
+        self._calls = calls
 
     async def save(self, tenant_id: str, task: StoredTask) -> None:
         """Save (or replace) the task (``ThreadStore.save_task``)."""
         tenant = check_tenant(tenant_id)
-        await self._run("save_task", lambda: self._store.save_task(tenant, task))
+        await self._calls.run("save_task", lambda: self._store.save_task(tenant, task))
 
     async def save_with_thread(self, tenant_id: str, task: StoredTask, thread: NewThread) -> None:
         """Create ``thread`` (an id the server just made) and save ``task`` in one
         transaction (``ThreadStore.create_thread``); not retried: a retry after a write that
         did land would find the thread there."""
         tenant = check_tenant(tenant_id)
-        await self._ready()
-        await self._store.create_thread(tenant, thread, task)
+        await self._calls.run(
+            "create_thread", lambda: self._store.create_thread(tenant, thread, task), retried=False
+        )
 
     async def get(self, tenant_id: str, task_id: str) -> StoredTask | None:
         tenant = check_tenant(tenant_id)
-        return await self._run("get_task", lambda: self._store.get_task(tenant, task_id))
+        return await self._calls.run("get_task", lambda: self._store.get_task(tenant, task_id))
 
     async def list(
         self,
@@ -66,7 +53,7 @@ class TaskService:
         """One page of the tenant's tasks, newest first, strictly after the cursor
         ``before`` (filters: None for any); and how many match the filters."""
         tenant = check_tenant(tenant_id)
-        return await self._run(
+        return await self._calls.run(
             "list_tasks",
             lambda: self._store.list_tasks(
                 tenant,
@@ -80,4 +67,4 @@ class TaskService:
 
     async def delete(self, tenant_id: str, task_id: str) -> None:
         tenant = check_tenant(tenant_id)
-        await self._run("delete_task", lambda: self._store.delete_task(tenant, task_id))
+        await self._calls.run("delete_task", lambda: self._store.delete_task(tenant, task_id))
