@@ -1,6 +1,6 @@
 """The SDK's TaskStore over lamina's task service (``lamina.threads.tasks``): tasks persist
 in the one database, scoped to the tenant of the call (never to what the client claims),
-read and written through the service's tenant checks and retries.
+read and written through the service's tenant checks, retries and metrics.
 
 Writes are batched: the SDK saves a task at every event (submitted, working, each artifact,
 the final status); only a state a client waits on (input-required, auth-required) or a final
