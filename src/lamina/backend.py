@@ -44,6 +44,9 @@ class HealthStatus:
 class Backend(MemoryStore, Protocol):
     """Every port of one database, and its lifecycle."""
 
+    #: The migration the database is at (0 until ``initialize``).
+    schema_version: int
+
     @property
     def context_items(self) -> ContextItemStore:
         """The searchable context layers' items and the knowledge index."""

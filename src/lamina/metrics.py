@@ -88,10 +88,36 @@ class MemoryMetrics:
         )
 
 
+class ThreadMetrics:
+    """a2a_thread_operations_total{operation}, a2a_thread_operations_latency_seconds{operation},
+    a2a_thread_operations_errors_total{operation,code}: the calls of the thread service
+    (threads and tasks), as the memory families count the memory service's."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        family = _Families(registry)
+        self.operations = family.counter(
+            "a2a_thread_operations",
+            "Thread and task operations performed, by operation.",
+            "operation",
+        )
+        self.latency = family.histogram(
+            "a2a_thread_operations_latency_seconds",
+            "Latency of thread and task operations, by operation.",
+            "operation",
+        )
+        self.errors = family.counter(
+            "a2a_thread_operations_errors",
+            "Failed thread and task operations, by operation and error code.",
+            "operation",
+            "code",
+        )
+
+
 class ServerMetrics:
     """a2a_requests_total{skill,tool,outcome}, a2a_request_latency_seconds{skill},
     a2a_errors_total{skill,code}, a2a_rate_limit_hits_total{tenant_id,skill_name},
-    a2a_thread_cleanup_total{kind}, a2a_threads_active, a2a_http_requests_total{route,status}."""
+    a2a_thread_cleanup_total{kind}, a2a_threads_active, a2a_http_requests_total{route,status},
+    and the thread service's families (``ThreadMetrics``)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         family = _Families(registry)
@@ -132,6 +158,7 @@ class ServerMetrics:
         )
         for kind in CLEANUP_KINDS:
             self.cleanup.labels(kind)
+        self.threads = ThreadMetrics(registry)
 
     def record_cleanup(self, counts: CleanupTally) -> None:
         for kind in CLEANUP_KINDS:

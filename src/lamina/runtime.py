@@ -8,7 +8,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypedDict
 
-from lamina.backend import Backend
+from lamina.backend import Backend, HealthStatus
 from lamina.config import Settings, load_settings
 from lamina.context.aware_model import ContextAwareModel
 from lamina.context.providers import RuntimeContextAdapter
@@ -28,6 +28,9 @@ from lamina.memory.service import MemoryService
 from lamina.metrics import Metrics
 from lamina.observational.service import SessionService, observer_llm_settings
 from lamina.store.sqlite import SQLiteStore
+from lamina.threads.calls import Calls
+from lamina.threads.ports import CleanupCounts
+from lamina.threads.service import ThreadService
 from lamina.tokens import TokenCounter, default_counter
 
 
@@ -269,9 +272,35 @@ class AsyncLamina:
             chat, self.context, runtime=runtime, sessions=self.sessions, **options
         )
 
+    def thread_service(
+        self, *, on_cleanup: Callable[[CleanupCounts], None] | None = None
+    ) -> ThreadService:
+        """A thread service over this root's store (the A2A server's threads and tasks),
+        with its start-up, retries and metrics (``a2a_thread_operations_*``, with the
+        server's families); ``on_cleanup`` hears each cleanup's counts. The caller owns its
+        cleanup loop (``start``, ``stop``)."""
+        calls = Calls(
+            retry=self.settings.retry.policy(),
+            ready=self.start,
+            metrics=self.metrics.server().threads,
+        )
+        return ThreadService(
+            self.store.threads, self.settings.server, on_cleanup=on_cleanup, calls=calls
+        )
+
+    @property
+    def schema_version(self) -> int:
+        """The migration the database is at (0 until the runtime has started)."""
+        return self.store.schema_version
+
+    async def check_database(self) -> HealthStatus:
+        """The database's own health check (reachable, schema version, pool): what
+        ``/health`` reports as its ``database`` check. Does not start the runtime."""
+        return await self.store.health_check()
+
     async def health(self) -> dict[str, Any]:
         await self.start()
-        status = await self.store.health_check()
+        status = await self.check_database()
         knowledge = await self.knowledge.check()
         return {
             "healthy": status.healthy and bool(knowledge["healthy"]),

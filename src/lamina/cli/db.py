@@ -23,7 +23,7 @@ def db_upgrade(state: State, as_json: bool) -> None:
     with progress("applying migrations", as_json=as_json):
         ms = state.ms()  # opening the store applies the pending migrations
     store = ms.settings.store_kind()
-    version = getattr(ms.aio.store, "schema_version", None)
+    version = ms.aio.schema_version
     report = {"store": store, "schema_version": version}
     emit(as_json, report, lambda: click.echo(f"{store} store at schema version {version}"))
 

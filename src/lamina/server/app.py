@@ -41,7 +41,6 @@ from lamina.server.router import LLMRouter
 from lamina.server.skills import Dispatcher, ToolRegistry
 from lamina.server.tools import ServerTool, all_tools
 from lamina.server.ui import Inspector, inspector_routes
-from lamina.threads.service import ThreadService
 
 log = logging.getLogger("lamina.server")
 
@@ -109,9 +108,7 @@ class LaminaServer:
         self.keys = KeyRing(settings.api_keys)
         self.registry = ToolRegistry(all_tools(ms))
         self.metrics = ms.metrics.server()
-        self.threads = ThreadService(
-            ms.store.threads, settings, on_cleanup=self.metrics.record_cleanup
-        )
+        self.threads = ms.thread_service(on_cleanup=self.metrics.record_cleanup)
         self.router = self._router(router_model)
         self.dispatcher = Dispatcher(ms, self.registry, self.threads, self.metrics, self.router)
         self.limiter = RateLimiter(settings)
@@ -132,7 +129,7 @@ class LaminaServer:
                 self.keys,
                 self.limiter,
                 max_body=settings.max_body_bytes,
-                active_threads=self.threads.active,
+                threads=self.threads,
             )
         self.app = Starlette(
             routes=[

@@ -34,7 +34,7 @@ async def _check(fn: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
 
 async def health(ms: AsyncLamina, active_threads: Callable[[], Awaitable[int]]) -> dict[str, Any]:
     async def database() -> dict[str, Any]:
-        status = await ms.store.health_check()
+        status = await ms.check_database()
         return {"down": not status.healthy, "backend": ms.settings.store_kind(), **status.details}
 
     async def memory_store() -> dict[str, Any]:

@@ -6,6 +6,11 @@ it was opened with, and its last tool calls. The context expires ``state_ttl`` a
 write, except the identifiers, which live as long as the thread; the thread itself expires
 when idle for ``thread_ttl`` and cannot be continued. A
 context larger than ``max_state_bytes`` is refused and nothing is written.
+
+Every call checks the tenant, waits for the start-up and is counted (``calls.py``); reads,
+cleanup and counts are retried on a transient failure (a compare-and-swap write is not: its
+loop reads again). The threads' tasks are read and written through ``ThreadService.tasks``
+(``tasks.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +27,10 @@ from typing import Any
 from lamina.checks import invalid, storable
 from lamina.config import ServerSettings
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.layers import check_tenant
+from lamina.threads.calls import Calls
 from lamina.threads.ports import CleanupCounts, NewThread, StoredThread, ThreadStore
+from lamina.threads.tasks import TaskService
 
 log = logging.getLogger("lamina.server")
 
@@ -70,12 +78,18 @@ class ThreadService:
         *,
         clock: Callable[[], float] = time.time,
         on_cleanup: Callable[[CleanupCounts], None] | None = None,
+        calls: Calls | None = None,
     ) -> None:
+        """``calls``: the start-up every call waits for, its retries and metrics (the
+        runtime's ``thread_service`` gives them; default: none of them)."""
         self._store = store
         self._settings = settings
         self._clock = clock
         self._on_cleanup = on_cleanup
+        self._calls = calls or Calls()
         self._task: asyncio.Task[None] | None = None
+        #: The threads' A2A tasks, per tenant.
+        self.tasks = TaskService(store, self._calls)
 
     def _expired_error(self, thread_id: str) -> LaminaError:
         ttl = self._settings.thread_ttl
@@ -112,21 +126,29 @@ class ThreadService:
     async def open(self, tenant_id: str, thread_id: str) -> Thread:
         """The thread, created on first use; THREAD_EXPIRED when it has expired;
         INVALID_ARGUMENT for an id no store can hold (NUL, lone surrogates)."""
+        tenant_id = check_tenant(tenant_id)
         if not storable(thread_id):
             raise invalid(
                 "contextId must be valid Unicode text without NUL characters", "contextId"
             )
-        row, created = await self._store.open_thread(
-            tenant_id, thread_id, self._clock(), self._settings.thread_ttl
+        row, created = await self._calls.run(
+            "open_thread",
+            lambda: self._store.open_thread(
+                tenant_id, thread_id, self._clock(), self._settings.thread_ttl
+            ),
+            retried=False,
         )
         if row.expired:
             raise self._expired_error(thread_id)
         return self._decode(tenant_id, row, created)
 
     async def get(self, tenant_id: str, thread_id: str) -> Thread | None:
+        tenant_id = check_tenant(tenant_id)
         if not storable(thread_id):
             return None
-        row = await self._store.get_thread(tenant_id, thread_id)
+        row = await self._calls.run(
+            "get_thread", lambda: self._store.get_thread(tenant_id, thread_id)
+        )
         if row is None:
             return None
         if row.expired or row.updated_at + self._settings.thread_ttl <= self._clock():
@@ -194,11 +216,28 @@ class ThreadService:
         """Apply ``change`` to the thread's context and write it (compare-and-swap, retried
         when another request wrote in between). ``opened``: the thread as this request
         opened it, tried first without reading it again. Returns the new context."""
+        tenant_id = check_tenant(tenant_id)
+        return await self._calls.run(
+            "update_thread",
+            lambda: self._swap(tenant_id, thread_id, change, opened),
+            retried=False,
+        )
+
+    async def _swap(
+        self,
+        tenant_id: str,
+        thread_id: str,
+        change: Callable[[dict[str, Any]], None],
+        opened: Thread | None,
+    ) -> dict[str, Any]:
+        """``update``'s compare-and-swap loop (its reads retried on a transient failure)."""
         for attempt in range(20):
             if attempt == 0 and opened is not None and opened.thread_id == thread_id:
                 context, version = opened.conversation_context, opened.version
             else:
-                row = await self._store.get_thread(tenant_id, thread_id)
+                row = await self._calls.retry.run(
+                    "get_thread", lambda: self._store.get_thread(tenant_id, thread_id)
+                )
                 if row is None or row.expired:
                     raise self._expired_error(thread_id)
                 context = self._decode(tenant_id, row, False).conversation_context
@@ -220,8 +259,11 @@ class ThreadService:
         )
 
     async def cleanup(self) -> CleanupCounts:
-        counts = await self._store.cleanup(
-            self._clock(), self._settings.thread_ttl, self._settings.expired_retention
+        counts = await self._calls.run(
+            "cleanup_threads",
+            lambda: self._store.cleanup(
+                self._clock(), self._settings.thread_ttl, self._settings.expired_retention
+            ),
         )
         if self._on_cleanup is not None:
             self._on_cleanup(counts)
@@ -236,7 +278,11 @@ class ThreadService:
         return counts
 
     async def active(self) -> int:
-        return await self._store.count_active(self._clock(), self._settings.thread_ttl)
+        """Threads, across tenants, neither expired nor idle past ``thread_ttl``."""
+        return await self._calls.run(
+            "count_active_threads",
+            lambda: self._store.count_active(self._clock(), self._settings.thread_ttl),
+        )
 
     async def recover(self) -> int:
         """On start: expire what expired while no server ran, count the active threads."""

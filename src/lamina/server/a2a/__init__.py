@@ -88,7 +88,7 @@ class A2AAdapter(ToolSurface):
         self.cards = CardBuilder(
             dispatcher.registry, url, auth=auth, version=version, fixed=fixed_url
         )
-        tasks = StoreTaskStore(ms.store.threads)
+        tasks = StoreTaskStore(dispatcher.threads.tasks)
         self.handler = DefaultRequestHandler(
             agent_executor=LaminaExecutor(dispatcher),
             task_store=tasks,

@@ -1,5 +1,6 @@
-"""The SDK's TaskStore over lamina's thread store: tasks persist in the one database,
-scoped to the tenant of the call (never to what the client claims).
+"""The SDK's TaskStore over lamina's task service (``lamina.threads.tasks``): tasks persist
+in the one database, scoped to the tenant of the call (never to what the client claims),
+read and written through the service's tenant checks, retries and metrics.
 
 Writes are batched: the SDK saves a task at every event (submitted, working, each artifact,
 the final status); only a state a client waits on (input-required, auth-required) or a final
@@ -24,7 +25,8 @@ from google.protobuf.struct_pb2 import Value
 
 from lamina.checks import storable
 from lamina.governance.builtin import any_secret, redact_secrets
-from lamina.threads.ports import NewThread, StoredTask, ThreadStore
+from lamina.threads.ports import NewThread, StoredTask
+from lamina.threads.tasks import TaskService
 
 #: States worth a database write: a client waits on them or they are final.
 WRITTEN = frozenset(
@@ -101,8 +103,8 @@ def _task(row: StoredTask) -> Task:
 
 
 class StoreTaskStore(TaskStore):
-    def __init__(self, threads: ThreadStore) -> None:
-        self._threads = threads
+    def __init__(self, tasks: TaskService) -> None:
+        self._tasks = tasks
         #: Tasks between two written states, by (tenant, task id), oldest first.
         self._held: OrderedDict[tuple[str, str], Task] = OrderedDict()
 
@@ -117,10 +119,10 @@ class StoreTaskStore(TaskStore):
             self._held.move_to_end(key)
             while len(self._held) > MAX_HELD:
                 (old_tenant, _), oldest = self._held.popitem(last=False)
-                await self._threads.save_task(old_tenant, _stored(oldest))
+                await self._tasks.save(old_tenant, _stored(oldest))
             return
         self._held.pop(key, None)
-        await self._threads.save_task(tenant, _stored(task))
+        await self._tasks.save(tenant, _stored(task))
 
     async def save_stored(
         self, tenant: str, task: StoredTask, thread: NewThread | None = None
@@ -130,9 +132,9 @@ class StoreTaskStore(TaskStore):
         thread in the same transaction."""
         self._held.pop((tenant, task.task_id), None)
         if thread is None:
-            await self._threads.save_task(tenant, task)
+            await self._tasks.save(tenant, task)
         else:
-            await self._threads.create_thread(tenant, thread, task)
+            await self._tasks.save_with_thread(tenant, task, thread)
 
     async def get(self, task_id: str, context: ServerCallContext) -> Task | None:
         if not storable(task_id):
@@ -143,7 +145,7 @@ class StoreTaskStore(TaskStore):
             found = Task()
             found.CopyFrom(held)
             return found
-        row = await self._threads.get_task(tenant, task_id)
+        row = await self._tasks.get(tenant, task_id)
         return None if row is None else _task(row)
 
     async def list(self, params: ListTasksRequest, context: ServerCallContext) -> ListTasksResponse:
@@ -160,7 +162,7 @@ class StoreTaskStore(TaskStore):
         size = params.page_size or DEFAULT_LIST_TASKS_PAGE_SIZE
         if not storable(params.context_id):
             return ListTasksResponse(page_size=size)
-        rows, total = await self._threads.list_tasks(
+        rows, total = await self._tasks.list(
             tenant_of(context),
             context_id=params.context_id or None,
             state=int(params.status) or None,
@@ -190,4 +192,4 @@ class StoreTaskStore(TaskStore):
         if not storable(task_id):
             return
         self._held.pop((tenant_of(context), task_id), None)
-        await self._threads.delete_task(tenant_of(context), task_id)
+        await self._tasks.delete(tenant_of(context), task_id)

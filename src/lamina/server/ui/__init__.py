@@ -3,8 +3,6 @@ and tenants as the API. ``inspector_routes`` is all the server needs."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from starlette.routing import BaseRoute
 
 from lamina.runtime import AsyncLamina
@@ -23,6 +21,7 @@ from lamina.server.ui import (
     status,
 )
 from lamina.server.ui.base import PREFIX, Inspector
+from lamina.threads.service import ThreadService
 
 __all__ = ["PREFIX", "Inspector", "inspector_routes"]
 
@@ -33,9 +32,9 @@ def inspector_routes(
     limiter: RateLimiter,
     *,
     max_body: int,
-    active_threads: Callable[[], Awaitable[int]],
+    threads: ThreadService,
 ) -> tuple[Inspector, list[BaseRoute]]:
-    ui = Inspector(ms, keys, limiter, max_body=max_body, active_threads=active_threads)
+    ui = Inspector(ms, keys, limiter, max_body=max_body, threads=threads)
     routes: list[BaseRoute] = [*static.routes(ui), *login.routes(ui)]
     for module in (memories, owners, memory, search, prompt, sessions, knowledge, status):
         routes += module.routes(ui)

@@ -30,6 +30,7 @@ from lamina.server.ui.cookies import (
     same_origin,
 )
 from lamina.server.ui.forms import Params
+from lamina.threads.service import ThreadService
 
 log = logging.getLogger("lamina.server.ui")
 
@@ -120,13 +121,14 @@ class Inspector:
         limiter: RateLimiter,
         *,
         max_body: int,
-        active_threads: Callable[[], Awaitable[int]],
+        threads: ThreadService,
     ) -> None:
+        """``threads``: the server's thread service (live threads, the tenant's tasks)."""
         self.ms = ms
         self.keys = keys
         self.limiter = limiter
         self.max_body = max_body
-        self.active_threads = active_threads
+        self.threads = threads
         settings = ms.settings.server
         self.codec = SessionCodec(settings.ui_secret, settings.ui_session_ttl)
         self.default = Principal(ms.settings.tenant_id, "admin" if not keys.enabled else "default")

@@ -57,7 +57,7 @@ class Sampler:
         """The health summary (no paths or counts) and when it was checked."""
         now = time.monotonic()
         if self._health is None or now - self._health[0] > HEALTH_TTL:
-            report = summary(await health(self.ui.ms, self.ui.active_threads))
+            report = summary(await health(self.ui.ms, self.ui.threads.active))
             self._health = (now, datetime.now(UTC), report)
         return self._health[1], self._health[2]
 
@@ -139,9 +139,7 @@ def figures(ui: Inspector, sampler: Sampler) -> dict[str, Any]:
 
 
 async def _tasks(ui: Inspector, tenant: str) -> list[dict[str, Any]]:
-    found, _ = await ui.ms.store.threads.list_tasks(
-        tenant, context_id=None, state=None, updated_after_ns=None, before=None, limit=10
-    )
+    found, _ = await ui.threads.tasks.list(tenant, limit=10)
     return [
         {
             "id": t.task_id,
@@ -156,7 +154,7 @@ async def _tasks(ui: Inspector, tenant: str) -> list[dict[str, Any]]:
 async def server_page(ui: Inspector, viewer: Viewer, sampler: Sampler) -> Response:
     checked, report = await sampler.health()
     try:
-        active: int | None = await ui.active_threads()
+        active: int | None = await ui.threads.active()
     except LaminaError:
         active = None
     context: dict[str, Any] = {
