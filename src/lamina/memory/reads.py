@@ -77,7 +77,7 @@ class MemoryReads(Hierarchy):
                     f"invalid search mode {mode!r}; valid: semantic, keyword, hybrid"
                 ) from None
             count = self._limit(limit, self._settings.search_limit)
-            search_mode = self._usable_mode(search_mode)
+            search_mode = self._store.embedding_status().usable_mode(search_mode)
             min_score = (
                 self._settings.search_threshold
                 if threshold is None
@@ -126,17 +126,6 @@ class MemoryReads(Hierarchy):
             return SearchResults(self._merge(found, count, collapsing), below_threshold=below)
 
         return await self._observe("search", run)
-
-    def _usable_mode(self, mode: SearchMode) -> SearchMode:
-        """While the store's vectors are of another model (``reembed`` not run yet): hybrid
-        search runs on keywords only and semantic search is refused (CONFIGURATION_ERROR),
-        never comparing the query with vectors of another model."""
-        status = self._store.embedding_status()
-        if not status.reembed_needed or mode is SearchMode.KEYWORD:
-            return mode
-        if mode is SearchMode.SEMANTIC:
-            raise status.refusal("semantic search")
-        return SearchMode.KEYWORD
 
     async def _embed_query(self, tenant: str, query: str) -> Vector:
         return await self._queries.get(tenant, query)

@@ -63,11 +63,10 @@ class SqlContextItems(ABC):
     def _searchable(self, query: ItemQuery) -> ItemQuery:
         """As for memories: while the vectors are of another model, semantic search is
         refused and hybrid search runs on keywords only."""
-        if not self.embedding.stale or query.mode is SearchMode.KEYWORD:
+        mode = self.embedding.status.usable_mode(query.mode)
+        if mode is query.mode:
             return query
-        if query.mode is SearchMode.SEMANTIC:
-            raise self.embedding.refuse("semantic search")
-        return replace(query, mode=SearchMode.KEYWORD, vector=None)
+        return replace(query, mode=mode, vector=None)
 
     def _record(self, values: Sequence[Any]) -> ContextRecord:
         d = self._d

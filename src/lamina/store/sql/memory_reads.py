@@ -171,11 +171,10 @@ class SqlMemoryReads(SqlTiming):
     def _searchable(self, request: LayerSearch) -> LayerSearch:
         """While the vectors are of another model: semantic search is refused, hybrid search
         runs on keywords only (the service already asks for that; this keeps the port safe)."""
-        if not self.embedding.stale or request.mode is SearchMode.KEYWORD:
+        mode = self.embedding.status.usable_mode(request.mode)
+        if mode is request.mode:
             return request
-        if request.mode is SearchMode.SEMANTIC:
-            raise self.embedding.refuse("semantic search")
-        return replace(request, mode=SearchMode.KEYWORD, vector=None, vector_soon=None)
+        return replace(request, mode=mode, vector=None, vector_soon=None)
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
         """The memory (also once invalidated), None when absent or expired."""
