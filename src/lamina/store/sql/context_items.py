@@ -27,12 +27,7 @@ from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor, Lock, Program, count, row, rows
-
-#: The columns of a record, after the row sequence (``{seq}``) and before the embedding.
-RECORD = (
-    "id, tenant_id, kind, key, version, is_latest, category, content, data, tags, "
-    "created_at, updated_at"
-)
+from lamina.store.sql.rows import RECORD, RecordRow
 
 
 def rank(
@@ -69,20 +64,20 @@ class SqlContextItems(ABC):
         return replace(query, mode=mode, vector=None)
 
     def _record(self, values: Sequence[Any]) -> ContextRecord:
-        d = self._d
+        d, r = self._d, RecordRow(*values)
         return ContextRecord(
-            id=values[1],
-            tenant_id=values[2],
-            kind=ItemKind(values[3]),
-            key=values[4],
-            version=values[5],
-            is_latest=bool(values[6]),
-            category=values[7],
-            content=values[8],
-            data=dict(d.from_json(values[9])),
-            tags=list(d.from_json(values[10])),
-            created_at=d.from_time(values[11]),
-            updated_at=d.from_time(values[12]),
+            id=r.id,
+            tenant_id=r.tenant_id,
+            kind=ItemKind(r.kind),
+            key=r.key,
+            version=r.version,
+            is_latest=bool(r.is_latest),
+            category=r.category,
+            content=r.content,
+            data=dict(d.from_json(r.data)),
+            tags=list(d.from_json(r.tags)),
+            created_at=d.from_time(r.created_at),
+            updated_at=d.from_time(r.updated_at),
         )
 
     # -- writes -----------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from lamina.memory.timing import Lifetime
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.conversations import place_of
 from lamina.store.sql.memories import SqlMemories
-from lamina.store.sql.memory_rows import HISTORY_COLUMNS
 from lamina.store.sql.program import Lock, Program, count, row, rows
+from lamina.store.sql.rows import HISTORY_COLUMNS
 from lamina.store.sql.task_forgetting import forget_in_tasks
 
 #: Ids per statement where a statement lists them.

@@ -48,15 +48,15 @@ class SqlSessions(SqlSessionPrompts):
         self._d = dialect
 
     def _message(self, values: Sequence[Any]) -> SessionMessage:
-        d = self._d
+        session_key, index, role, content, tool_calls, tokens, created = values
         return SessionMessage(
-            session_key=values[0],
-            index=values[1],
-            role=values[2],
-            content=values[3],
-            tool_calls=list(d.from_json(values[4])),
-            token_count=values[5],
-            created_at=d.from_time(values[6]),
+            session_key=session_key,
+            index=index,
+            role=role,
+            content=content,
+            tool_calls=list(self._d.from_json(tool_calls)),
+            token_count=tokens,
+            created_at=self._d.from_time(created),
         )
 
     def _note(self, values: Sequence[Any]) -> Note:
