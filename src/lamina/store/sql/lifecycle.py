@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Unpack
+from typing import Any, Unpack
 
 from lamina.memory.layers import MemoryLayer, scope_key
 from lamina.memory.models import ForgetResult, HistoryEvent
@@ -83,42 +83,42 @@ class SqlMemoryLifecycle(SqlMemories):
     async def delete_where(
         self, tenant_id: str, selection: Selection, *, actor: str | None = None
     ) -> int:
-        where, params = self._selected(selection, tenant_id)
-
         def write() -> Program[int]:
-            found = yield rows(
-                f"SELECT id FROM memories WHERE {where}",  # noqa: S608
-                *params,
-            )
-            if not found:
-                return 0
-            return (yield from self._delete(tenant_id, [str(r[0]) for r in found], actor))
+            deleted, _ = yield from self._delete_selected(tenant_id, selection, actor)
+            return deleted
 
         return await self._exec.write(tenant_id, "delete_all", write())
 
     async def forget_where(
         self, tenant_id: str, selection: Selection, **forgetting: Unpack[Forgetting]
     ) -> ForgetResult:
-        where, params = self._selected(selection, tenant_id)
-        actor = forgetting.get("actor")
-
         def write() -> Program[ForgetResult]:
-            found = yield rows(
-                f"SELECT id, identifiers FROM memories WHERE {where}",  # noqa: S608
-                *params,
-            )
+            actor = forgetting.get("actor")
+            deleted, identifiers = yield from self._delete_selected(tenant_id, selection, actor)
             keys = dict.fromkeys(forgetting.get("session_keys", ()))
-            for r in found:
-                session = self._d.from_json(r[1]).get("session_id")
+            for stored in identifiers:
+                session = self._d.from_json(stored).get("session_id")
                 if isinstance(session, str):
                     keys.setdefault(session, None)
-            deleted = 0
-            if found:
-                deleted = yield from self._delete(tenant_id, [str(r[0]) for r in found], actor)
             counts = yield from self._forget_sessions(tenant_id, sorted(keys))
             return ForgetResult(memories=deleted, sessions=sorted(keys), **counts)
 
         return await self._exec.write(tenant_id, "forget", write())
+
+    def _delete_selected(
+        self, tenant_id: str, selection: Selection, actor: str | None
+    ) -> Program[tuple[int, list[Any]]]:
+        """Delete the memories ``selection`` chooses (each as ``delete`` forgets one): how
+        many, and the identifiers of each as stored (``delete_all`` and ``forget``)."""
+        where, params = self._selected(selection, tenant_id)
+        found = yield rows(
+            f"SELECT id, identifiers FROM memories WHERE {where}",  # noqa: S608
+            *params,
+        )
+        if not found:
+            return 0, []
+        deleted = yield from self._delete(tenant_id, [str(r[0]) for r in found], actor)
+        return deleted, [r[1] for r in found]
 
     def _forget_sessions(self, tenant_id: str, keys: list[str]) -> Program[dict[str, int]]:
         """Delete the observational memory of the sessions ``keys`` (under each session's
