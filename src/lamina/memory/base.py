@@ -7,16 +7,19 @@ import functools
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
+from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from lamina.checks import check_int
+from lamina.checks import check_int, invalid
 from lamina.config import MemorySettings
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.core import ServiceCore
+from lamina.memory.filters import parse_filter
 from lamina.memory.layers import check_identifier_names
-from lamina.memory.ports import MemoryStore
+from lamina.memory.ports import MemoryListing, MemoryStore
+from lamina.memory.timing import TimeWindow
 from lamina.metrics import MemoryMetrics
 from lamina.retry import RetryPolicy
 
@@ -76,6 +79,29 @@ class MemoryBase(ServiceCore):
             minimum=1,
             maximum=maximum,
             max_limit=maximum,
+        )
+
+    def _listing(
+        self,
+        limit: int | None,
+        cursor: str | None,
+        tags: Sequence[str] | str | None,
+        filters: Mapping[str, Any] | None,
+        include_invalid: bool,
+        since: str | datetime | None,
+        until: str | datetime | None,
+        count_limit: int | None,
+    ) -> MemoryListing:
+        """The page a ``list`` or ``list_all`` call asks for, checked (its ``scopes`` or
+        ``selection`` still to be set)."""
+        window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
+        count = self._limit(limit, self._settings.list_limit)
+        flt = parse_filter(tags, filters)
+        if cursor is not None and not isinstance(cursor, str):
+            raise invalid("cursor must be a string")
+        cap = None if count_limit is None else check_int("count_limit", count_limit, minimum=1)
+        return MemoryListing(
+            scopes=(), flt=flt, limit=count, cursor=cursor or None, window=window, count_limit=cap
         )
 
 

@@ -11,10 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Unpack
 
-from lamina.checks import check_int, invalid
+from lamina.checks import invalid
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.base import MemoryBase, observed
-from lamina.memory.filters import parse_filter
 from lamina.memory.layers import (
     IdentifierArgs,
     Identifiers,
@@ -25,7 +24,6 @@ from lamina.memory.layers import (
 )
 from lamina.memory.models import MemoryPage, Owner, OwnerPage
 from lamina.memory.ports import Selection
-from lamina.memory.timing import TimeWindow
 
 
 def _cursor(key: str) -> str:
@@ -127,12 +125,9 @@ class MemoryOwners(MemoryBase):
         given = identifier_args(scope_ids)
 
         tenant = self._tenant(tenant_id)
-        window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
-        count = self._limit(limit, self._settings.list_limit)
-        flt = parse_filter(tags, filters)
-        if cursor is not None and not isinstance(cursor, str):
-            raise invalid("cursor must be a string")
-        cap = None if count_limit is None else check_int("count_limit", count_limit, minimum=1)
+        listing = self._listing(
+            limit, cursor, tags, filters, include_invalid, since, until, count_limit
+        )
         ids = Identifiers(**given).given()
         if not ids:
             raise LaminaError(
@@ -143,17 +138,5 @@ class MemoryOwners(MemoryBase):
                 details={"identifier": "user_id"},
             )
         chosen = parse_layers([layers] if isinstance(layers, str) else layers) or []
-        selection = Selection(tuple(chosen), ids)
-        return await self._retry.run(
-            "list_all",
-            lambda: self._store.list(
-                tenant,
-                scopes=(),
-                selection=selection,
-                flt=flt,
-                limit=count,
-                cursor=cursor or None,
-                window=window,
-                count_limit=cap,
-            ),
-        )
+        listing["selection"] = Selection(tuple(chosen), ids)
+        return await self._retry.run("list_all", lambda: self._store.list(tenant, **listing))

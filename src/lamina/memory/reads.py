@@ -12,7 +12,7 @@ from typing import Any, Unpack
 import numpy as np
 import numpy.typing as npt
 
-from lamina.checks import check_flag, check_fraction, check_id, check_int, check_query, invalid
+from lamina.checks import check_flag, check_fraction, check_id, check_query, invalid
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.base import observed
@@ -235,26 +235,11 @@ class MemoryReads(Hierarchy):
         given = identifier_args(scope_ids)
 
         tenant = self._tenant(tenant_id)
-        window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
-        count = self._limit(limit, self._settings.list_limit)
-        flt = parse_filter(tags, filters)
-        if cursor is not None and not isinstance(cursor, str):
-            raise invalid("cursor must be a string")
-        cap = None if count_limit is None else check_int("count_limit", count_limit, minimum=1)
-        ids = Identifiers(**given)
-        scopes = await self._scopes(tenant, ids, layers)
-        return await self._retry.run(
-            "list",
-            lambda: self._store.list(
-                tenant,
-                scopes=scopes,
-                flt=flt,
-                limit=count,
-                cursor=cursor or None,
-                window=window,
-                count_limit=cap,
-            ),
+        listing = self._listing(
+            limit, cursor, tags, filters, include_invalid, since, until, count_limit
         )
+        listing["scopes"] = await self._scopes(tenant, Identifiers(**given), layers)
+        return await self._retry.run("list", lambda: self._store.list(tenant, **listing))
 
 
 class _EmbeddingFailed(Exception):

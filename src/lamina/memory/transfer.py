@@ -59,14 +59,15 @@ class MemoryTransfer(MemoryWrites):
 
     def _checked_selection(
         self,
-        ids: dict[str, str | None],
-        layers: Sequence[str | MemoryLayer] | str | None,
         call: str,
+        scope_ids: IdentifierArgs,
+        layers: Sequence[str | MemoryLayer] | str | None,
         what: str = "deletes",
     ) -> Selection:
-        """The selection of ``delete_all`` / ``forget`` / ``count_all``: at least one
-        identifier (a whole tenant is never deleted, nor counted as if it could be)."""
-        selection = self._selection(ids, layers)
+        """The selection of ``delete_all`` / ``forget`` / ``count_all`` (their identifier
+        keywords and ``layers``): at least one identifier (a whole tenant is never deleted,
+        nor counted as if it could be)."""
+        selection = self._selection(identifier_args(scope_ids), layers)
         if not selection.identifiers:
             raise LaminaError(
                 ErrorCode.MISSING_IDENTIFIER,
@@ -86,10 +87,8 @@ class MemoryTransfer(MemoryWrites):
     ) -> int:
         """How many memories ``delete_all`` with the same arguments would delete now (say
         so before asking someone to confirm it). At least one identifier is required."""
-        ids = identifier_args(scope_ids)
-
         tenant = self._tenant(tenant_id)
-        selection = self._checked_selection(ids, layers, "count_all", "counts")
+        selection = self._checked_selection("count_all", scope_ids, layers, "counts")
         return await self._retry.run(
             "count_all", lambda: self._store.count_where(tenant, selection)
         )
@@ -108,10 +107,8 @@ class MemoryTransfer(MemoryWrites):
         the project's), optionally only in ``layers``; returns how many. Each is forgotten
         as ``delete`` forgets one. At least one identifier is required: deleting a whole
         tenant is not a memory call."""
-        ids = identifier_args(scope_ids)
-
         tenant = self._tenant(tenant_id)
-        selection = self._checked_selection(ids, layers, "delete_all")
+        selection = self._checked_selection("delete_all", scope_ids, layers)
         who = check_actor(actor)
         return await self._retry.run(
             "delete_all", lambda: self._store.delete_where(tenant, selection, actor=who)
@@ -134,11 +131,9 @@ class MemoryTransfer(MemoryWrites):
         keyed by their session id only (``ms.sessions``): a user's session that no session
         memory of theirs names is not found, so name it with ``session_id`` (one call per
         session) or delete it with the session calls."""
-        ids = identifier_args(scope_ids)
-        session_id = ids.get("session_id")
-
+        session_id = scope_ids.get("session_id")
         tenant = self._tenant(tenant_id)
-        selection = self._checked_selection(ids, layers, "forget")
+        selection = self._checked_selection("forget", scope_ids, layers)
         who = check_actor(actor)
         keys = [session_id] if session_id is not None else []
         return await self._retry.run(
