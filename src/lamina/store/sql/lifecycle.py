@@ -19,8 +19,6 @@ from lamina.store.sql.program import Lock, Program, count, row, rows
 from lamina.store.sql.rows import HISTORY_COLUMNS
 from lamina.store.sql.task_forgetting import forget_in_tasks
 
-#: Ids per statement where a statement lists them.
-_CHUNK = 500
 #: The tables holding a session's observational memory, by session key (what ``forget``
 #: deletes beside the memories; graph entities no relation uses any more go with them).
 SESSION_TABLES = ("session_messages", "observations", "reflections", "graph_relations")
@@ -128,8 +126,7 @@ class SqlMemoryLifecycle(SqlMemories):
         d = self._d
         for key in keys:
             yield Lock(f"{tenant_id}\n{key}", 1)
-        for start in range(0, len(keys), _CHUNK):
-            chunk, params = d.any_of("session_key", keys[start : start + _CHUNK])
+        for chunk, params in d.any_of_chunks("session_key", keys):
             for table in ("session_messages", "observations", "reflections"):
                 counts[table] += yield count(
                     f"DELETE FROM {table} WHERE tenant_id = %s AND {chunk}",  # noqa: S608
@@ -150,8 +147,7 @@ class SqlMemoryLifecycle(SqlMemories):
             )
             counts["graph_relations"] += len(ends)
             entities = sorted({e for r in ends for e in r})
-            for at in range(0, len(entities), _CHUNK):
-                ids, values = d.any_of(d.graph_id, entities[at : at + _CHUNK])
+            for ids, values in d.any_of_chunks(d.graph_id, entities):
                 yield count(
                     f"DELETE FROM graph_entities WHERE tenant_id = %s AND {ids} AND NOT EXISTS "  # noqa: S608
                     "(SELECT 1 FROM graph_relations r WHERE r.tenant_id = graph_entities.tenant_id "
@@ -245,8 +241,7 @@ class SqlMemoryLifecycle(SqlMemories):
         into an empty store); the ids stored are added to it."""
         ids = [] if present is not None else list(dict.fromkeys(m.entry.id for m in memories))
         present = set() if present is None else present
-        for start in range(0, len(ids), _CHUNK):
-            chunk, params = self._d.any_of("id", ids[start : start + _CHUNK])
+        for chunk, params in self._d.any_of_chunks("id", ids):
             found = yield rows(
                 f"SELECT id FROM memories WHERE tenant_id = %s AND {chunk}",  # noqa: S608
                 tenant_id,

@@ -31,8 +31,6 @@ from lamina.store.sql.rows import ENTRY, EntryRow, HistoryRow
 
 #: A row as the driver returns it.
 Row = tuple[Any, ...]
-#: Keys per statement where a statement lists them (SQLite allows 32,766 parameters).
-CHUNK = 500
 
 
 class SqlMemoryRows(ABC):
