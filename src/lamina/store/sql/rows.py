@@ -81,6 +81,20 @@ class RecordRow(NamedTuple):
     score: Any = None
 
 
+class NoteRow(NamedTuple):
+    """A row of ``observations`` or ``reflections``: the fields of a Note, by their names
+    (an observation's ``generation`` is read as 0)."""
+
+    id: Any
+    session_key: Any
+    content: Any
+    token_count: Any
+    generation: Any
+    source_start: Any
+    source_end: Any
+    created_at: Any
+
+
 #: The columns of an entry, after the row sequence: the embedding is the tenth, the time
 #: fields (lamina.memory.timing) come last.
 ENTRY = ", ".join(EntryRow._fields[1:-1])
@@ -88,3 +102,5 @@ ENTRY = ", ".join(EntryRow._fields[1:-1])
 HISTORY_COLUMNS = ", ".join(HistoryRow._fields)
 #: The columns of a context record, after the row sequence and before the embedding.
 RECORD = ", ".join(RecordRow._fields[1:-2])
+#: The columns of a note, ``{generation}`` standing for its generation's (observations: 0).
+NOTE = ", ".join(NoteRow._fields).replace("generation", "{generation}")
