@@ -16,7 +16,7 @@ from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.conversations import place_of
 from lamina.store.sql.memories import SqlMemories
 from lamina.store.sql.program import Lock, Program, count, row, rows
-from lamina.store.sql.rows import HISTORY_COLUMNS
+from lamina.store.sql.rows import HISTORY_COLUMNS, EntryRow, HistoryRow
 from lamina.store.sql.task_forgetting import forget_in_tasks
 
 #: The tables holding a session's observational memory, by session key (what ``forget``
@@ -178,7 +178,7 @@ class SqlMemoryLifecycle(SqlMemories):
         columns = self._columns if vectors else self._columns.replace(", embedding,", ", NULL,")
 
         def read() -> Program[tuple[list[StoredMemory], str | None]]:
-            found = yield rows(
+            read = yield rows(
                 f"SELECT {columns} FROM memories WHERE {self._d.tenant_in_seq_order} = %s "  # noqa: S608
                 # An expired memory is as good as deleted: never exported.
                 f"AND {where} AND (expires_at IS NULL OR expires_at > %s) "
@@ -190,9 +190,10 @@ class SqlMemoryLifecycle(SqlMemories):
                 limit,
                 binary=True,
             )
+            found = [EntryRow(*r) for r in read]
             events: dict[str, list[HistoryEvent]] = {}
             if history and found:
-                ids, values = self._d.any_of("memory_id", [r[1] for r in found])
+                ids, values = self._d.any_of("memory_id", [r.id for r in found])
                 for r in (
                     yield rows(
                         f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
@@ -202,16 +203,16 @@ class SqlMemoryLifecycle(SqlMemories):
                         binary=True,
                     )
                 ):
-                    events.setdefault(r[0], []).append(self._event(r))
+                    events.setdefault(HistoryRow(*r).memory_id, []).append(self._event(r))
             page = [
                 StoredMemory(
                     self._entry(r),
-                    self._vector_of(r[10], r[7]) if vectors else None,
-                    events.get(r[1], []) if history else None,
+                    self._vector_of(r.embedding, r.embedding_model) if vectors else None,
+                    events.get(r.id, []) if history else None,
                 )
                 for r in found
             ]
-            more = encode_cursor(int(found[-1][0])) if len(found) == limit else None
+            more = encode_cursor(int(found[-1].seq)) if len(found) == limit else None
             return page, more
 
         return await self._exec.read(tenant_id, "export", read(), snapshot=True)
