@@ -16,8 +16,10 @@ from typing import Any
 import psycopg
 
 from lamina.memory.layers import MemoryLayer
+from lamina.memory.models import HistoryOperation
 from lamina.memory.ports import NewMemory, Scope, Selection
 from lamina.memory.timing import Lifetime
+from lamina.store.sql.dialect import CHUNK
 from lamina.store.sql.embedding_cache import content_hash
 from lamina.store.sqlite import SQLiteStore
 from lamina.threads.forgetting import FORGOTTEN
@@ -519,3 +521,38 @@ def test_tasks_saved_while_the_memory_is_deleted_keep_no_text(harness: Harness) 
         for n in range(12):
             stored = h.run(t.get_task(T1, f"t-{round_}-{n}"))
             assert stored is not None and "Quixotrel" not in stored.data, (round_, n)
+
+
+def test_forgetting_more_memories_than_a_statement_lists(harness: Harness) -> None:
+    """delete_where and forget_where read and delete their memories a run of keys at a
+    time (``Dialect.any_of_chunks``, ``CHUNK`` keys a statement): two runs and one more
+    are all deleted, each with its history, and the sessions they name are all found."""
+    h = harness
+    many = 2 * CHUNK + 1
+    sessions = [f"s{i}" for i in range(3)]
+    memories = [
+        NewMemory(
+            str(uuid.uuid4()),
+            T1,
+            scope(MemoryLayer.SESSION, session_id=sessions[i % 3], user_id="many"),
+            f"note {i}",
+            {},
+            None,
+        )
+        for i in range(many)
+    ]
+    ids = [m.id for m in h.run(h.store.bulk_add(memories, actor="writer"))]
+    kept = add(h, "Another user's memory", sc=scope(user_id="other"))
+    everyone = Selection((), {"user_id": "many"})
+    assert h.run(h.store.count_where(T1, everyone)) == many
+    first_layer = Selection((MemoryLayer.SESSION,), {"session_id": "s0", "user_id": "many"})
+    in_first = len(range(0, many, 3))
+    assert h.run(h.store.delete_where(T1, first_layer, actor="dpo")) == in_first
+    done = h.run(h.store.forget_where(T1, everyone, actor="dpo"))
+    assert done.memories == many - in_first
+    assert done.sessions == sessions[1:]
+    assert h.run(h.store.count_where(T1, everyone)) == 0
+    for memory_id in (ids[0], ids[CHUNK], ids[-1]):
+        events = h.run(h.store.history(T1, memory_id))
+        assert [e.operation for e in events] == [HistoryOperation.ADD, HistoryOperation.DELETE]
+    assert h.run(h.store.get(T1, kept)) is not None

@@ -77,3 +77,28 @@ def test_sync_facade_is_thread_safe(ms: Lamina) -> None:
         t.join()
     assert not errors
     assert ms.memory.list(user_id="u").total_count == 40
+
+
+def test_a_wrong_argument_is_the_callers_type_error_never_an_operation(ms: Lamina) -> None:
+    """Each memory call binds its arguments before it runs as an observed operation
+    (lamina.memory.base.observed): a wrong one is the TypeError Python gives, never an
+    INTERNAL_ERROR, and is neither counted nor timed as the operation; an unknown identifier
+    keyword is refused by name, as any unexpected keyword argument is."""
+    entry = ms.memory.add("likes tea", layer="user", user_id="u1")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'user_id'"):
+        ms.memory.get(entry.id, user_id="u1")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'memory_id'"):
+        ms.memory.history()  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match=r"^count_all\(\) got an unexpected keyword argument 'usr'"):
+        ms.memory.count_all(usr="u1")  # type: ignore[call-arg]
+    with pytest.raises(TypeError, match="unexpected keyword argument 'scope_ids'"):
+        ms.memory.delete_all(scope_ids={"user_id": "u1"})  # type: ignore[call-arg]
+    text = ms.metrics_text()
+    for operation in ("get", "history", "count_all", "delete_all"):
+        assert f'memory_operations_total{{operation="{operation}"}}' not in text
+    assert "memory_operations_errors_total{" not in text
+    assert ms.memory.count_all(user_id="u1") == 1
+    assert ms.memory.get(entry.id) == entry
+    text = ms.metrics_text()
+    assert 'memory_operations_total{operation="get"} 1.0' in text
+    assert 'memory_operations_latency_seconds_count{operation="count_all"} 1.0' in text

@@ -10,7 +10,7 @@ from typing import Any, TypedDict, Unpack
 
 from lamina.checks import invalid
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.base import MemoryBase
+from lamina.memory.base import MemoryBase, observed
 from lamina.memory.layers import (
     IdentifierArgs,
     Identifiers,
@@ -162,6 +162,7 @@ class Hierarchy(MemoryBase):
 
         return await self._observe(operation, run)
 
+    @observed("resolve_identifiers")
     async def resolve_identifiers(
         self,
         *,
@@ -169,16 +170,12 @@ class Hierarchy(MemoryBase):
         **scope_ids: Unpack[IdentifierArgs],
     ) -> dict[str, Any]:
         """The identifiers after hierarchy resolution, and the layers they reach."""
+        given = identifier_args(scope_ids)
 
-        given = identifier_args("resolve_identifiers", scope_ids)
-
-        async def run() -> dict[str, Any]:
-            tenant = self._tenant(tenant_id)
-            ids = Identifiers(**given)
-            resolved = await self._resolve(tenant, ids)
-            return {
-                "identifiers": resolved.given(),
-                "layers": [layer.value for layer in accessible_layers(resolved)],
-            }
-
-        return await self._observe("resolve_identifiers", run)
+        tenant = self._tenant(tenant_id)
+        ids = Identifiers(**given)
+        resolved = await self._resolve(tenant, ids)
+        return {
+            "identifiers": resolved.given(),
+            "layers": [layer.value for layer in accessible_layers(resolved)],
+        }

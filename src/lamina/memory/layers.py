@@ -117,12 +117,17 @@ class IdentifierArgs(TypedDict, total=False):
     company_id: str | None
 
 
-def identifier_args(call: str, given: Mapping[str, Any]) -> dict[str, str | None]:
-    """Identifier name → value (None: not given) of a call's identifier keyword arguments;
-    an unknown name is the TypeError any unexpected keyword argument is."""
-    for name in given:
+def check_identifier_names(call: str, names: Iterable[str]) -> None:
+    """An identifier keyword argument of ``call`` that is not one of lamina's identifiers
+    is the TypeError any unexpected keyword argument is."""
+    for name in names:
         if name not in IDENTIFIER_NAMES:
             raise TypeError(f"{call}() got an unexpected keyword argument {name!r}")
+
+
+def identifier_args(given: Mapping[str, Any]) -> dict[str, str | None]:
+    """Identifier name → value (None: not given) of a call's identifier keyword arguments
+    (their names checked as the call starts: ``check_identifier_names``)."""
     return {name: given.get(name) for name in IDENTIFIER_NAMES}
 
 

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from lamina.checks import check_actor, check_id, invalid
 from lamina.errors import LaminaError
+from lamina.memory.base import observed
 from lamina.memory.models import MemoryEntry
 from lamina.memory.ports import Invalidation
 from lamina.memory.timing import now, parse_time
@@ -28,6 +29,7 @@ class Lifecycle(MemoryWrites):
 
     _expiry_task: asyncio.Task[None] | None = None
 
+    @observed("invalidate")
     async def invalidate(
         self,
         memory_ids: str | Sequence[str],
@@ -40,44 +42,37 @@ class Lifecycle(MemoryWrites):
         is set and an ``invalidate`` event recorded; they are kept, but search and list
         leave them out unless ``include_invalid=True``. All or none: an unknown id is
         MEMORY_NOT_FOUND and nothing changes. Returns the entries, in order."""
+        tenant = self._tenant(tenant_id)
+        raw = [memory_ids] if isinstance(memory_ids, str) else memory_ids
+        if isinstance(raw, bytes) or not isinstance(raw, Sequence) or not raw:
+            raise invalid("memory_ids must be a memory id or a non-empty list of them")
+        ids = list(dict.fromkeys(check_id(m) for m in raw))
+        when = parse_time(at, "at") or now()
+        who = check_actor(actor)
+        changes = [Invalidation(mid, when) for mid in ids]
+        return await self._retry.run(
+            "invalidate", lambda: self._store.invalidate(tenant, changes, actor=who)
+        )
 
-        async def run() -> list[MemoryEntry]:
-            tenant = self._tenant(tenant_id)
-            raw = [memory_ids] if isinstance(memory_ids, str) else memory_ids
-            if isinstance(raw, bytes) or not isinstance(raw, Sequence) or not raw:
-                raise invalid("memory_ids must be a memory id or a non-empty list of them")
-            ids = list(dict.fromkeys(check_id(m) for m in raw))
-            when = parse_time(at, "at") or now()
-            who = check_actor(actor)
-            changes = [Invalidation(mid, when) for mid in ids]
-            return await self._retry.run(
-                "invalidate", lambda: self._store.invalidate(tenant, changes, actor=who)
-            )
-
-        return await self._observe("invalidate", run)
-
+    @observed("purge_expired")
     async def purge_expired(self, *, limit: int | None = None) -> int:
         """Remove memories whose time to live is over, of every tenant (the expiry job runs
         this every ``memory.expiry_interval`` seconds); returns how many. They were never
         returned since they expired, whether or not this ran."""
-
-        async def run() -> int:
-            cap = None if limit is None else self._limit(limit, PURGE_BATCH)
-            at = now()
-            removed = 0
-            while cap is None or removed < cap:
-                batch = PURGE_BATCH if cap is None else min(PURGE_BATCH, cap - removed)
-                tenants = await self._expired_tenants(at, batch)
-                done = 0
-                for tenant in tenants:
-                    done += await self._purge_tenant(tenant, at, batch)
-                removed += done
-                if not done:  # nothing (more) to remove, or another process removed it
-                    break
-            self._metrics.expired.inc(removed)
-            return removed
-
-        return await self._observe("purge_expired", run)
+        cap = None if limit is None else self._limit(limit, PURGE_BATCH)
+        at = now()
+        removed = 0
+        while cap is None or removed < cap:
+            batch = PURGE_BATCH if cap is None else min(PURGE_BATCH, cap - removed)
+            tenants = await self._expired_tenants(at, batch)
+            done = 0
+            for tenant in tenants:
+                done += await self._purge_tenant(tenant, at, batch)
+            removed += done
+            if not done:  # nothing (more) to remove, or another process removed it
+                break
+        self._metrics.expired.inc(removed)
+        return removed
 
     async def _expired_tenants(self, at: datetime, batch: int) -> list[str]:
         return await self._retry.run(

@@ -35,6 +35,7 @@ from lamina.checks import (
 from lamina.config import IdentifierFields
 from lamina.embeddings.base import Vector
 from lamina.errors import LaminaError
+from lamina.memory.base import observed
 from lamina.memory.layers import (
     IDENTIFIER_NAMES,
     IdentifierArgs,
@@ -227,6 +228,7 @@ class Prepared:
 class MessageWrites(MemoryWrites):
     """``add_messages`` and ``add_messages_bulk``."""
 
+    @observed("add_messages")
     async def add_messages(
         self,
         messages: Sequence[Mapping[str, Any]],
@@ -253,7 +255,7 @@ class MessageWrites(MemoryWrites):
         the scope holds (ADD, UPDATE, DELETE, NOOP: ``facts`` of the result; see
         docs/memory.md, "Consolidation"); the messages are stored verbatim either way.
         ``on_progress(done, total)`` follows the embedding batches."""
-        ids = identifier_args("add_messages", scope_ids)
+        ids = identifier_args(scope_ids)
         conversation = {
             **ids,
             "messages": messages,
@@ -263,15 +265,13 @@ class MessageWrites(MemoryWrites):
             "ttl": ttl,
         }
 
-        async def run() -> AddedMessages:
-            return (
-                await self._add_conversations(
-                    tenant_id, [conversation], infer, actor, on_progress, single=True
-                )
-            )[0]
+        return (
+            await self._add_conversations(
+                tenant_id, [conversation], infer, actor, on_progress, single=True
+            )
+        )[0]
 
-        return await self._observe("add_messages", run)
-
+    @observed("add_messages_bulk")
     async def add_messages_bulk(
         self,
         conversations: Sequence[ConversationInput | Mapping[str, Any]],
@@ -285,25 +285,21 @@ class MessageWrites(MemoryWrites):
         identifiers, ``layer``, ``conversation_id``, ``metadata``, ``ttl``) in one
         transaction: all are stored or none (with ``infer=True``, their facts too). One
         result per conversation, in order."""
-
-        async def run() -> list[AddedMessages]:
-            items: list[Mapping[str, Any]] = []
-            for i, item in enumerate(conversations):
-                if isinstance(item, ConversationInput):
-                    items.append(item.model_dump())
-                    continue
-                try:
-                    items.append(ConversationInput.model_validate(item).model_dump())
-                except ValidationError as exc:
-                    where, message = first_error(exc)
-                    raise invalid(
-                        f"conversations[{i}]: {message} at {where}",
-                        f"conversations[{i}].{where}" if where else f"conversations[{i}]",
-                        conversation=i,
-                    ) from None
-            return await self._add_conversations(tenant_id, items, infer, actor, on_progress)
-
-        return await self._observe("add_messages_bulk", run)
+        items: list[Mapping[str, Any]] = []
+        for i, item in enumerate(conversations):
+            if isinstance(item, ConversationInput):
+                items.append(item.model_dump())
+                continue
+            try:
+                items.append(ConversationInput.model_validate(item).model_dump())
+            except ValidationError as exc:
+                where, message = first_error(exc)
+                raise invalid(
+                    f"conversations[{i}]: {message} at {where}",
+                    f"conversations[{i}].{where}" if where else f"conversations[{i}]",
+                    conversation=i,
+                ) from None
+        return await self._add_conversations(tenant_id, items, infer, actor, on_progress)
 
     async def _add_conversations(
         self,

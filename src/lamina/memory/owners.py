@@ -11,10 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Unpack
 
-from lamina.checks import check_int, invalid
+from lamina.checks import invalid
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.base import MemoryBase
-from lamina.memory.filters import parse_filter
+from lamina.memory.base import MemoryBase, observed
 from lamina.memory.layers import (
     IdentifierArgs,
     Identifiers,
@@ -25,7 +24,6 @@ from lamina.memory.layers import (
 )
 from lamina.memory.models import MemoryPage, Owner, OwnerPage
 from lamina.memory.ports import Selection
-from lamina.memory.timing import TimeWindow
 
 
 def _cursor(key: str) -> str:
@@ -47,19 +45,15 @@ def _after(cursor: str | None) -> str | None:
 class MemoryOwners(MemoryBase):
     """``count_by_layer``, ``owners`` and ``list_all``."""
 
+    @observed("count_by_layer")
     async def count_by_layer(self, *, tenant_id: str | None = None) -> dict[str, int]:
         """How many memories the tenant holds in each layer (every layer named, most
         specific first; every stored memory counted, valid or not)."""
+        tenant = self._tenant(tenant_id)
+        found = await self._retry.run("count_by_layer", lambda: self._store.count_by_layer(tenant))
+        return {layer.value: found.get(layer.value, 0) for layer in MemoryLayer}
 
-        async def run() -> dict[str, int]:
-            tenant = self._tenant(tenant_id)
-            found = await self._retry.run(
-                "count_by_layer", lambda: self._store.count_by_layer(tenant)
-            )
-            return {layer.value: found.get(layer.value, 0) for layer in MemoryLayer}
-
-        return await self._observe("count_by_layer", run)
-
+    @observed("owners")
     async def owners(
         self,
         layer: str | MemoryLayer,
@@ -73,44 +67,40 @@ class MemoryOwners(MemoryBase):
         an agent's ``agent_id`` and ``user_id`` …) and how many each holds, in identifier
         order, a page at a time. Identifiers given narrow it to the scopes holding them
         (``owners("agent", user_id="u")``: u's agents); they must be the layer's own."""
-        given = identifier_args("owners", scope_ids)
+        given = identifier_args(scope_ids)
 
-        async def run() -> OwnerPage:
-            tenant = self._tenant(tenant_id)
-            chosen = parse_layer(layer)
-            ids = Identifiers(**given).given()
-            for name in ids:
-                if name not in chosen.required_identifiers:
-                    own = " and ".join(chosen.required_identifiers)
-                    raise invalid(
-                        f"{chosen.value} memories are held by {own}: {name} does not narrow them",
-                        name,
-                    )
-            count = self._limit(limit, self._settings.list_limit)
-            after = _after(cursor)
-            selection = Selection((chosen,), ids)
-            found = await self._retry.run(
-                "owners",
-                lambda: self._store.count_scopes(
-                    tenant, chosen, selection, after=after, limit=count + 1
-                ),
-            )
-            names = chosen.required_identifiers
-            items = [
-                Owner(
-                    layer=chosen,
-                    identifiers=dict(zip(names, key.split("\x1f"), strict=True)),
-                    count=n,
+        tenant = self._tenant(tenant_id)
+        chosen = parse_layer(layer)
+        ids = Identifiers(**given).given()
+        for name in ids:
+            if name not in chosen.required_identifiers:
+                own = " and ".join(chosen.required_identifiers)
+                raise invalid(
+                    f"{chosen.value} memories are held by {own}: {name} does not narrow them",
+                    name,
                 )
-                for key, n in found[:count]
-            ]
-            more = len(found) > count
-            return OwnerPage(
-                items=items, next_cursor=_cursor(found[count - 1][0]) if more else None
+        count = self._limit(limit, self._settings.list_limit)
+        after = _after(cursor)
+        selection = Selection((chosen,), ids)
+        found = await self._retry.run(
+            "owners",
+            lambda: self._store.count_scopes(
+                tenant, chosen, selection, after=after, limit=count + 1
+            ),
+        )
+        names = chosen.required_identifiers
+        items = [
+            Owner(
+                layer=chosen,
+                identifiers=dict(zip(names, key.split("\x1f"), strict=True)),
+                count=n,
             )
+            for key, n in found[:count]
+        ]
+        more = len(found) > count
+        return OwnerPage(items=items, next_cursor=_cursor(found[count - 1][0]) if more else None)
 
-        return await self._observe("owners", run)
-
+    @observed("list_all")
     async def list_all(
         self,
         *,
@@ -132,39 +122,21 @@ class MemoryOwners(MemoryBase):
         newest first, a page at a time. The other arguments as for ``list``: facts no longer
         valid only with ``include_invalid`` and expired memories never (``count_all`` counts
         both until they are purged). At least one identifier is required."""
-        given = identifier_args("list_all", scope_ids)
+        given = identifier_args(scope_ids)
 
-        async def run() -> MemoryPage:
-            tenant = self._tenant(tenant_id)
-            window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
-            count = self._limit(limit, self._settings.list_limit)
-            flt = parse_filter(tags, filters)
-            if cursor is not None and not isinstance(cursor, str):
-                raise invalid("cursor must be a string")
-            cap = None if count_limit is None else check_int("count_limit", count_limit, minimum=1)
-            ids = Identifiers(**given).given()
-            if not ids:
-                raise LaminaError(
-                    ErrorCode.MISSING_IDENTIFIER,
-                    "list_all needs at least one identifier (user_id, agent_id, session_id, "
-                    "project_id, team_id, org_id or company_id): use list_all per owner "
-                    "(owners names them)",
-                    details={"identifier": "user_id"},
-                )
-            chosen = parse_layers([layers] if isinstance(layers, str) else layers) or []
-            selection = Selection(tuple(chosen), ids)
-            return await self._retry.run(
-                "list_all",
-                lambda: self._store.list(
-                    tenant,
-                    scopes=(),
-                    selection=selection,
-                    flt=flt,
-                    limit=count,
-                    cursor=cursor or None,
-                    window=window,
-                    count_limit=cap,
-                ),
+        tenant = self._tenant(tenant_id)
+        listing = self._listing(
+            limit, cursor, tags, filters, include_invalid, since, until, count_limit
+        )
+        ids = Identifiers(**given).given()
+        if not ids:
+            raise LaminaError(
+                ErrorCode.MISSING_IDENTIFIER,
+                "list_all needs at least one identifier (user_id, agent_id, session_id, "
+                "project_id, team_id, org_id or company_id): use list_all per owner "
+                "(owners names them)",
+                details={"identifier": "user_id"},
             )
-
-        return await self._observe("list_all", run)
+        chosen = parse_layers([layers] if isinstance(layers, str) else layers) or []
+        listing["selection"] = Selection(tuple(chosen), ids)
+        return await self._retry.run("list_all", lambda: self._store.list(tenant, **listing))

@@ -211,6 +211,17 @@ class EmbeddingStatus:
             self.dimensions,
         )
 
+    def usable_mode(self, mode: SearchMode) -> SearchMode:
+        """The search mode that can run now: while the vectors are of another model
+        (``reembed_needed``), hybrid search runs on keywords only and semantic search is
+        refused (CONFIGURATION_ERROR), never comparing a query with vectors of another
+        model. The one statement of that rule, for the service and both stores."""
+        if not self.reembed_needed or mode is SearchMode.KEYWORD:
+            return mode
+        if mode is SearchMode.SEMANTIC:
+            raise self.refusal("semantic search")
+        return SearchMode.KEYWORD
+
     def refusal(self, what: str) -> LaminaError:
         """The error of a search that needs vectors of the configured model."""
         return LaminaError(

@@ -12,9 +12,10 @@ from typing import Any, Unpack
 import numpy as np
 import numpy.typing as npt
 
-from lamina.checks import check_flag, check_fraction, check_id, check_int, check_query, invalid
+from lamina.checks import check_flag, check_fraction, check_id, check_query, invalid
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.base import observed
 from lamina.memory.filters import MetadataFilter, parse_filter
 from lamina.memory.hierarchy import Hierarchy
 from lamina.memory.layers import IdentifierArgs, Identifiers, MemoryLayer, identifier_args
@@ -39,6 +40,7 @@ STORAGE_GAUGE_INTERVAL = 10.0
 class MemoryReads(Hierarchy):
     """``search``, ``get``, ``list`` and ``history``."""
 
+    @observed("search")
     async def search(
         self,
         query: str,
@@ -62,50 +64,46 @@ class MemoryReads(Hierarchy):
         ``include_invalid``; ``since`` / ``until`` keep memories whose event time lies in
         [since, until); expired memories are never returned. ``collapse=False`` keeps
         near-duplicates (by default one that is as good as another kept is left out)."""
+        given = identifier_args(scope_ids)
 
-        given = identifier_args("search", scope_ids)
-
-        async def run() -> SearchResults:
-            tenant = self._tenant(tenant_id)
-            window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
-            text = check_query(query, self._settings.max_query_length)
-            collapsing = check_flag("collapse", collapse)
-            try:
-                search_mode = SearchMode(mode)
-            except ValueError:
-                raise invalid(
-                    f"invalid search mode {mode!r}; valid: semantic, keyword, hybrid"
-                ) from None
-            count = self._limit(limit, self._settings.search_limit)
-            search_mode = self._usable_mode(search_mode)
-            min_score = (
-                self._settings.search_threshold
-                if threshold is None
-                else check_fraction("threshold", threshold)
-            )
-            flt = parse_filter(tags, filters)
-            ids = Identifiers(**given)
-            scopes = await self._scopes(tenant, ids, layers)
-            per_layer = await self._search_scopes(
-                tenant,
-                scopes,
-                search_mode,
-                text,
-                threshold=min_score,
-                limit=count,
-                flt=flt,
-                window=window,
-            )
-            found: list[ScoredMemory] = []
-            below = 0
-            for scope, results in zip(scopes, per_layer, strict=True):
-                self._metrics.search_results.labels(scope.layer.value).observe(len(results.hits))
-                found.extend(results.hits)
-                below += results.below_threshold
-            await self._refresh_storage_gauge()
-            return SearchResults(self._merge(found, count, collapsing), below_threshold=below)
-
-        return await self._observe("search", run)
+        tenant = self._tenant(tenant_id)
+        window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
+        text = check_query(query, self._settings.max_query_length)
+        collapsing = check_flag("collapse", collapse)
+        try:
+            search_mode = SearchMode(mode)
+        except ValueError:
+            raise invalid(
+                f"invalid search mode {mode!r}; valid: semantic, keyword, hybrid"
+            ) from None
+        count = self._limit(limit, self._settings.search_limit)
+        search_mode = self._store.embedding_status().usable_mode(search_mode)
+        min_score = (
+            self._settings.search_threshold
+            if threshold is None
+            else check_fraction("threshold", threshold)
+        )
+        flt = parse_filter(tags, filters)
+        ids = Identifiers(**given)
+        scopes = await self._scopes(tenant, ids, layers)
+        per_layer = await self._search_scopes(
+            tenant,
+            scopes,
+            search_mode,
+            text,
+            threshold=min_score,
+            limit=count,
+            flt=flt,
+            window=window,
+        )
+        found: list[ScoredMemory] = []
+        below = 0
+        for scope, results in zip(scopes, per_layer, strict=True):
+            self._metrics.search_results.labels(scope.layer.value).observe(len(results.hits))
+            found.extend(results.hits)
+            below += results.below_threshold
+        await self._refresh_storage_gauge()
+        return SearchResults(self._merge(found, count, collapsing), below_threshold=below)
 
     async def _search_scopes(
         self,
@@ -150,17 +148,6 @@ class MemoryReads(Hierarchy):
             raise failed.error from None
         finally:
             _settle(soon)
-
-    def _usable_mode(self, mode: SearchMode) -> SearchMode:
-        """While the store's vectors are of another model (``reembed`` not run yet): hybrid
-        search runs on keywords only and semantic search is refused (CONFIGURATION_ERROR),
-        never comparing the query with vectors of another model."""
-        status = self._store.embedding_status()
-        if not status.reembed_needed or mode is SearchMode.KEYWORD:
-            return mode
-        if mode is SearchMode.SEMANTIC:
-            raise status.refusal("semantic search")
-        return SearchMode.KEYWORD
 
     async def _embed_query(self, tenant: str, query: str) -> Vector:
         return await self._queries.get(tenant, query)
@@ -228,33 +215,28 @@ class MemoryReads(Hierarchy):
         for layer_name, size in (await self._store.count_by_layer(None)).items():
             self._metrics.storage_size.labels(layer_name).set(size)
 
+    @observed("get")
     async def get(self, memory_id: str, *, tenant_id: str | None = None) -> MemoryEntry | None:
         """The memory, or None when no memory has this id."""
+        tenant = self._tenant(tenant_id)
+        mid = check_id(memory_id)
+        return await self._retry.run("get", lambda: self._store.get(tenant, mid))
 
-        async def run() -> MemoryEntry | None:
-            tenant = self._tenant(tenant_id)
-            mid = check_id(memory_id)
-            return await self._retry.run("get", lambda: self._store.get(tenant, mid))
-
-        return await self._observe("get", run)
-
+    @observed("history")
     async def history(self, memory_id: str, *, tenant_id: str | None = None) -> list[HistoryEvent]:
         """Every add, update and delete of the memory, oldest first (also once deleted)."""
+        tenant = self._tenant(tenant_id)
+        mid = check_id(memory_id)
+        events = await self._retry.run("history", lambda: self._store.history(tenant, mid))
+        if not events:
+            raise LaminaError(
+                ErrorCode.MEMORY_NOT_FOUND,
+                f"memory {mid!r} has no history: it never existed",
+                details={"id": mid},
+            )
+        return events
 
-        async def run() -> list[HistoryEvent]:
-            tenant = self._tenant(tenant_id)
-            mid = check_id(memory_id)
-            events = await self._retry.run("history", lambda: self._store.history(tenant, mid))
-            if not events:
-                raise LaminaError(
-                    ErrorCode.MEMORY_NOT_FOUND,
-                    f"memory {mid!r} has no history: it never existed",
-                    details={"id": mid},
-                )
-            return events
-
-        return await self._observe("history", run)
-
+    @observed("list")
     async def list(
         self,
         *,
@@ -274,33 +256,14 @@ class MemoryReads(Hierarchy):
         inserts. ``include_invalid``, ``since`` and ``until`` as for ``search``.
         ``count_limit``: count the matches only up to this many (counting costs what it
         reads; ``total_exact`` says whether there were more)."""
+        given = identifier_args(scope_ids)
 
-        given = identifier_args("list", scope_ids)
-
-        async def run() -> MemoryPage:
-            tenant = self._tenant(tenant_id)
-            window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
-            count = self._limit(limit, self._settings.list_limit)
-            flt = parse_filter(tags, filters)
-            if cursor is not None and not isinstance(cursor, str):
-                raise invalid("cursor must be a string")
-            cap = None if count_limit is None else check_int("count_limit", count_limit, minimum=1)
-            ids = Identifiers(**given)
-            scopes = await self._scopes(tenant, ids, layers)
-            return await self._retry.run(
-                "list",
-                lambda: self._store.list(
-                    tenant,
-                    scopes=scopes,
-                    flt=flt,
-                    limit=count,
-                    cursor=cursor or None,
-                    window=window,
-                    count_limit=cap,
-                ),
-            )
-
-        return await self._observe("list", run)
+        tenant = self._tenant(tenant_id)
+        listing = self._listing(
+            limit, cursor, tags, filters, include_invalid, since, until, count_limit
+        )
+        listing["scopes"] = await self._scopes(tenant, Identifiers(**given), layers)
+        return await self._retry.run("list", lambda: self._store.list(tenant, **listing))
 
 
 class _EmbeddingFailed(Exception):

@@ -24,11 +24,13 @@ from typing import Any, Unpack
 
 from lamina.checks import check_actor, check_flag, check_int, invalid
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.base import observed
 from lamina.memory.import_source import ImportSource, reader
 from lamina.memory.layers import (
     IdentifierArgs,
     Identifiers,
     MemoryLayer,
+    check_identifier_names,
     identifier_args,
     parse_layers,
 )
@@ -57,14 +59,15 @@ class MemoryTransfer(MemoryWrites):
 
     def _checked_selection(
         self,
-        ids: dict[str, str | None],
-        layers: Sequence[str | MemoryLayer] | str | None,
         call: str,
+        scope_ids: IdentifierArgs,
+        layers: Sequence[str | MemoryLayer] | str | None,
         what: str = "deletes",
     ) -> Selection:
-        """The selection of ``delete_all`` / ``forget`` / ``count_all``: at least one
-        identifier (a whole tenant is never deleted, nor counted as if it could be)."""
-        selection = self._selection(ids, layers)
+        """The selection of ``delete_all`` / ``forget`` / ``count_all`` (their identifier
+        keywords and ``layers``): at least one identifier (a whole tenant is never deleted,
+        nor counted as if it could be)."""
+        selection = self._selection(identifier_args(scope_ids), layers)
         if not selection.identifiers:
             raise LaminaError(
                 ErrorCode.MISSING_IDENTIFIER,
@@ -74,6 +77,7 @@ class MemoryTransfer(MemoryWrites):
             )
         return selection
 
+    @observed("count_all")
     async def count_all(
         self,
         *,
@@ -83,17 +87,13 @@ class MemoryTransfer(MemoryWrites):
     ) -> int:
         """How many memories ``delete_all`` with the same arguments would delete now (say
         so before asking someone to confirm it). At least one identifier is required."""
-        ids = identifier_args("count_all", scope_ids)
+        tenant = self._tenant(tenant_id)
+        selection = self._checked_selection("count_all", scope_ids, layers, "counts")
+        return await self._retry.run(
+            "count_all", lambda: self._store.count_where(tenant, selection)
+        )
 
-        async def run() -> int:
-            tenant = self._tenant(tenant_id)
-            selection = self._checked_selection(ids, layers, "count_all", "counts")
-            return await self._retry.run(
-                "count_all", lambda: self._store.count_where(tenant, selection)
-            )
-
-        return await self._observe("count_all", run)
-
+    @observed("delete_all")
     async def delete_all(
         self,
         *,
@@ -107,18 +107,14 @@ class MemoryTransfer(MemoryWrites):
         the project's), optionally only in ``layers``; returns how many. Each is forgotten
         as ``delete`` forgets one. At least one identifier is required: deleting a whole
         tenant is not a memory call."""
-        ids = identifier_args("delete_all", scope_ids)
+        tenant = self._tenant(tenant_id)
+        selection = self._checked_selection("delete_all", scope_ids, layers)
+        who = check_actor(actor)
+        return await self._retry.run(
+            "delete_all", lambda: self._store.delete_where(tenant, selection, actor=who)
+        )
 
-        async def run() -> int:
-            tenant = self._tenant(tenant_id)
-            selection = self._checked_selection(ids, layers, "delete_all")
-            who = check_actor(actor)
-            return await self._retry.run(
-                "delete_all", lambda: self._store.delete_where(tenant, selection, actor=who)
-            )
-
-        return await self._observe("delete_all", run)
-
+    @observed("forget")
     async def forget(
         self,
         *,
@@ -135,20 +131,15 @@ class MemoryTransfer(MemoryWrites):
         keyed by their session id only (``ms.sessions``): a user's session that no session
         memory of theirs names is not found, so name it with ``session_id`` (one call per
         session) or delete it with the session calls."""
-        ids = identifier_args("forget", scope_ids)
-        session_id = ids.get("session_id")
-
-        async def run() -> ForgetResult:
-            tenant = self._tenant(tenant_id)
-            selection = self._checked_selection(ids, layers, "forget")
-            who = check_actor(actor)
-            keys = [session_id] if session_id is not None else []
-            return await self._retry.run(
-                "forget",
-                lambda: self._store.forget_where(tenant, selection, session_keys=keys, actor=who),
-            )
-
-        return await self._observe("forget", run)
+        session_id = scope_ids.get("session_id")
+        tenant = self._tenant(tenant_id)
+        selection = self._checked_selection("forget", scope_ids, layers)
+        who = check_actor(actor)
+        keys = [session_id] if session_id is not None else []
+        return await self._retry.run(
+            "forget",
+            lambda: self._store.forget_where(tenant, selection, session_keys=keys, actor=who),
+        )
 
     async def export(self, /, **options: Any) -> AsyncIterator[dict[str, Any]]:
         """The records of ``export_pages`` (the same arguments), one by one."""
@@ -171,11 +162,9 @@ class MemoryTransfer(MemoryWrites):
         one is handled): every memory, or those whose identifiers include all those given,
         optionally only in ``layers``; with their vectors (``embeddings``) and history
         (``history``) when asked. ``export`` gives them one by one."""
+        check_identifier_names("export_pages", scope_ids)
         tenant = self._tenant(tenant_id)
-        selection = self._selection(
-            identifier_args("export_pages", scope_ids),
-            layers,
-        )
+        selection = self._selection(identifier_args(scope_ids), layers)
         vectors = check_flag("embeddings", embeddings)
         events = check_flag("history", history)
         size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)

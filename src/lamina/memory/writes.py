@@ -23,6 +23,7 @@ from lamina.config import IdentifierFields, Section
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.backfill import Backfill
+from lamina.memory.base import observed
 from lamina.memory.hierarchy import Hierarchy
 from lamina.memory.layers import (
     IDENTIFIER_NAMES,
@@ -107,6 +108,7 @@ class MemoryWrites(Hierarchy, Backfill):
     #: POLICY_VIOLATION on a block and returns the violations that do not block.
     write_guard: WriteGuard | None = None
 
+    @observed("add")
     async def add(
         self,
         content: str,
@@ -136,36 +138,33 @@ class MemoryWrites(Hierarchy, Backfill):
         verbatim as a message of the user and the chat model consolidates the facts it
         holds with the scope's memories (the entry's ``facts``; as ``add_messages``). See
         docs/memory.md."""
-        ids = identifier_args("add", scope_ids)
+        ids = identifier_args(scope_ids)
         timing = {"timestamp": timestamp, "valid_from": valid_from, "valid_until": valid_until}
 
-        async def run() -> MemoryEntry:
-            if check_flag("infer", infer):
-                given = {"valid_from": valid_from, "valid_until": valid_until}
-                for name, value in {**given, "background_embedding": background_embedding}.items():
-                    if value not in (None, False):
-                        raise invalid(f"{name} does not apply with infer=True", name)
-                conversation = {
-                    **ids,
-                    "layer": layer,
-                    "metadata": metadata,
-                    "ttl": ttl,
-                    "timestamp": timestamp,
-                }
-                return await self._add_inferred(content, conversation, actor, tenant_id)
-            tenant = self._tenant(tenant_id)
-            defer = check_flag("background_embedding", background_embedding)
-            prepared, flagged = await self._prepare(
-                tenant, [(content, layer, ids, metadata, {**timing, "ttl": ttl})], defer, dedup
-            )
-            new = prepared[0]
-            who = check_actor(actor)
-            entry = await self._retry.run("add", lambda: self._store.add(new, actor=who))
-            if defer:
-                self.embedding_buffer.trigger(tenant)
-            return flagged_entry(entry, flagged)
-
-        return await self._observe("add", run)
+        if check_flag("infer", infer):
+            given = {"valid_from": valid_from, "valid_until": valid_until}
+            for name, value in {**given, "background_embedding": background_embedding}.items():
+                if value not in (None, False):
+                    raise invalid(f"{name} does not apply with infer=True", name)
+            conversation = {
+                **ids,
+                "layer": layer,
+                "metadata": metadata,
+                "ttl": ttl,
+                "timestamp": timestamp,
+            }
+            return await self._add_inferred(content, conversation, actor, tenant_id)
+        tenant = self._tenant(tenant_id)
+        defer = check_flag("background_embedding", background_embedding)
+        prepared, flagged = await self._prepare(
+            tenant, [(content, layer, ids, metadata, {**timing, "ttl": ttl})], defer, dedup
+        )
+        new = prepared[0]
+        who = check_actor(actor)
+        entry = await self._retry.run("add", lambda: self._store.add(new, actor=who))
+        if defer:
+            self.embedding_buffer.trigger(tenant)
+        return flagged_entry(entry, flagged)
 
     async def _add_inferred(
         self,
@@ -243,6 +242,7 @@ class MemoryWrites(Hierarchy, Backfill):
             for i, (mid, text, scope, meta) in enumerate(checked)
         ], flagged
 
+    @observed("bulk_add")
     async def bulk_add(
         self,
         items: Sequence[MemoryInput | Mapping[str, Any]],
@@ -259,47 +259,44 @@ class MemoryWrites(Hierarchy, Backfill):
         stored memory's). ``keyed``: the items are addressed by the caller's own keys (an
         adapter's store): each is stored as a new memory, and no later write is ever
         answered with one of them as its duplicate (docs/memory.md, "Duplicates")."""
+        tenant = self._tenant(tenant_id)
+        parsed: list[MemoryInput] = []
+        for i, item in enumerate(items):
+            try:
+                parsed.append(
+                    item if isinstance(item, MemoryInput) else MemoryInput.model_validate(item)
+                )
+            except ValidationError as exc:
+                where, message = first_error(exc)
+                raise invalid(f"item {i}: {message} at {where}", index=i) from None
+        defer = check_flag("background_embedding", background_embedding)
+        prepared, flagged = await self._prepare(
+            tenant,
+            [
+                (
+                    p.content,
+                    p.layer,
+                    {n: getattr(p, n) for n in IDENTIFIER_NAMES},
+                    p.metadata,
+                    p.timing(),
+                )
+                for p in parsed
+            ],
+            defer,
+            dedup,
+            check_flag("keyed", keyed),
+        )
+        who = check_actor(actor)
+        if not prepared:
+            return []
+        entries = await self._retry.run(
+            "bulk_add", lambda: self._store.bulk_add(prepared, actor=who)
+        )
+        if defer:
+            self.embedding_buffer.trigger(tenant)
+        return [flagged_entry(e, flagged) for e in entries]
 
-        async def run() -> list[MemoryEntry]:
-            tenant = self._tenant(tenant_id)
-            parsed: list[MemoryInput] = []
-            for i, item in enumerate(items):
-                try:
-                    parsed.append(
-                        item if isinstance(item, MemoryInput) else MemoryInput.model_validate(item)
-                    )
-                except ValidationError as exc:
-                    where, message = first_error(exc)
-                    raise invalid(f"item {i}: {message} at {where}", index=i) from None
-            defer = check_flag("background_embedding", background_embedding)
-            prepared, flagged = await self._prepare(
-                tenant,
-                [
-                    (
-                        p.content,
-                        p.layer,
-                        {n: getattr(p, n) for n in IDENTIFIER_NAMES},
-                        p.metadata,
-                        p.timing(),
-                    )
-                    for p in parsed
-                ],
-                defer,
-                dedup,
-                check_flag("keyed", keyed),
-            )
-            who = check_actor(actor)
-            if not prepared:
-                return []
-            entries = await self._retry.run(
-                "bulk_add", lambda: self._store.bulk_add(prepared, actor=who)
-            )
-            if defer:
-                self.embedding_buffer.trigger(tenant)
-            return [flagged_entry(e, flagged) for e in entries]
-
-        return await self._observe("bulk_add", run)
-
+    @observed("update")
     async def update(
         self,
         memory_id: str,
@@ -310,85 +307,73 @@ class MemoryWrites(Hierarchy, Backfill):
         tenant_id: str | None = None,
     ) -> MemoryEntry:
         """New content is re-embedded; metadata merges (a None value removes the key)."""
-
-        async def run() -> MemoryEntry:
-            tenant = self._tenant(tenant_id)
-            mid = check_id(memory_id)
-            if content is None and metadata is None:
-                raise invalid("update needs content, metadata or both")
-            text = (
-                None
-                if content is None
-                else check_content(content, self._settings.max_content_length)
+        tenant = self._tenant(tenant_id)
+        mid = check_id(memory_id)
+        if content is None and metadata is None:
+            raise invalid("update needs content, metadata or both")
+        text = (
+            None if content is None else check_content(content, self._settings.max_content_length)
+        )
+        patch = None if metadata is None else check_metadata(metadata, partial=True)
+        if patch is not None:
+            check_unreserved(
+                patch,
+                "metadata",
+                "add_messages sets it; a message's place in its conversation cannot be changed",
             )
-            patch = None if metadata is None else check_metadata(metadata, partial=True)
-            if patch is not None:
-                check_unreserved(
-                    patch,
-                    "metadata",
-                    "add_messages sets it; a message's place in its conversation cannot be changed",
+        who = check_actor(actor)
+        vector = None
+        flagged: list[dict[str, Any]] = []
+        if text is not None or (patch and self.write_guard is not None):
+            current = await self._store.get(tenant, mid)
+            if current is None:
+                raise LaminaError(
+                    ErrorCode.MEMORY_NOT_FOUND, f"memory {mid!r} not found", details={"id": mid}
                 )
-            who = check_actor(actor)
-            vector = None
-            flagged: list[dict[str, Any]] = []
-            if text is not None or (patch and self.write_guard is not None):
-                current = await self._store.get(tenant, mid)
-                if current is None:
-                    raise LaminaError(
-                        ErrorCode.MEMORY_NOT_FOUND, f"memory {mid!r} not found", details={"id": mid}
-                    )
-                if self.write_guard is not None:
-                    ids = await self._resolve(tenant, Identifiers(**current.identifiers))
-                    flagged = await self.write_guard(
-                        tenant,
-                        current.layer.value,
-                        ids.given(),
-                        text,
-                        extra={"metadata": patch} if patch else None,
-                    )
-            if text is not None:
-                vector = (
-                    await self._retry.run(
-                        "embed", lambda: self._store.generate_embedding(tenant, [text])
-                    )
-                )[0]
-            entry = await self._retry.run(
-                "update",
-                lambda: self._store.update(
-                    tenant, mid, content=text, embedding=vector, metadata_patch=patch, actor=who
-                ),
-            )
-            return flagged_entry(entry, {entry.id: flagged})
+            if self.write_guard is not None:
+                ids = await self._resolve(tenant, Identifiers(**current.identifiers))
+                flagged = await self.write_guard(
+                    tenant,
+                    current.layer.value,
+                    ids.given(),
+                    text,
+                    extra={"metadata": patch} if patch else None,
+                )
+        if text is not None:
+            vector = (
+                await self._retry.run(
+                    "embed", lambda: self._store.generate_embedding(tenant, [text])
+                )
+            )[0]
+        entry = await self._retry.run(
+            "update",
+            lambda: self._store.update(
+                tenant, mid, content=text, embedding=vector, metadata_patch=patch, actor=who
+            ),
+        )
+        return flagged_entry(entry, {entry.id: flagged})
 
-        return await self._observe("update", run)
-
+    @observed("delete")
     async def delete(
         self, memory_id: str, *, actor: str | None = None, tenant_id: str | None = None
     ) -> DeleteResult:
         """Remove a memory; deleting an absent id succeeds too. History is kept."""
+        tenant = self._tenant(tenant_id)
+        mid = check_id(memory_id)
+        who = check_actor(actor)
+        existed = await self._retry.run(
+            "delete", lambda: self._store.delete(tenant, mid, actor=who)
+        )
+        return DeleteResult(success=True, id=mid, existed=existed)
 
-        async def run() -> DeleteResult:
-            tenant = self._tenant(tenant_id)
-            mid = check_id(memory_id)
-            who = check_actor(actor)
-            existed = await self._retry.run(
-                "delete", lambda: self._store.delete(tenant, mid, actor=who)
-            )
-            return DeleteResult(success=True, id=mid, existed=existed)
-
-        return await self._observe("delete", run)
-
+    @observed("bulk_delete")
     async def bulk_delete(
         self, memory_ids: Sequence[str], *, actor: str | None = None, tenant_id: str | None = None
     ) -> int:
         """Remove many memories in one transaction; returns how many existed."""
-
-        async def run() -> int:
-            tenant = self._tenant(tenant_id)
-            ids = [check_id(m) for m in memory_ids]
-            who = check_actor(actor)
-            return await self._retry.run(
-                "bulk_delete", lambda: self._store.bulk_delete(tenant, ids, actor=who)
-            )
-
-        return await self._observe("bulk_delete", run)
+        tenant = self._tenant(tenant_id)
+        ids = [check_id(m) for m in memory_ids]
+        who = check_actor(actor)
+        return await self._retry.run(
+            "bulk_delete", lambda: self._store.bulk_delete(tenant, ids, actor=who)
+        )

@@ -16,6 +16,7 @@ from lamina.store.postgres.filters import (
 )
 from lamina.store.sql.context_items import SqlContextItems, rank
 from lamina.store.sql.meta import EmbeddingState
+from lamina.store.sql.rows import RecordRow
 from lamina.text import keyword_terms
 
 
@@ -59,7 +60,7 @@ class PostgresContextItems(SqlContextItems):
                     )
                 ).fetchall():
                     rows[r[0]] = r
-                    keyword[r[0]] = float(r[14])
+                    keyword[r[0]] = float(RecordRow(*r).score)
             if q.mode is not SearchMode.KEYWORD and q.vector is not None:
                 vector = to_pg_vector(q.vector)
                 await conn.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, pool)}")
@@ -72,11 +73,11 @@ class PostgresContextItems(SqlContextItems):
                     )
                 ).fetchall():
                     rows[r[0]] = r
-                    cosines[r[0]] = float(r[14])
+                    cosines[r[0]] = float(RecordRow(*r).score)
         if q.mode is SearchMode.HYBRID:
             assert q.vector is not None
             for seq in keyword.keys() - cosines.keys():
-                vector_value = from_pg_vector(rows[seq][13])
+                vector_value = from_pg_vector(RecordRow(*rows[seq]).embedding)
                 cosines[seq] = None if vector_value is None else float(vector_value @ q.vector)
         return [
             (self.record_of_row(rows[seq]), max(0.0, min(1.0, float(score))))

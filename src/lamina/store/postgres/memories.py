@@ -21,6 +21,7 @@ from lamina.store.postgres.filters import filter_sql
 from lamina.store.sql.lifecycle import SqlMemoryLifecycle
 from lamina.store.sql.memory_reads import cosines, ranked_chunks
 from lamina.store.sql.memory_rows import Row
+from lamina.store.sql.rows import EntryRow, ScoringRow
 
 #: Candidates checked against a metadata filter per round trip.
 _CHUNK = 500
@@ -118,9 +119,9 @@ class PostgresMemories(SqlMemoryLifecycle):
                 found.update((r[0], tuple(r)) for r in await nearest.fetchall())
             keywords = {} if scores is None else scores.parts(found)
             keys = list(found)
+            scoring = [ScoringRow(*found[k]) for k in keys]
             candidates = [
-                self._candidate(k, found[k], found[k][1], found[k][2], keywords.get(k, 0.0))
-                for k in keys
+                self._candidate(r, r.own, r.around, keywords.get(r.key, 0.0)) for r in scoring
             ]
             if query is None:  # no cosines: this ranking is exact as it is
                 ranked = self._ranked(req, candidates)
@@ -131,7 +132,7 @@ class PostgresMemories(SqlMemoryLifecycle):
                 return self._hits(ranked, {row[0]: tuple(row) for row in hits})
             needed, below = exact_needed(
                 candidates,
-                _cosine_errors(query, [found[k][7] for k in keys]),
+                _cosine_errors(query, [r.bound for r in scoring]),
                 req.signals,
                 mode=req.mode,
                 weight=req.semantic_weight,
@@ -161,8 +162,9 @@ class PostgresMemories(SqlMemoryLifecycle):
         threshold)."""
         kept = [i for i in needed if keys[i] in rows]
         d = self._d
-        own = cosines(query, [d.from_vector(rows[keys[i]][10]) for i in kept])
-        around = cosines(query, [d.from_vector(rows[keys[i]][-1]) for i in kept])
+        whole = [EntryRow(*rows[keys[i]]) for i in kept]
+        own = cosines(query, [d.from_vector(r.embedding) for r in whole])
+        around = cosines(query, [d.from_vector(r.extra) for r in whole])
         exact = [
             candidates[i]._replace(
                 cosine=own[n], context_cosine=None if own[n] is None else around[n]

@@ -27,12 +27,7 @@ from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor, Lock, Program, count, row, rows
-
-#: The columns of a record, after the row sequence (``{seq}``) and before the embedding.
-RECORD = (
-    "id, tenant_id, kind, key, version, is_latest, category, content, data, tags, "
-    "created_at, updated_at"
-)
+from lamina.store.sql.rows import RECORD, RecordRow
 
 
 def rank(
@@ -63,28 +58,27 @@ class SqlContextItems(ABC):
     def _searchable(self, query: ItemQuery) -> ItemQuery:
         """As for memories: while the vectors are of another model, semantic search is
         refused and hybrid search runs on keywords only."""
-        if not self.embedding.stale or query.mode is SearchMode.KEYWORD:
+        mode = self.embedding.status.usable_mode(query.mode)
+        if mode is query.mode:
             return query
-        if query.mode is SearchMode.SEMANTIC:
-            raise self.embedding.refuse("semantic search")
-        return replace(query, mode=SearchMode.KEYWORD, vector=None)
+        return replace(query, mode=mode, vector=None)
 
     def record_of_row(self, values: Sequence[Any]) -> ContextRecord:
         """A context item's row (sequence, then the record's columns in order) as a record."""
-        d = self._d
+        d, r = self._d, RecordRow(*values)
         return ContextRecord(
-            id=values[1],
-            tenant_id=values[2],
-            kind=ItemKind(values[3]),
-            key=values[4],
-            version=values[5],
-            is_latest=bool(values[6]),
-            category=values[7],
-            content=values[8],
-            data=dict(d.from_json(values[9])),
-            tags=list(d.from_json(values[10])),
-            created_at=d.from_time(values[11]),
-            updated_at=d.from_time(values[12]),
+            id=r.id,
+            tenant_id=r.tenant_id,
+            kind=ItemKind(r.kind),
+            key=r.key,
+            version=r.version,
+            is_latest=bool(r.is_latest),
+            category=r.category,
+            content=r.content,
+            data=dict(d.from_json(r.data)),
+            tags=list(d.from_json(r.tags)),
+            created_at=d.from_time(r.created_at),
+            updated_at=d.from_time(r.updated_at),
         )
 
     # -- writes -----------------------------------------------------------------------------

@@ -9,7 +9,7 @@ vectors as float32 blobs or pgvector).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -17,6 +17,9 @@ from lamina.embeddings.base import Vector
 from lamina.memory.scoring import CONTEXT_TERM_WEIGHT
 from lamina.store.sql.program import Step, many
 from lamina.text import encode_terms, weighted_terms
+
+#: Keys per statement where a statement lists them (SQLite allows 32,766 parameters).
+CHUNK = 500
 
 
 class Dialect(ABC):
@@ -110,6 +113,14 @@ class Dialect(ABC):
     @abstractmethod
     def any_of(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
         """A condition that ``column`` is one of ``values`` (not empty), and its parameters."""
+
+    def any_of_chunks(
+        self, column: str, values: Sequence[Any], size: int = CHUNK
+    ) -> Iterator[tuple[str, list[Any]]]:
+        """``any_of`` for each run of ``size`` of ``values`` in turn: one statement a run
+        where a statement lists them (SQLite allows 32,766 parameters)."""
+        for start in range(0, len(values), size):
+            yield self.any_of(column, values[start : start + size])
 
     @abstractmethod
     def json_text(self, column: str, key: str) -> str:

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 import numpy as np
 
 from lamina.embeddings.base import Vector
-from lamina.store.sql.memory_rows import CHUNK, SqlMemoryRows
+from lamina.store.sql.dialect import CHUNK
+from lamina.store.sql.memory_rows import SqlMemoryRows
 from lamina.store.sql.program import Program, count, every, many, rows
 
 #: The indexed expression finding the memories holding a text (migrations 0008 / 0010).
@@ -49,8 +50,7 @@ class SqlEmbeddingCache(SqlMemoryRows):
 
     def _cached(self, tenant_id: str, hashes: list[str]) -> Program[dict[str, Vector]]:
         found: dict[str, Vector] = {}
-        for start in range(0, len(hashes), CHUNK):
-            chunk, params = self._d.any_of("content_hash", hashes[start : start + CHUNK])
+        for chunk, params in self._d.any_of_chunks("content_hash", hashes):
             for h, blob in (
                 yield rows(
                     "SELECT content_hash, vector FROM embedding_cache WHERE tenant_id = %s "  # noqa: S608

@@ -10,7 +10,6 @@ from datetime import UTC, datetime
 
 from lamina.store.sql.conversations import NEIGHBOURS, ConversationScope, SqlConversations, place_of
 from lamina.store.sql.embedding_cache import SqlEmbeddingCache
-from lamina.store.sql.memory_rows import CHUNK
 from lamina.store.sql.program import Program, count, many, rows
 from lamina.store.sql.task_forgetting import forget_in_tasks, forgetting_lock
 from lamina.store.sql.timing import HISTORY
@@ -39,8 +38,7 @@ class SqlForgetting(SqlConversations, SqlEmbeddingCache):
         if ids:
             yield forgetting_lock(tenant_id)  # before any other lock (task_forgetting)
         removed = 0
-        for start in range(0, len(ids), CHUNK):
-            chunk, params = d.any_of("id", ids[start : start + CHUNK])
+        for chunk, params in d.any_of_chunks("id", ids):
             going = yield rows(
                 f"SELECT metadata FROM memories WHERE tenant_id = %s AND {chunk}",  # noqa: S608
                 tenant_id,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Unpack
+from typing import Any, Unpack
 
 from lamina.memory.layers import MemoryLayer, scope_key
 from lamina.memory.models import ForgetResult, HistoryEvent
@@ -15,12 +15,10 @@ from lamina.memory.timing import Lifetime
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.conversations import place_of
 from lamina.store.sql.memories import SqlMemories
-from lamina.store.sql.memory_rows import HISTORY_COLUMNS
 from lamina.store.sql.program import Lock, Program, count, row, rows
+from lamina.store.sql.rows import HISTORY_COLUMNS, EntryRow, HistoryRow
 from lamina.store.sql.task_forgetting import forget_in_tasks
 
-#: Ids per statement where a statement lists them.
-_CHUNK = 500
 #: The tables holding a session's observational memory, by session key (what ``forget``
 #: deletes beside the memories; graph entities no relation uses any more go with them).
 SESSION_TABLES = ("session_messages", "observations", "reflections", "graph_relations")
@@ -83,42 +81,42 @@ class SqlMemoryLifecycle(SqlMemories):
     async def delete_where(
         self, tenant_id: str, selection: Selection, *, actor: str | None = None
     ) -> int:
-        where, params = self._selected(selection, tenant_id)
-
         def write() -> Program[int]:
-            found = yield rows(
-                f"SELECT id FROM memories WHERE {where}",  # noqa: S608
-                *params,
-            )
-            if not found:
-                return 0
-            return (yield from self._delete(tenant_id, [str(r[0]) for r in found], actor))
+            deleted, _ = yield from self._delete_selected(tenant_id, selection, actor)
+            return deleted
 
         return await self._exec.write(tenant_id, "delete_all", write())
 
     async def forget_where(
         self, tenant_id: str, selection: Selection, **forgetting: Unpack[Forgetting]
     ) -> ForgetResult:
-        where, params = self._selected(selection, tenant_id)
-        actor = forgetting.get("actor")
-
         def write() -> Program[ForgetResult]:
-            found = yield rows(
-                f"SELECT id, identifiers FROM memories WHERE {where}",  # noqa: S608
-                *params,
-            )
+            actor = forgetting.get("actor")
+            deleted, identifiers = yield from self._delete_selected(tenant_id, selection, actor)
             keys = dict.fromkeys(forgetting.get("session_keys", ()))
-            for r in found:
-                session = self._d.from_json(r[1]).get("session_id")
+            for stored in identifiers:
+                session = self._d.from_json(stored).get("session_id")
                 if isinstance(session, str):
                     keys.setdefault(session, None)
-            deleted = 0
-            if found:
-                deleted = yield from self._delete(tenant_id, [str(r[0]) for r in found], actor)
             counts = yield from self._forget_sessions(tenant_id, sorted(keys))
             return ForgetResult(memories=deleted, sessions=sorted(keys), **counts)
 
         return await self._exec.write(tenant_id, "forget", write())
+
+    def _delete_selected(
+        self, tenant_id: str, selection: Selection, actor: str | None
+    ) -> Program[tuple[int, list[Any]]]:
+        """Delete the memories ``selection`` chooses (each as ``delete`` forgets one): how
+        many, and the identifiers of each as stored (``delete_all`` and ``forget``)."""
+        where, params = self._selected(selection, tenant_id)
+        found = yield rows(
+            f"SELECT id, identifiers FROM memories WHERE {where}",  # noqa: S608
+            *params,
+        )
+        if not found:
+            return 0, []
+        deleted = yield from self._delete(tenant_id, [str(r[0]) for r in found], actor)
+        return deleted, [r[1] for r in found]
 
     def _forget_sessions(self, tenant_id: str, keys: list[str]) -> Program[dict[str, int]]:
         """Delete the observational memory of the sessions ``keys`` (under each session's
@@ -128,8 +126,7 @@ class SqlMemoryLifecycle(SqlMemories):
         d = self._d
         for key in keys:
             yield Lock(f"{tenant_id}\n{key}", 1)
-        for start in range(0, len(keys), _CHUNK):
-            chunk, params = d.any_of("session_key", keys[start : start + _CHUNK])
+        for chunk, params in d.any_of_chunks("session_key", keys):
             for table in ("session_messages", "observations", "reflections"):
                 counts[table] += yield count(
                     f"DELETE FROM {table} WHERE tenant_id = %s AND {chunk}",  # noqa: S608
@@ -150,8 +147,7 @@ class SqlMemoryLifecycle(SqlMemories):
             )
             counts["graph_relations"] += len(ends)
             entities = sorted({e for r in ends for e in r})
-            for at in range(0, len(entities), _CHUNK):
-                ids, values = d.any_of(d.graph_id, entities[at : at + _CHUNK])
+            for ids, values in d.any_of_chunks(d.graph_id, entities):
                 yield count(
                     f"DELETE FROM graph_entities WHERE tenant_id = %s AND {ids} AND NOT EXISTS "  # noqa: S608
                     "(SELECT 1 FROM graph_relations r WHERE r.tenant_id = graph_entities.tenant_id "
@@ -182,7 +178,7 @@ class SqlMemoryLifecycle(SqlMemories):
         columns = self._columns if vectors else self._columns.replace(", embedding,", ", NULL,")
 
         def read() -> Program[tuple[list[StoredMemory], str | None]]:
-            found = yield rows(
+            read = yield rows(
                 f"SELECT {columns} FROM memories WHERE {self._d.tenant_in_seq_order} = %s "  # noqa: S608
                 # An expired memory is as good as deleted: never exported.
                 f"AND {where} AND (expires_at IS NULL OR expires_at > %s) "
@@ -194,9 +190,10 @@ class SqlMemoryLifecycle(SqlMemories):
                 limit,
                 binary=True,
             )
+            found = [EntryRow(*r) for r in read]
             events: dict[str, list[HistoryEvent]] = {}
             if history and found:
-                ids, values = self._d.any_of("memory_id", [r[1] for r in found])
+                ids, values = self._d.any_of("memory_id", [r.id for r in found])
                 for r in (
                     yield rows(
                         f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
@@ -206,16 +203,16 @@ class SqlMemoryLifecycle(SqlMemories):
                         binary=True,
                     )
                 ):
-                    events.setdefault(r[0], []).append(self._event(r))
+                    events.setdefault(HistoryRow(*r).memory_id, []).append(self._event(r))
             page = [
                 StoredMemory(
                     self._entry(r),
-                    self._vector_of(r[10], r[7]) if vectors else None,
-                    events.get(r[1], []) if history else None,
+                    self._vector_of(r.embedding, r.embedding_model) if vectors else None,
+                    events.get(r.id, []) if history else None,
                 )
                 for r in found
             ]
-            more = encode_cursor(int(found[-1][0])) if len(found) == limit else None
+            more = encode_cursor(int(found[-1].seq)) if len(found) == limit else None
             return page, more
 
         return await self._exec.read(tenant_id, "export", read(), snapshot=True)
@@ -245,8 +242,7 @@ class SqlMemoryLifecycle(SqlMemories):
         into an empty store); the ids stored are added to it."""
         ids = [] if present is not None else list(dict.fromkeys(m.entry.id for m in memories))
         present = set() if present is None else present
-        for start in range(0, len(ids), _CHUNK):
-            chunk, params = self._d.any_of("id", ids[start : start + _CHUNK])
+        for chunk, params in self._d.any_of_chunks("id", ids):
             found = yield rows(
                 f"SELECT id FROM memories WHERE tenant_id = %s AND {chunk}",  # noqa: S608
                 tenant_id,

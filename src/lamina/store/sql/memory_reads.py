@@ -26,8 +26,9 @@ from lamina.memory.ports import (
 )
 from lamina.memory.scoring import Candidate, Ranked, rank
 from lamina.store.cursors import decode_cursor, encode_cursor
-from lamina.store.sql.memory_rows import HISTORY_COLUMNS, Row
+from lamina.store.sql.memory_rows import Row
 from lamina.store.sql.program import Program, count, every, first, row, rows
+from lamina.store.sql.rows import HISTORY_COLUMNS, EntryRow, ScoringRow
 from lamina.store.sql.timing import SqlTiming
 
 #: Matches of a listing past which its page walks the scope in order (``window_sql``).
@@ -109,7 +110,7 @@ class SqlMemoryReads(SqlTiming):
 
     def _scored(self, values: Sequence[Any], parts: ScoreParts) -> ScoredMemory:
         # Vectors of two models must never meet (near-duplicate checks compare them).
-        vector = None if self.embedding.stale else self._d.from_vector(values[10])
+        vector = None if self.embedding.stale else self._d.from_vector(EntryRow(*values).embedding)
         return ScoredMemory(self._entry(values), parts, vector)
 
     def _rank(self, req: LayerSearch, found: dict[Any, Row], keyword: dict[Any, float]) -> Ranked:
@@ -121,11 +122,12 @@ class SqlMemoryReads(SqlTiming):
         query = req.vector if req.mode is not SearchMode.KEYWORD else None
         if self.embedding.stale:
             query = None
-        own = cosines(query, [d.from_vector(found[k][1]) for k in keys])
-        around = cosines(query, [d.from_vector(found[k][2]) for k in keys])
+        rows = [ScoringRow(*found[k]) for k in keys]
+        own = cosines(query, [d.from_vector(r.own) for r in rows])
+        around = cosines(query, [d.from_vector(r.around) for r in rows])
         candidates = [
-            self._candidate(key, found[key], own[i], around[i], keyword.get(key, 0.0))
-            for i, key in enumerate(keys)
+            self._candidate(r, own[i], around[i], keyword.get(r.key, 0.0))
+            for i, r in enumerate(rows)
         ]
         return self._ranked(req, candidates)
 
@@ -142,22 +144,21 @@ class SqlMemoryReads(SqlTiming):
 
     def _candidate(
         self,
-        key: Any,
-        values: Row,
+        row: ScoringRow,
         cosine: float | None,
         context_cosine: float | None,
         keyword: float,
     ) -> Candidate:
-        """The ranking's view of a candidate row (the key, then ``_scoring_columns``)."""
+        """The ranking's view of a candidate row."""
         return Candidate(
-            key,
+            row.key,
             cosine,
             None if cosine is None else context_cosine,
             keyword,
-            values[3],
-            values[4],
-            values[5],
-            self._d.from_time(values[6]),
+            row.content,
+            row.speaker,
+            row.conversation,
+            self._d.from_time(row.event_at),
         )
 
     def _hits(self, ranked: Ranked, rows: dict[Any, Row]) -> LayerHits:
@@ -171,11 +172,10 @@ class SqlMemoryReads(SqlTiming):
     def _searchable(self, request: LayerSearch) -> LayerSearch:
         """While the vectors are of another model: semantic search is refused, hybrid search
         runs on keywords only (the service already asks for that; this keeps the port safe)."""
-        if not self.embedding.stale or request.mode is SearchMode.KEYWORD:
+        mode = self.embedding.status.usable_mode(request.mode)
+        if mode is request.mode:
             return request
-        if request.mode is SearchMode.SEMANTIC:
-            raise self.embedding.refuse("semantic search")
-        return replace(request, mode=SearchMode.KEYWORD, vector=None, vector_soon=None)
+        return replace(request, mode=mode, vector=None, vector_soon=None)
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
         """The memory (also once invalidated), None when absent or expired."""

@@ -27,21 +27,10 @@ from lamina.memory.ports import (
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor
+from lamina.store.sql.rows import ENTRY, EntryRow, HistoryRow
 
-#: The columns of an entry, after the row sequence (``{seq}``): the embedding is the tenth,
-#: the time fields (lamina.memory.timing) come last.
-ENTRY = (
-    "id, tenant_id, layer, identifiers, content, metadata, embedding_model, created_at, "
-    "updated_at, embedding, event_at, valid_from, valid_until, expires_at"
-)
-#: The columns of a history event.
-HISTORY_COLUMNS = (
-    "memory_id, operation, at, layer, old_content, new_content, old_metadata, new_metadata, actor"
-)
 #: A row as the driver returns it.
 Row = tuple[Any, ...]
-#: Keys per statement where a statement lists them (SQLite allows 32,766 parameters).
-CHUNK = 500
 
 
 class SqlMemoryRows(ABC):
@@ -110,40 +99,40 @@ class SqlMemoryRows(ABC):
         return f"({joined})", params
 
     def _entry(self, values: Sequence[Any]) -> MemoryEntry:
-        d = self._d
+        d, r = self._d, EntryRow(*values)
         return MemoryEntry(
-            id=values[1],
-            tenant_id=values[2],
-            layer=MemoryLayer(values[3]),
-            identifiers=d.from_json(values[4]),
-            content=values[5],
-            metadata=d.from_json(values[6]),
-            embedding_model=values[7],
-            created_at=d.from_time(values[8]),
-            updated_at=d.from_time(values[9]),
-            embedding_generated=values[10] is not None,
-            event_at=d.from_time(values[11] or values[8]),
-            valid_from=self._time(values[12]),
-            valid_until=self._time(values[13]),
-            expires_at=self._time(values[14]),
+            id=r.id,
+            tenant_id=r.tenant_id,
+            layer=MemoryLayer(r.layer),
+            identifiers=d.from_json(r.identifiers),
+            content=r.content,
+            metadata=d.from_json(r.metadata),
+            embedding_model=r.embedding_model,
+            created_at=d.from_time(r.created_at),
+            updated_at=d.from_time(r.updated_at),
+            embedding_generated=r.embedding is not None,
+            event_at=d.from_time(r.event_at or r.created_at),
+            valid_from=self._time(r.valid_from),
+            valid_until=self._time(r.valid_until),
+            expires_at=self._time(r.expires_at),
         )
 
     def _time(self, value: Any) -> datetime | None:
         return None if value is None else self._d.from_time(value)
 
-    def _event(self, r: Sequence[Any]) -> HistoryEvent:
-        """A history event of its row (``HISTORY`` columns)."""
-        d = self._d
+    def _event(self, values: Sequence[Any]) -> HistoryEvent:
+        """A history event of its row (``HISTORY_COLUMNS``)."""
+        d, r = self._d, HistoryRow(*values)
         return HistoryEvent(
-            memory_id=r[0],
-            operation=HistoryOperation(r[1]),
-            at=d.from_time(r[2]),
-            layer=MemoryLayer(r[3]),
-            old_content=r[4],
-            new_content=r[5],
-            old_metadata=None if r[6] is None else d.from_json(r[6]),
-            new_metadata=None if r[7] is None else d.from_json(r[7]),
-            actor=r[8],
+            memory_id=r.memory_id,
+            operation=HistoryOperation(r.operation),
+            at=d.from_time(r.at),
+            layer=MemoryLayer(r.layer),
+            old_content=r.old_content,
+            new_content=r.new_content,
+            old_metadata=None if r.old_metadata is None else d.from_json(r.old_metadata),
+            new_metadata=None if r.new_metadata is None else d.from_json(r.new_metadata),
+            actor=r.actor,
         )
 
     def embedding_status(self) -> EmbeddingStatus:

@@ -9,7 +9,6 @@ from importlib import resources
 
 from lamina.backend import StoreCapabilities
 from lamina.embeddings.base import Embedder
-from lamina.errors import LaminaError
 from lamina.memory.ports import EmbeddingStatus
 
 log = logging.getLogger(__name__)
@@ -45,10 +44,6 @@ class EmbeddingState:
     @property
     def stale(self) -> bool:
         return self.status.reembed_needed
-
-    def refuse(self, what: str) -> LaminaError:
-        """The error of a semantic search while the vectors are of another model."""
-        return self.status.refusal(what)
 
 
 #: store_meta keys of a re-embedding under way: its target ("model:dimensions"), and the

@@ -19,11 +19,12 @@ from typing import Any
 from lamina.embeddings.base import Embedder, Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.ports import ContextRecord, ItemText, ReembedProgress
-from lamina.store.sql.context_items import RECORD, SqlContextItems
+from lamina.store.sql.context_items import SqlContextItems
 from lamina.store.sql.conversations import ConversationScope
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, EmbeddingState
 from lamina.store.sql.program import Executor, Program, count, every, row, rows
+from lamina.store.sql.rows import RECORD, RecordRow
 
 #: Context items without a vector of their own (the knowledge index's state row).
 _UNEMBEDDED_KINDS = "('document_index')"
@@ -199,7 +200,7 @@ class Reembedding(ABC):
                 tenant, "reembed", self._pending_items(tenant, size, after)
             )
             keys = [r[0] for r in found]
-            contents = [str(r[8]) for r in found]
+            contents = [str(RecordRow(*r).content) for r in found]
             texts = [item_text(self._item_record(r)) for r in found]
         if not found:
             return None, 0

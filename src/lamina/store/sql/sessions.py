@@ -23,12 +23,12 @@ from lamina.observational.ports import (
 )
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Lock, Program, count, every, many, row, rows
+from lamina.store.sql.rows import NOTE, NoteRow
 from lamina.store.sql.session_prompts import SqlSessionPrompts
 
 SUMMARY_PREFIX = "[Compacted Summary]\n"
 
 _MSG = "session_key, idx, role, content, tool_calls, token_count, created_at"
-_NOTE = "id, session_key, content, token_count, {generation}, source_start, source_end, created_at"
 _INSERT_MESSAGE = (
     "INSERT INTO session_messages (tenant_id, session_key, idx, role, content, "
     "tool_calls, token_count, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
@@ -48,29 +48,20 @@ class SqlSessions(SqlSessionPrompts):
         self._d = dialect
 
     def _message(self, values: Sequence[Any]) -> SessionMessage:
-        d = self._d
+        session_key, index, role, content, tool_calls, tokens, created = values
         return SessionMessage(
-            session_key=values[0],
-            index=values[1],
-            role=values[2],
-            content=values[3],
-            tool_calls=list(d.from_json(values[4])),
-            token_count=values[5],
-            created_at=d.from_time(values[6]),
+            session_key=session_key,
+            index=index,
+            role=role,
+            content=content,
+            tool_calls=list(self._d.from_json(tool_calls)),
+            token_count=tokens,
+            created_at=self._d.from_time(created),
         )
 
     def _note(self, values: Sequence[Any]) -> Note:
-        id_, session_key, content, tokens, generation, start, end, created = values
-        return Note(
-            id=id_,
-            session_key=session_key,
-            content=content,
-            token_count=tokens,
-            generation=generation,
-            source_start=start,
-            source_end=end,
-            created_at=self._d.from_time(created),
-        )
+        r = NoteRow(*values)
+        return Note(**r._replace(created_at=self._d.from_time(r.created_at))._asdict())
 
     def _session_lock(self, tenant_id: str, session_key: str) -> Lock:
         return Lock(f"{tenant_id}\n{session_key}", 1)
@@ -325,7 +316,7 @@ class SqlSessions(SqlSessionPrompts):
     async def list_notes(
         self, tenant_id: str, session_key: str, *, reflections: bool, limit: int | None = None
     ) -> list[Note]:
-        columns = _NOTE.format(generation="generation" if reflections else "0")
+        columns = NOTE.format(generation="generation" if reflections else "0")
 
         def read() -> Program[list[Note]]:
             found = yield rows(

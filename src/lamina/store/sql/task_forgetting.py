@@ -13,8 +13,6 @@ from lamina.store.sql.program import Lock, Program, count, many, rows
 from lamina.threads.forgetting import MEMORY, SESSION, references, scrub_task, scrub_thread
 from lamina.threads.ports import StoredTask
 
-#: References per statement where a statement lists them.
-_CHUNK = 500
 #: The lock space of ``forgetting_lock``.
 _FORGET_LOCK = 3
 
@@ -36,8 +34,7 @@ def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
     if memories:
         yield forgetting_lock(tenant_id, shared=True)
     gone: list[str] = []
-    for start in range(0, len(memories), _CHUNK):
-        chunk, params = d.any_of("memory_id", memories[start : start + _CHUNK])
+    for chunk, params in d.any_of_chunks("memory_id", memories):
         # Deleted and not back (an import keeps ids).
         deleted = yield rows(
             "SELECT DISTINCT memory_id FROM memory_history h WHERE tenant_id = %s "  # noqa: S608
@@ -79,8 +76,7 @@ def forget_in_tasks(
     their text."""
     found: set[str] = set()
     for kind, refs in ((MEMORY, list(dict.fromkeys(memories))), (SESSION, sorted(set(sessions)))):
-        for start in range(0, len(refs), _CHUNK):
-            chunk, params = d.any_of("ref", refs[start : start + _CHUNK])
+        for chunk, params in d.any_of_chunks("ref", refs):
             # Two statements by the primary key, no join (the planner of either backend may
             # scan the tasks for one).
             named = yield rows(
@@ -99,8 +95,7 @@ def forget_in_tasks(
             )
     threads: dict[str, set[str]] = {}
     ids = sorted(found)
-    for start in range(0, len(ids), _CHUNK):
-        chunk, params = d.any_of("task_id", ids[start : start + _CHUNK])
+    for chunk, params in d.any_of_chunks("task_id", ids):
         tasks = yield rows(
             "SELECT task_id, context_id, data FROM a2a_tasks "  # noqa: S608
             f"WHERE tenant_id = %s AND {chunk}{d.for_update}",

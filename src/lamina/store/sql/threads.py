@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Unpack
 
 from lamina.store.sql.dialect import Dialect
@@ -30,11 +31,16 @@ _TASK = "task_id, context_id, state, updated_ns, data"
 
 
 def _thread(values: Sequence[Any]) -> StoredThread:
-    return StoredThread(values[0], values[1], values[2], values[3] is not None, *values[4:8])
+    """A thread of its row (``_THREAD`` columns): a set ``expired_at`` means expired."""
+    thread_id, created, updated, expired_at, context, expires, version, identifiers = values
+    return StoredThread(
+        thread_id, created, updated, expired_at is not None, context, expires, version, identifiers
+    )
 
 
 def _task(values: Sequence[Any]) -> StoredTask:
-    return StoredTask(values[0], values[1], values[2], values[3], values[4])
+    task_id, context_id, state, updated_ns, data = values
+    return StoredTask(task_id, context_id, state, updated_ns, data)
 
 
 class SqlThreads(ABC):
@@ -94,7 +100,7 @@ class SqlThreads(ABC):
             now,
             *key,
         )
-        return _thread((*found[:2], now, *found[3:])), False
+        return replace(thread, updated_at=now), False
 
     async def get_thread(self, tenant_id: str, thread_id: str) -> StoredThread | None:
         return await self._exec.read(tenant_id, "get_thread", self._get(tenant_id, thread_id))

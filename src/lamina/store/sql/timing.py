@@ -16,7 +16,7 @@ from lamina.memory.ports import (
 )
 from lamina.memory.timing import TimeWindow, content_key
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.memory_rows import CHUNK, SqlMemoryRows
+from lamina.store.sql.memory_rows import SqlMemoryRows
 from lamina.store.sql.program import Lock, Program, rows
 
 #: The lock space of exact-duplicate checks (sessions use 1, context items 0), and the
@@ -123,8 +123,7 @@ class SqlTiming(SqlMemoryRows):
             by_scope.setdefault(key[:3], []).append(key[3])
         stored: dict[tuple[str, str, str, str], MemoryEntry] = {}
         for scope, hashes in by_scope.items():
-            for start in range(0, len(hashes), CHUNK):
-                chunk, values = self._d.any_of("content_key", hashes[start : start + CHUNK])
+            for chunk, values in self._d.any_of_chunks("content_key", hashes):
                 found = yield rows(
                     f"SELECT {self._columns}, content_key FROM memories WHERE tenant_id = %s "  # noqa: S608
                     f"AND layer = %s AND scope_key = %s AND {chunk} AND {condition} "
