@@ -1,6 +1,11 @@
 """The PostgreSQL the tests use: LAMINA_TEST_POSTGRES_URL (scripts/test sets it from
 scripts/pg-setup). Without it PostgreSQL tests are skipped, unless LAMINA_REQUIRE_POSTGRES
-is set (as in CI), when they fail."""
+is set (as in CI), when they fail.
+
+Under pytest-xdist each worker has a database of its own, beside the configured one and
+named after it and the worker (``lamina_test`` → ``lamina_test_gw0``, ``lamina_test_gw1``…),
+created with pgvector on first use: a test empties its database's public schema, which
+must not pull the rows from under a test on another worker."""
 
 from __future__ import annotations
 
@@ -11,13 +16,43 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
+from psycopg import sql
 
-PG_URL = os.environ.get("LAMINA_TEST_POSTGRES_URL", "")
+CONFIGURED_URL = os.environ.get("LAMINA_TEST_POSTGRES_URL", "")
 REQUIRED = bool(os.environ.get("LAMINA_REQUIRE_POSTGRES"))
+
+
+def worker_url(url: str, worker: str) -> str:
+    """``url`` with its database name suffixed by the xdist ``worker`` id (none: unchanged)."""
+    if not url or not worker:
+        return url
+    parts = urlsplit(url)
+    return parts._replace(path=f"{parts.path.rstrip('/')}_{worker}").geturl()
+
+
+#: This process's database: the configured one, or under xdist the worker's own.
+PG_URL = worker_url(CONFIGURED_URL, os.environ.get("PYTEST_XDIST_WORKER", ""))
+
+
+@cache
+def _create_worker_database() -> None:
+    """The worker's database, created (from the configured one's server) if it is missing."""
+    if PG_URL == CONFIGURED_URL:
+        return
+    name = urlsplit(PG_URL).path.lstrip("/")
+    with psycopg.connect(CONFIGURED_URL, autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,))
+        if found.fetchone() is None:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute("SET client_min_messages = warning")
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
 
 def require_postgres() -> str:
@@ -25,6 +60,7 @@ def require_postgres() -> str:
         if REQUIRED:
             pytest.fail("LAMINA_TEST_POSTGRES_URL is not set (run scripts/pg-setup)")
         pytest.skip("no PostgreSQL configured: set LAMINA_TEST_POSTGRES_URL")
+    _create_worker_database()
     return PG_URL
 
 
