@@ -1,4 +1,4 @@
-"""lamina session … in human form (tests/test_observational.py runs every session command
+"""lamina session … in human form (tests/observational/test_observational.py runs every session command
 against a fake model, with --json)."""
 
 from __future__ import annotations
