@@ -1,5 +1,5 @@
-"""lamina session … in human form (tests/observational/test_observational.py runs every session command
-against a fake model, with --json)."""
+"""lamina session … in human form (tests/observational/test_observational.py runs every
+session command against a fake model, with --json)."""
 
 from __future__ import annotations
 
