@@ -99,6 +99,10 @@ def _remember(
     assert legacy.status_code == 200 and marker in legacy.text, legacy.text
     history = _tool(client, "memory_history", memory_id=memory_id)
     assert marker in str(result_of(history))
+    # A prompt assembled with the memory's text names it among its memories.
+    prompt = _tool(client, "context_prompt", query=f"where is the {marker} key", **who)
+    assert marker in result_of(prompt)["prompt"]
+    assert memory_id in result_of(prompt)["memory_ids"]
     # A second call in the thread of the add: its record holds the memory too.
     again = send(
         client,
@@ -110,6 +114,7 @@ def _remember(
         "searched": searched["id"],
         "free": free["id"],
         "history": history["id"],
+        "prompt": prompt["id"],
         "again": again["id"],
         "thread": added["contextId"],
         "user": user,
@@ -119,7 +124,7 @@ def _remember(
 def _answers(client: httpx.Client, ids: dict[str, str]) -> dict[str, str]:
     """Every door's answer about the tasks and the memory, by door and task."""
     out: dict[str, str] = {}
-    for key in ("added", "searched", "free", "history", "again"):
+    for key in ("added", "searched", "free", "history", "prompt", "again"):
         task_id = ids[key]
         out[f"GetTask {key}"] = str(rpc(client, "GetTask", {"id": task_id}))
         out[f"REST {key}"] = client.get(f"/tasks/{task_id}", headers=HEADERS).text
@@ -228,6 +233,7 @@ def test_every_kind_of_deletion_reaches_every_copy(backend: str, tmp_path: Path)
             # The tasks are still there, their text is not.
             assert "'deleted': true" in answers["GetTask added"]
             assert FORGOTTEN in answers["GetTask free"]
+            assert FORGOTTEN in answers["GetTask prompt"]
             exported = _exported(live).lower()
             assert [m for m in gone if m in exported] == [] and KEPT.lower() in exported
             if backend == "sqlite":  # the log was emptied after the delete

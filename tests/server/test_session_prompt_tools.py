@@ -88,7 +88,7 @@ def test_context_prompt_starts_from_the_sessions_kept_prompt(
     assert call(client, A, "context_prompt", {"query": "why?"})["prompt"] == ""
     # Another tenant's same key is another session, with no prompt kept.
     other = call(client, B, "context_prompt", {"query": "why?", "session_key": S})
-    assert other == {"prompt": "", "messages": []}
+    assert other == {"prompt": "", "messages": [], "memory_ids": []}
     assert call(client, B, "session_system_prompt", {"session_key": S})["system_prompt"] is None
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from lamina.checks import check_int, invalid
@@ -29,7 +30,7 @@ from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.core import ServiceCore
 from lamina.memory.layers import IDENTIFIER_NAMES
-from lamina.memory.models import SearchMode
+from lamina.memory.models import SearchHit, SearchMode
 from lamina.memory.ports import ContextItemStore
 from lamina.memory.service import MemoryService
 from lamina.retry import RetryPolicy
@@ -39,6 +40,15 @@ log = logging.getLogger(__name__)
 
 
 P = TypeVar("P")
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltPrompt:
+    """An assembled system prompt and the ids of the memories whose text it holds (its
+    Relevant Memories section): what a door keeping the prompt must forget with them."""
+
+    text: str
+    memory_ids: tuple[str, ...] = ()
 
 
 class _Provider(Generic[P]):
@@ -183,6 +193,18 @@ class ContextService(ServiceCore):
         """The RAG section: a search of the memory store (default mode, hybrid) for the
         caller's scope.
         With a session key the session's own memories take part and no other session's do."""
+        return [
+            h.memory.content
+            for h in await self._relevant_hits(query, identifiers, session_key, tenant_id)
+        ]
+
+    async def _relevant_hits(
+        self,
+        query: str,
+        identifiers: Mapping[str, str],
+        session_key: str | None,
+        tenant_id: str | None,
+    ) -> list[SearchHit]:
         if self.settings.rag_limit == 0 or not identifiers or not query.strip():
             return []
         ids = {k: identifiers.get(k) for k in IDENTIFIER_NAMES}
@@ -201,7 +223,7 @@ class ContextService(ServiceCore):
             threshold=self.settings.rag_threshold,
             tenant_id=tenant_id,
         )
-        return [h.memory.content for h in hits]
+        return list(hits)
 
     async def build_prompt(
         self,
@@ -218,13 +240,34 @@ class ContextService(ServiceCore):
         Each part that fails is logged and left out; the base prompt always comes back.
         ``runtime``, when given, provides the runtime context instead of
         ``runtime_context``."""
+        built = await self.compose_prompt(
+            base,
+            query,
+            layers=layers,
+            session_key=session_key,
+            identifiers=identifiers,
+            tenant_id=tenant_id,
+            runtime=runtime,
+        )
+        return built.text
+
+    async def compose_prompt(
+        self,
+        base: str,
+        query: str,
+        *,
+        layers: Sequence[ContextLayer | str] | str | None = None,
+        session_key: str | None = None,
+        identifiers: Mapping[str, str] | None = None,
+        tenant_id: str | None = None,
+        runtime: RuntimeContextProvider | None = None,
+    ) -> BuiltPrompt:
+        """``build_prompt``'s prompt and the ids of the memories it holds the text of."""
         session = session_key if session_key is not None else current_session()
         conversation = self._retriever.conversation
 
-        async def memories() -> list[str]:
-            return await self.relevant_memories(
-                query, identifiers or {}, session, tenant_id=tenant_id
-            )
+        async def memories() -> list[SearchHit]:
+            return await self._relevant_hits(query, identifiers or {}, session, tenant_id)
 
         async def recent(kind: str) -> list[str]:
             if conversation is None or not session:
@@ -270,14 +313,16 @@ class ContextService(ServiceCore):
                 result = None
             parts.append(result)
         retrieved, rag, reflections, observations, facts = parts
-        return self.assemble_prompt(
+        hits: list[SearchHit] = rag or []
+        text = self.assemble_prompt(
             base,
             retrieved or (),
             reflections or (),
             observations or (),
-            memories=rag or (),
+            memories=[h.memory.content for h in hits],
             graph=facts or (),
         )
+        return BuiltPrompt(text, tuple(h.memory.id for h in hits))
 
     async def flush(self) -> None:
         """Wait for the background writes retrieval started (knowledge use counts)."""

@@ -14,7 +14,9 @@ is forgotten, the store rewrites every task referring to it in the same transact
   content alike: they described what is forgotten);
 - in the artifacts, every object naming a forgotten memory (``"id"`` or ``"memory_id"``) and
   holding its text (content, metadata, a history event's) is replaced by
-  ``{"id": ..., "deleted": true}`` in its place (the other hits stay as they were); a task
+  ``{"id": ..., "deleted": true}`` in its place (the other hits stay as they were); a prompt
+  assembled with its text (``context_prompt``'s, whose ``memory_ids`` name it) reads
+  ``FORGOTTEN`` (its other fields stay); a task
   referring to a forgotten session has its artifacts' data replaced by
   ``{"forgotten": true}``. A task that held no such text (``memory_delete``'s, a history
   read after the delete) is left as it is;
@@ -151,6 +153,14 @@ def _drop(value: Any, memories: Collection[str]) -> Any:
     """``value`` with every object naming one of ``memories`` and holding text of it (its
     content, metadata, or a history event's) replaced by a tombstone."""
     if isinstance(value, dict):
+        named_all = value.get("memory_ids")
+        if (
+            isinstance(named_all, list)
+            and value.get("prompt") not in (None, FORGOTTEN)
+            and any(m in memories for m in named_all if isinstance(m, str))
+        ):
+            # A prompt assembled with the memory's text (context_prompt): forgotten whole.
+            return {**value, "prompt": FORGOTTEN}
         for key in _MEMORY_KEYS:
             named = value.get(key)
             if (

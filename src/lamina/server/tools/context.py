@@ -123,7 +123,7 @@ async def context_prompt(ms: AsyncLamina, a: ContextPrompt, t: str) -> Any:
     sessions, context = ms.sessions, ms.context
     ids = {k: v for k, v in a.ids().items() if v is not None}
     base = await sessions.base_prompt(a.session_key, a.base, tenant_id=t)
-    prompt = await context.build_prompt(
+    built = await context.compose_prompt(
         base,
         a.query[: context.settings.max_query_length],
         layers=a.layers,
@@ -132,7 +132,13 @@ async def context_prompt(ms: AsyncLamina, a: ContextPrompt, t: str) -> Any:
         tenant_id=t,
     )
     recent = await sessions.recent_messages(a.session_key, tenant_id=t) if a.session_key else []
-    return {"prompt": prompt, "messages": jsonable(recent)}
+    # memory_ids: the memories whose text the prompt holds; a stored task is indexed by them,
+    # so forgetting one forgets the prompt (lamina.threads.forgetting).
+    return {
+        "prompt": built.text,
+        "messages": jsonable(recent),
+        "memory_ids": list(built.memory_ids),
+    }
 
 
 CONTEXT_TOOLS: tuple[Tool[Any], ...] = (
