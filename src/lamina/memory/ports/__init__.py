@@ -1,0 +1,66 @@
+"""The memory ports (``store``) and the records they speak in (``shapes``), importable from
+here as one."""
+
+from __future__ import annotations
+
+from lamina.memory.ports.shapes import (
+    Consolidated,
+    Consolidation,
+    EmbeddingStatus,
+    ExportPage,
+    Forgetting,
+    ImportWriter,
+    Invalidation,
+    ItemText,
+    LayerHits,
+    LayerSearch,
+    MemoryChange,
+    MemoryListing,
+    NewMemory,
+    ReembedProgress,
+    Revision,
+    Scope,
+    ScoredMemory,
+    Selection,
+    StoredMemory,
+    updated_entry,
+)
+from lamina.memory.ports.store import (
+    MemoryEmbeddings,
+    MemoryForgetting,
+    MemoryOwners,
+    MemoryReads,
+    MemoryStore,
+    MemoryTransfer,
+    MemoryWrites,
+)
+
+__all__ = [
+    "Consolidated",
+    "Consolidation",
+    "EmbeddingStatus",
+    "ExportPage",
+    "Forgetting",
+    "ImportWriter",
+    "Invalidation",
+    "ItemText",
+    "LayerHits",
+    "LayerSearch",
+    "MemoryChange",
+    "MemoryEmbeddings",
+    "MemoryForgetting",
+    "MemoryListing",
+    "MemoryOwners",
+    "MemoryReads",
+    "MemoryStore",
+    "MemoryTransfer",
+    "MemoryWrites",
+    "NewMemory",
+    "ReembedProgress",
+    "Revision",
+    "Scope",
+    "ScoredMemory",
+    "Selection",
+    "StoredMemory",
+    "updated_entry",
+]
