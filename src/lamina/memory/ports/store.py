@@ -240,5 +240,5 @@ class MemoryStore(
     Protocol,
 ):
     """Persistence and search of memories, their history, embeddings and hierarchy: every
-    memory port at once (what a store implements; a service part names the narrow one it
-    needs)."""
+    memory port at once, what a store implements (a part that needs only some of it can name
+    the narrow ports instead)."""
