@@ -9,22 +9,22 @@ import inspect
 from lamina.context.ports import ContextItemStore
 from lamina.memory.items import ItemStore
 from lamina.memory.ports import (
-    MemoryEmbeddings,
-    MemoryForgetting,
-    MemoryOwners,
-    MemoryReads,
+    MemoryEmbeddingStore,
+    MemoryForgettingStore,
+    MemoryOwnerStore,
+    MemoryReadStore,
     MemoryStore,
-    MemoryTransfer,
-    MemoryWrites,
+    MemoryTransferStore,
+    MemoryWriteStore,
 )
 
 NARROW = (
-    MemoryReads,
-    MemoryWrites,
-    MemoryForgetting,
-    MemoryTransfer,
-    MemoryEmbeddings,
-    MemoryOwners,
+    MemoryReadStore,
+    MemoryWriteStore,
+    MemoryForgettingStore,
+    MemoryTransferStore,
+    MemoryEmbeddingStore,
+    MemoryOwnerStore,
 )
 
 

@@ -36,7 +36,7 @@ from lamina.memory.ports.shapes import (
 )
 
 
-class MemoryReads(Protocol):
+class MemoryReadStore(Protocol):
     """Reading memories: one by id, a page of a scope, a search, a memory's history."""
 
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None: ...
@@ -54,7 +54,7 @@ class MemoryReads(Protocol):
         ...
 
 
-class MemoryWrites(Protocol):
+class MemoryWriteStore(Protocol):
     """Writing memories: adding (facts and conversation messages), changing, deleting by id,
     invalidating, and a consolidation's writes in one transaction."""
 
@@ -101,7 +101,7 @@ class MemoryWrites(Protocol):
         ...
 
 
-class MemoryForgetting(Protocol):
+class MemoryForgettingStore(Protocol):
     """Forgetting by selection and by time to live: what ``lamina.memory.lifecycle`` needs."""
 
     async def count_where(self, tenant_id: str, selection: Selection) -> int:
@@ -133,7 +133,7 @@ class MemoryForgetting(Protocol):
         ...
 
 
-class MemoryTransfer(Protocol):
+class MemoryTransferStore(Protocol):
     """Export and import of memories (``lamina.memory.transfer``)."""
 
     async def export_page(
@@ -167,7 +167,7 @@ class MemoryTransfer(Protocol):
         ...
 
 
-class MemoryEmbeddings(Protocol):
+class MemoryEmbeddingStore(Protocol):
     """Embeddings: the store's model against the configured one, the persistent cache, the
     memories still waiting for a vector, and re-embedding."""
 
@@ -202,7 +202,7 @@ class MemoryEmbeddings(Protocol):
         ...
 
 
-class MemoryOwners(Protocol):
+class MemoryOwnerStore(Protocol):
     """The hierarchy of identifiers (parents) and the counts of memories by layer and scope."""
 
     async def set_parent(self, tenant_id: str, level: str, child_id: str, parent_id: str) -> None:
@@ -231,12 +231,12 @@ class MemoryOwners(Protocol):
 
 
 class MemoryStore(
-    MemoryReads,
-    MemoryWrites,
-    MemoryForgetting,
-    MemoryTransfer,
-    MemoryEmbeddings,
-    MemoryOwners,
+    MemoryReadStore,
+    MemoryWriteStore,
+    MemoryForgettingStore,
+    MemoryTransferStore,
+    MemoryEmbeddingStore,
+    MemoryOwnerStore,
     Protocol,
 ):
     """Persistence and search of memories, their history, embeddings and hierarchy: every
