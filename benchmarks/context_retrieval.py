@@ -33,7 +33,7 @@ from benchmarks.memory_ops import corpus_vectors, ms_stats
 from lamina import AsyncLamina
 from lamina.context.models import MODEL_LAYERS
 from lamina.context.providers import RuntimeContextAdapter, ToolDescriptor, ToolRegistryAdapter
-from lamina.memory.ports import ItemKind, NewContextRecord
+from lamina.memory.items import ItemKind, NewContextRecord
 
 
 async def fill(ms: AsyncLamina, count: int) -> float:

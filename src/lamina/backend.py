@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from lamina.memory.ports import ContextItemStore, MemoryStore
+from lamina.context.ports import ContextItemStore
+from lamina.memory.ports import MemoryStore
 from lamina.observational.ports import SessionStore
 from lamina.threads.ports import ThreadStore
 

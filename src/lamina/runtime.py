@@ -22,8 +22,8 @@ from lamina.knowledge.index import KnowledgeIndex, embed_text, item_of
 from lamina.knowledge.promotion import Promotions
 from lamina.knowledge.service import KnowledgeService
 from lamina.llm.base import ChatModel
+from lamina.memory.items import ContextRecord, ItemKind
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import ContextRecord, ItemKind
 from lamina.memory.service import MemoryService
 from lamina.metrics import Metrics
 from lamina.observational.service import SessionService, observer_llm_settings

@@ -1,4 +1,5 @@
-"""The context-item contract (lamina.memory.ports), the same on every store."""
+"""The context-item contract (lamina.context.ports, over lamina.memory.items), the same on
+every store."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 import pytest
 
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.items import ItemKind, ItemQuery, NewContextRecord
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import ItemKind, ItemQuery, NewContextRecord
 from lamina.text import analyze
 from tests.conformance.conftest import Harness
 

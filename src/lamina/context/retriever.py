@@ -32,8 +32,8 @@ from lamina.context.searchable_layers import (
 )
 from lamina.embeddings.base import Vector
 from lamina.errors import LaminaError
+from lamina.memory.items import ContextRecord
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import ContextRecord
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from lamina.context.models import (
     UserKnowledge,
 )
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.ports import ItemKind
+from lamina.memory.items import ItemKind
 
 C = TypeVar("C", bound=StrEnum)
 

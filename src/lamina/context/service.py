@@ -12,6 +12,7 @@ from lamina.checks import check_int, invalid
 from lamina.config import ContextSettings, MemorySettings
 from lamina.context.layer_store import ItemContext
 from lamina.context.models import ContextLayer, RetrievalResult
+from lamina.context.ports import ContextItemStore
 from lamina.context.prompt import Retrieved, assemble_prompt
 from lamina.context.providers import (
     RuntimeContextProvider,
@@ -31,7 +32,6 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.core import ServiceCore
 from lamina.memory.layers import IDENTIFIER_NAMES
 from lamina.memory.models import SearchHit, SearchMode
-from lamina.memory.ports import ContextItemStore
 from lamina.memory.service import MemoryService
 from lamina.retry import RetryPolicy
 from lamina.tokens import TokenCounter, default_counter

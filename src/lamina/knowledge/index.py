@@ -11,14 +11,8 @@ from typing import Any
 from lamina.embeddings.base import Vector
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.knowledge.models import KnowledgeItem
+from lamina.memory.items import ContextRecord, ItemKind, ItemQuery, ItemStore, NewContextRecord
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import (
-    ContextItemStore,
-    ContextRecord,
-    ItemKind,
-    ItemQuery,
-    NewContextRecord,
-)
 from lamina.retry import RetryPolicy
 from lamina.text import analyze
 
@@ -77,7 +71,7 @@ def item_of(record: ContextRecord) -> KnowledgeItem:
 class KnowledgeIndex:
     def __init__(
         self,
-        store: ContextItemStore,
+        store: ItemStore,
         embed: Callable[[str, Sequence[str]], Awaitable[Vector]],
         queries: QueryVectors,
         retry: RetryPolicy,

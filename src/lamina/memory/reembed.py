@@ -7,7 +7,8 @@ from typing import Any
 
 from lamina.checks import check_int
 from lamina.memory.base import MemoryBase
-from lamina.memory.ports import ContextRecord, EmbeddingStatus, ItemText, ReembedProgress
+from lamina.memory.items import ContextRecord
+from lamina.memory.ports import EmbeddingStatus, ItemText, ReembedProgress
 
 
 def content_text(record: ContextRecord) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from lamina.memory.items import ContextRecord, ItemQuery
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import ContextRecord, ItemQuery
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.postgres.filters import (
     ANY_WORD_CAP,

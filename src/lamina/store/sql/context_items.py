@@ -1,4 +1,4 @@
-"""Context items (lamina.memory.ports.ContextItemStore) in SQL, for both backends.
+"""Context items (lamina.context.ports.ContextItemStore) in SQL, for both backends.
 
 Writes, reads and listing are shared; search is the backend's own (in-process indexes on
 SQLite, tsvector and HNSW on PostgreSQL), ranked the same way by ``rank``.
@@ -13,15 +13,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Unpack
 
+from lamina.context.ports import DataChange
+from lamina.memory.items import ContextRecord, ItemKind, ItemListing, ItemQuery, NewContextRecord
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import (
-    ContextRecord,
-    DataChange,
-    ItemKind,
-    ItemListing,
-    ItemQuery,
-    NewContextRecord,
-)
 from lamina.memory.scoring import rank_fused, rank_single
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.dialect import Dialect

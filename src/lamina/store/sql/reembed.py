@@ -18,7 +18,8 @@ from typing import Any
 
 from lamina.embeddings.base import Embedder, Vector
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.ports import ContextRecord, ItemText, ReembedProgress
+from lamina.memory.items import ContextRecord
+from lamina.memory.ports import ItemText, ReembedProgress
 from lamina.store.sql.context_items import SqlContextItems
 from lamina.store.sql.conversations import ConversationScope
 from lamina.store.sql.dialect import Dialect

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from lamina.memory.items import ContextRecord, ItemQuery
 from lamina.memory.models import SearchMode
-from lamina.memory.ports import ContextRecord, ItemQuery
 from lamina.store.sql.context_items import SqlContextItems, rank
 from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sqlite.db import SQLITE, Database

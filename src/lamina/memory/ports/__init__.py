@@ -1,0 +1,66 @@
+"""The memory ports (``store``) and the records they speak in (``shapes``), importable from
+here as one."""
+
+from __future__ import annotations
+
+from lamina.memory.ports.shapes import (
+    Consolidated,
+    Consolidation,
+    EmbeddingStatus,
+    ExportPage,
+    Forgetting,
+    ImportWriter,
+    Invalidation,
+    ItemText,
+    LayerHits,
+    LayerSearch,
+    MemoryChange,
+    MemoryListing,
+    NewMemory,
+    ReembedProgress,
+    Revision,
+    Scope,
+    ScoredMemory,
+    Selection,
+    StoredMemory,
+    updated_entry,
+)
+from lamina.memory.ports.store import (
+    MemoryEmbeddingStore,
+    MemoryForgettingStore,
+    MemoryOwnerStore,
+    MemoryReadStore,
+    MemoryStore,
+    MemoryTransferStore,
+    MemoryWriteStore,
+)
+
+__all__ = [
+    "Consolidated",
+    "Consolidation",
+    "EmbeddingStatus",
+    "ExportPage",
+    "Forgetting",
+    "ImportWriter",
+    "Invalidation",
+    "ItemText",
+    "LayerHits",
+    "LayerSearch",
+    "MemoryChange",
+    "MemoryEmbeddingStore",
+    "MemoryForgettingStore",
+    "MemoryListing",
+    "MemoryOwnerStore",
+    "MemoryReadStore",
+    "MemoryStore",
+    "MemoryTransferStore",
+    "MemoryWriteStore",
+    "NewMemory",
+    "ReembedProgress",
+    "Revision",
+    "Scope",
+    "ScoredMemory",
+    "Selection",
+    "StoredMemory",
+    "updated_entry",
+]
