@@ -4,9 +4,11 @@ limits and the loopback rule exactly as ``lamina serve``). The only module impor
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+from contextlib import suppress
 from importlib.metadata import version as package_version
 from typing import Any
 
@@ -15,6 +17,7 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 
 from lamina.config import Settings
+from lamina.embeddings import preload
 from lamina.errors import ErrorCode, LaminaError
 from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
@@ -88,6 +91,7 @@ class MCPAdapter(ToolSurface):
         started = time.perf_counter()
         skill, state = self.registry.skill_of(params.name), "completed"
         try:
+            await self.ms.start()  # the store opens beside serving (run_mcp): wait for it
             tool = self.registry.get(params.name)
             arguments = self.defaults.fill(tool, params.arguments or {})
             result = await tool.run(arguments, self._tenant(ctx))
@@ -117,23 +121,11 @@ async def run_mcp(settings: Settings, transport: str) -> None:
     defaults = IdentifierDefaults(settings.mcp.identifiers())  # bad values fail before start
     ms = AsyncLamina(settings)
     try:
-        await ms.start()
         adapter = MCPAdapter(ms, defaults=defaults)
         if transport == "stdio":
-            from mcp.server.stdio import stdio_server
-
-            # stdout carries the protocol; clients show stderr in their MCP logs.
-            click.echo(
-                f"lamina MCP server (stdio): data directory {settings.data_dir}; database "
-                f"{settings.store_kind()} {settings.database_location()}",
-                err=True,
-            )
-
-            async with stdio_server() as (read, write):
-                await adapter.server.run(
-                    read, write, adapter.server.create_initialization_options()
-                )
+            await serve_stdio(adapter)
             return
+        await ms.start()
         from lamina.server.app import check_bind, gate_middleware
         from lamina.server.middleware import wrap
         from lamina.server.ratelimit import RateLimiter
@@ -164,3 +156,43 @@ async def run_mcp(settings: Settings, transport: str) -> None:
             await limiter.aclose()
     finally:
         await ms.close()
+
+
+async def _start(ms: AsyncLamina) -> None:
+    """Open the store (migrations), say so, then load the local embedding model in the
+    background, so that the first tool call pays for neither."""
+    await ms.start()
+    settings = ms.settings
+    # stdout carries the protocol; clients show stderr in their MCP logs.
+    click.echo(
+        f"lamina MCP server (stdio): data directory {settings.data_dir}; database "
+        f"{settings.store_kind()} {settings.database_location()}",
+        err=True,
+    )
+    preload(settings.embedding)
+
+
+async def serve_stdio(adapter: MCPAdapter) -> None:
+    """Serve over stdio while the runtime starts: ``initialize`` and ``tools/list`` need no
+    store, and a tool call waits for it (``MCPAdapter._call``). A start failure stops the
+    server and is raised as it is, as when the store was opened before serving."""
+    from mcp.server.stdio import stdio_server
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write):
+            await adapter.server.run(read, write, adapter.server.create_initialization_options())
+
+    serving = asyncio.create_task(serve(), name="lamina-mcp-stdio")
+    starting = asyncio.create_task(_start(adapter.ms), name="lamina-mcp-start")
+    try:
+        await asyncio.wait({serving, starting}, return_when=asyncio.FIRST_EXCEPTION)
+        if starting.done() and starting.exception() is not None:
+            serving.cancel()
+            with suppress(asyncio.CancelledError):
+                await serving
+        await starting  # its failure, as it is
+        await serving
+    finally:
+        for task in (serving, starting):
+            task.cancel()
+        await asyncio.gather(serving, starting, return_exceptions=True)
