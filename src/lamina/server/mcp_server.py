@@ -100,9 +100,17 @@ async def run_mcp(settings: Settings, transport: str) -> None:
         await ms.close()
 
 
+def _load(settings: Settings) -> None:
+    """lamina's heavier imports, the local embedding model loading beside them on its own
+    thread (building the model's session releases the GIL: the second core)."""
+    from lamina.embeddings import preload
+
+    preload(settings.embedding)
+    import_module("lamina.server.mcp_adapter")
+
+
 async def _start(ms: AsyncLamina) -> None:
-    """Open the store (migrations), say so, then load the local embedding model in the
-    background, so that the first tool call pays for neither."""
+    """Open the store (migrations) and say so."""
     await ms.start()
     settings = ms.settings
     # stdout carries the protocol; clients show stderr in their MCP logs.
@@ -111,16 +119,13 @@ async def _start(ms: AsyncLamina) -> None:
         f"{settings.store_kind()} {settings.database_location()}",
         err=True,
     )
-    from lamina.embeddings import preload
-
-    preload(settings.embedding)
 
 
 async def serve_stdio(settings: Settings, defaults: IdentifierDefaults) -> None:
-    """Serve over stdio while the runtime starts: ``initialize`` needs none of it,
-    ``tools/list`` waits for the runtime to be built and a tool call for the store too
-    (``MCPAdapter.call_tool``). A start failure stops the server and is raised as it is, as
-    when the store was opened before serving."""
+    """Serve over stdio while the runtime starts (imports, the embedding model, the store):
+    ``initialize`` needs none of it, ``tools/list`` waits for the runtime to be built and a
+    tool call for the store too (``MCPAdapter.call_tool``). A start failure stops the server
+    and is raised as it is, as when the store was opened before serving."""
     from mcp.server.stdio import stdio_server
 
     built: asyncio.Future[MCPAdapter] = asyncio.get_running_loop().create_future()
@@ -138,8 +143,8 @@ async def serve_stdio(settings: Settings, defaults: IdentifierDefaults) -> None:
             await server.run(read, write, server.create_initialization_options())
 
     async def start() -> None:
-        # lamina's heavier imports in a thread: the event loop answers initialize meanwhile
-        await asyncio.to_thread(import_module, "lamina.server.mcp_adapter")
+        # in a thread: the event loop answers initialize meanwhile
+        await asyncio.to_thread(_load, settings)
         from lamina.runtime import AsyncLamina
         from lamina.server.mcp_adapter import MCPAdapter
 
