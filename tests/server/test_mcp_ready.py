@@ -1,7 +1,7 @@
 """`lamina mcp` over stdio serves while its store opens (issue 35, requirement 3): a client's
 first tool call, made right after initialize on a new data directory, waits for the store and
 works, on SQLite and PostgreSQL; a store that cannot start still stops the server, with the
-error and exit code of a start failure, after answering initialize without it."""
+error and exit code of a start failure, after answering initialize and tools/list without it."""
 
 from __future__ import annotations
 
@@ -23,6 +23,9 @@ INITIALIZE = {
         "clientInfo": {"name": "test", "version": "1"},
     },
 }
+
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
 
 
 @STORES
@@ -55,12 +58,14 @@ def test_a_tool_call_right_after_initialize_waits_for_the_store(store: str, tmp_
     )
 
 
-def test_a_store_that_cannot_start_stops_the_server_as_before(tmp_path: Path) -> None:
+def test_a_store_that_cannot_start_stops_the_server_as_before_after_answering(
+    tmp_path: Path,
+) -> None:
     env = {
         **os.environ,
         "LAMINA_DATA_DIR": str(tmp_path / "d"),
         "LAMINA_DATABASE_URL": "postgresql://nobody@127.0.0.1:1/lamina",
-        # one retry, late: the client's initialize is answered meanwhile
+        # one retry, late: the client's initialize and tools/list are answered meanwhile
         "LAMINA_RETRY__MAX_RETRIES": "1",
         "LAMINA_RETRY__INITIAL_DELAY": "5",
     }
@@ -77,9 +82,16 @@ def test_a_store_that_cannot_start_stops_the_server_as_before(tmp_path: Path) ->
         server.stdin.flush()  # and kept open, as a client does
         answer = json.loads(server.stdout.readline())
         assert answer["id"] == 1 and answer["result"]["serverInfo"]["name"] == "lamina"
+        server.stdin.write(json.dumps(INITIALIZED) + "\n" + json.dumps(LIST) + "\n")
+        server.stdin.flush()  # answered once the runtime is built, before the store is open
+        listed = json.loads(server.stdout.readline())
+        assert listed["id"] == 2 and "memory_search" in {
+            t["name"] for t in listed["result"]["tools"]
+        }
         stdout, stderr = server.communicate(timeout=60)
     assert server.returncode == 1, stderr
     assert stdout == ""
-    last = stderr.strip().splitlines()
-    assert last[-2].startswith("error: PROVIDER_ERROR: PostgreSQL unavailable during initialize")
+    errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, stderr
+    assert errors[0].startswith("error: PROVIDER_ERROR: PostgreSQL unavailable during initialize")
     assert "lamina MCP server (stdio)" not in stderr  # said only once the store is open
