@@ -292,7 +292,7 @@ def test_internal_errors_fail_the_task_without_details(
 
 def test_adapters_share_one_interface(live: Running) -> None:
     from lamina.server.adapter import EcosystemAdapter
-    from lamina.server.mcp_server import MCPAdapter
+    from lamina.server.mcp_adapter import MCPAdapter
 
     a2a: EcosystemAdapter = live.server.a2a
     mcp: EcosystemAdapter = MCPAdapter(live.server.ms, live.server.metrics)

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from lamina import ErrorCode, Lamina, LaminaError
 from lamina.server.app import LaminaServer
-from lamina.server.mcp_server import MCPAdapter
+from lamina.server.mcp_adapter import MCPAdapter
 from lamina.server.tools import TOOLS, MissingArguments, ServerTool
 from lamina.server.tools.args import Args
 from lamina.server.tools.memory_args import MemoryAdd

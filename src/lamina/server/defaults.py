@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.layers import IDENTIFIER_NAMES, Identifiers
-from lamina.server.tools import ServerTool
-from lamina.server.tools.hierarchy import EXPLICIT_IDENTIFIERS
+
+if TYPE_CHECKING:  # the tools import the runtime: `lamina mcp` answers initialize first
+    from lamina.server.tools import ServerTool
 
 IDENTIFIERS: tuple[str, ...] = IDENTIFIER_NAMES
 _CHAIN = ("project_id", "team_id", "org_id", "company_id")
@@ -71,6 +72,8 @@ class IdentifierDefaults:
     def applies_to(self, tool: ServerTool) -> list[str]:
         """The defaulted identifiers ``tool`` takes (none for a hierarchy registration;
         only user_id for memory_delete_all)."""
+        from lamina.server.tools.hierarchy import EXPLICIT_IDENTIFIERS
+
         if tool.name in EXPLICIT_IDENTIFIERS:
             return []
         names = [n for n in self.values if n in tool.model.model_fields]

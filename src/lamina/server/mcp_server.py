@@ -1,33 +1,30 @@
-"""The MCP adapter: the same tools as the A2A server, through the official mcp SDK, over
-stdio (one local client, the configured tenant) or streamable HTTP at /mcp (API keys, rate
-limits and the loopback rule exactly as ``lamina serve``). The only module importing mcp."""
+"""The MCP server over stdio (one local client, the configured tenant) or streamable HTTP at
+/mcp (API keys, rate limits and the loopback rule exactly as ``lamina serve``), through the
+official mcp SDK. Over stdio it answers the client at once: the runtime (lamina's heavier
+imports, the store, the embedding model) starts meanwhile and a tool call waits for it.
+With lamina.server.mcp_adapter, the only modules importing mcp."""
 
 from __future__ import annotations
 
-import json
-import logging
-import time
+import asyncio
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from importlib import import_module
 from importlib.metadata import version as package_version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import mcp.types as types
-from mcp.server import Server, ServerRequestContext
+from mcp.server import Server
 
 from lamina.config import Settings
-from lamina.errors import ErrorCode, LaminaError
-from lamina.metrics import ServerMetrics
-from lamina.runtime import AsyncLamina
-from lamina.server.adapter import ToolSurface
-from lamina.server.auth import KeyRing
 from lamina.server.defaults import IdentifierDefaults
-from lamina.server.skills import ToolRegistry
-from lamina.server.tools import ServerTool, all_tools
 
-log = logging.getLogger("lamina.server")
+if TYPE_CHECKING:
+    from lamina.runtime import AsyncLamina
+    from lamina.server.mcp_adapter import MCPAdapter
 
 
-def _instructions(defaults: IdentifierDefaults) -> str:
+def instructions(defaults: IdentifierDefaults) -> str:
     text = (
         "Layered long-term memory, knowledge and governance. "
         "Identifiers (user_id, project_id, ...) scope memory tools."
@@ -41,99 +38,35 @@ def _instructions(defaults: IdentifierDefaults) -> str:
     return text
 
 
-class MCPAdapter(ToolSurface):
-    def __init__(
-        self,
-        ms: AsyncLamina,
-        metrics: ServerMetrics | None = None,
-        defaults: IdentifierDefaults | None = None,
-    ) -> None:
-        super().__init__(ms, ToolRegistry(all_tools(ms)))
-        self.metrics = metrics or ms.metrics.server()
-        if defaults is None:
-            defaults = IdentifierDefaults(ms.settings.mcp.identifiers())
-        #: Identifiers filled into tool calls that omit them (default: the ``mcp`` settings).
-        self.defaults = defaults
-        self.server: Server[Any] = Server(
-            "lamina",
-            version=package_version("lamina"),
-            instructions=_instructions(self.defaults),
-            on_list_tools=self._list,
-            on_call_tool=self._call,
-        )
+Handler = Callable[[Any, Any], Awaitable[Any]]
 
-    def native(self, tool: ServerTool) -> types.Tool:
-        return types.Tool(
-            name=tool.name,
-            description=self.defaults.description(tool),
-            input_schema=self.defaults.schema(tool),
-            annotations=types.ToolAnnotations(read_only_hint=tool.read_only),
-        )
 
-    def _tenant(self, ctx: ServerRequestContext[Any, Any]) -> str:
-        request = ctx.request
-        scope = getattr(request, "scope", None)
-        if isinstance(scope, dict) and "lamina.principal" in scope:
-            return str(scope["lamina.principal"].tenant)
-        return self.ms.settings.tenant_id
-
-    async def _list(
-        self, ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[self.native(t) for t in self.registry.all()])
-
-    async def _call(
-        self, ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        started = time.perf_counter()
-        skill, state = self.registry.skill_of(params.name), "completed"
-        try:
-            tool = self.registry.get(params.name)
-            arguments = self.defaults.fill(tool, params.arguments or {})
-            result = await tool.run(arguments, self._tenant(ctx))
-            payload: dict[str, Any] = result if isinstance(result, dict) else {"result": result}
-            error = False
-        except LaminaError as exc:
-            if exc.code is ErrorCode.INTERNAL_ERROR:
-                exc = LaminaError(ErrorCode.INTERNAL_ERROR, "internal error (see the log)")
-            payload, error, state = {"error": exc.to_dict()}, True, "rejected"
-            self.metrics.errors.labels(skill, exc.code.value).inc()
-        except Exception:
-            log.exception("unexpected error in MCP tool %s", params.name)
-            payload = {"error": {"code": "INTERNAL_ERROR", "message": "internal error"}}
-            error, state = True, "failed"
-            self.metrics.errors.labels(skill, "INTERNAL_ERROR").inc()
-        self.metrics.requests.labels(skill, params.name, state).inc()
-        self.metrics.latency.labels(skill).observe(time.perf_counter() - started)
-        text = json.dumps(payload, ensure_ascii=False, default=str)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=text)],
-            structured_content=payload,
-            is_error=error,
-        )
+def new_server(
+    defaults: IdentifierDefaults, list_tools: Handler, call_tool: Handler
+) -> Server[Any]:
+    """The SDK's low-level server: lamina's name, version and instructions, these handlers."""
+    return Server(
+        "lamina",
+        version=package_version("lamina"),
+        instructions=instructions(defaults),
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
 
 
 async def run_mcp(settings: Settings, transport: str) -> None:
     defaults = IdentifierDefaults(settings.mcp.identifiers())  # bad values fail before start
+    if transport == "stdio":
+        await serve_stdio(settings, defaults)
+        return
+    from lamina.runtime import AsyncLamina
+    from lamina.server.auth import KeyRing
+    from lamina.server.mcp_adapter import MCPAdapter
+
     ms = AsyncLamina(settings)
     try:
-        await ms.start()
         adapter = MCPAdapter(ms, defaults=defaults)
-        if transport == "stdio":
-            from mcp.server.stdio import stdio_server
-
-            # stdout carries the protocol; clients show stderr in their MCP logs.
-            click.echo(
-                f"lamina MCP server (stdio): data directory {settings.data_dir}; database "
-                f"{settings.store_kind()} {settings.database_location()}",
-                err=True,
-            )
-
-            async with stdio_server() as (read, write):
-                await adapter.server.run(
-                    read, write, adapter.server.create_initialization_options()
-                )
-            return
+        await ms.start()
         from lamina.server.app import check_bind, gate_middleware
         from lamina.server.middleware import wrap
         from lamina.server.ratelimit import RateLimiter
@@ -141,7 +74,8 @@ async def run_mcp(settings: Settings, transport: str) -> None:
 
         keys = KeyRing(settings.server.api_keys)
         check_bind(settings.server.host, keys)
-        app = adapter.server.streamable_http_app(host=settings.server.host)
+        server = new_server(defaults, adapter.list_tools, adapter.call_tool)
+        app = server.streamable_http_app(host=settings.server.host)
         limiter = RateLimiter(settings.server)
         gate = gate_middleware(
             keys=keys,
@@ -164,3 +98,73 @@ async def run_mcp(settings: Settings, transport: str) -> None:
             await limiter.aclose()
     finally:
         await ms.close()
+
+
+def _load(settings: Settings) -> None:
+    """lamina's heavier imports, the local embedding model loading beside them on its own
+    thread (building the model's session releases the GIL: the second core)."""
+    from lamina.embeddings import preload
+
+    preload(settings.embedding)
+    import_module("lamina.server.mcp_adapter")
+
+
+async def _start(ms: AsyncLamina) -> None:
+    """Open the store (migrations) and say so."""
+    await ms.start()
+    settings = ms.settings
+    # stdout carries the protocol; clients show stderr in their MCP logs.
+    click.echo(
+        f"lamina MCP server (stdio): data directory {settings.data_dir}; database "
+        f"{settings.store_kind()} {settings.database_location()}",
+        err=True,
+    )
+
+
+async def serve_stdio(settings: Settings, defaults: IdentifierDefaults) -> None:
+    """Serve over stdio while the runtime starts (imports, the embedding model, the store):
+    ``initialize`` needs none of it, ``tools/list`` waits for the runtime to be built and a
+    tool call for the store too (``MCPAdapter.call_tool``). A start failure stops the server
+    and is raised as it is, as when the store was opened before serving."""
+    from mcp.server.stdio import stdio_server
+
+    built: asyncio.Future[MCPAdapter] = asyncio.get_running_loop().create_future()
+
+    async def list_tools(ctx: Any, params: Any) -> Any:
+        return await (await asyncio.shield(built)).list_tools(ctx, params)
+
+    async def call_tool(ctx: Any, params: Any) -> Any:
+        return await (await asyncio.shield(built)).call_tool(ctx, params)
+
+    server = new_server(defaults, list_tools, call_tool)
+
+    async def serve() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    async def start() -> None:
+        # in a thread: the event loop answers initialize meanwhile
+        await asyncio.to_thread(_load, settings)
+        from lamina.runtime import AsyncLamina
+        from lamina.server.mcp_adapter import MCPAdapter
+
+        built.set_result(MCPAdapter(AsyncLamina(settings), defaults=defaults))
+        await _start(built.result().ms)
+
+    serving = asyncio.create_task(serve(), name="lamina-mcp-stdio")
+    starting = asyncio.create_task(start(), name="lamina-mcp-start")
+    try:
+        await asyncio.wait({serving, starting}, return_when=asyncio.FIRST_EXCEPTION)
+        if starting.done() and starting.exception() is not None:
+            serving.cancel()
+            with suppress(asyncio.CancelledError):
+                await serving
+        await starting  # its failure, as it is
+        await serving
+    finally:
+        for task in (serving, starting):
+            task.cancel()
+        await asyncio.gather(serving, starting, return_exceptions=True)
+        if built.done() and not built.cancelled():
+            await built.result().ms.close()
+        built.cancel()
