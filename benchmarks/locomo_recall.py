@@ -15,7 +15,11 @@ top k, averaged over questions. Also printed:
 - keyword-only and semantic-only recall, and search latency;
 - the default search's recall@10 by LoCoMo category and by conversation;
 - ``search_p50_ms_every_default``: search with every argument its default (limit 10 too), in
-  a new instance of the library on the same store, so that each query is embedded again.
+  a new instance of the library on the same store, so that each query is embedded again;
+- ``prompt``: recall inside the prompt. For each question, the prompt the context retriever
+  assembles for it at the default token budget (``context.build_prompt`` with an empty base
+  and the question's user): the share of the question's evidence turns whose text it holds
+  (averaged over questions, as recall@k), and the tokens it spends (``context.counter``).
 
 The data is read from ../shared at run time and never copied into the project.
 
@@ -72,6 +76,8 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
     groups: dict[str, list[float]] = {}
     below_when_empty: list[int] = []
     ingest_seconds = 0.0
+    in_prompt = 0.0
+    prompt_tokens: list[int] = []
     with tempfile.TemporaryDirectory() as tmp:
         options: dict[str, Any] = {"data_dir": tmp}
         if database_url:  # a tenant of its own: earlier runs' rows stay out of the way
@@ -79,6 +85,7 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
             options["tenant_id"] = f"locomo-{uuid.uuid4().hex[:12]}"
         with Lamina(**options) as ms:
             dia_of: dict[str, str] = {}
+            text_of: dict[tuple[str, str], str] = {}  # (user, dialogue id) -> stored text
             numbers: dict[str, int] = {}
             for user, batch in locomo_sessions(path):
                 numbers[user] = numbers.get(user, 0) + 1
@@ -90,6 +97,7 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
                 messages += len(batch)
                 for entry in added.memories:
                     dia_of[entry.id] = entry.metadata["dia_id"]
+                    text_of[user, entry.metadata["dia_id"]] = entry.content
             users = [sample["sample_id"] for sample in data]
             for index, sample in enumerate(data):
                 user = sample["sample_id"]
@@ -108,6 +116,12 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
                             category = CATEGORIES.get(qa["category"], str(qa["category"]))
                             for group in (f"category {category}", f"conversation {user}"):
                                 groups.setdefault(group, []).append(got[10])
+                    prompt = ms.context.build_prompt(
+                        "", qa["question"], identifiers={"user_id": user}
+                    )
+                    prompt_tokens.append(ms.context.counter.count(prompt))
+                    held = [d for d in evidence if text_of.get((user, d), "\0") in prompt]
+                    in_prompt += len(held) / len(evidence)
                     elsewhere = ms.memory.search(qa["question"], user_id=other, limit=20)
                     if not elsewhere:
                         empty_elsewhere += 1
@@ -136,6 +150,11 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
         for group, values in sorted(groups.items())
     }
     result["search_p50_ms_every_default"] = round(statistics.median(plain) * 1000, 2)
+    result["prompt"] = {
+        "evidence_share": round(in_prompt / count, 3),
+        "tokens_mean": round(statistics.mean(prompt_tokens), 1),
+        "tokens_p50": statistics.median(prompt_tokens),
+    }
     result["calibration"] = {
         "recall@10_default_minus_threshold_0": round(
             (totals["default"][10] - totals["threshold_0"][10]) / count, 3
