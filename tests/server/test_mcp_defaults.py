@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from lamina import Lamina
-from lamina.server.context_tools import all_tools
 from lamina.server.defaults import IdentifierDefaults
-from lamina.server.tools import ServerTool
+from lamina.server.tools import ServerTool, all_tools
 
 DEFAULTS = IdentifierDefaults(
     {"agent_id": "desk", "user_id": "alice", "project_id": "atlas", "team_id": "core"}
