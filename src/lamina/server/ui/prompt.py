@@ -61,11 +61,11 @@ async def preview(ui: Inspector, request: Request, viewer: Viewer) -> Response:
     ids.pop("session_id", None)
     session = params.get("session_key")
     query = params.get("q")
-    given = params.raw("base") if "base" in request.query_params else ""
+    asked = "base" in request.query_params
     # As every door: the base given, else the session's kept one, else the page's default.
-    base = await ui.ms.sessions.base_prompt(session, given, tenant_id=viewer.tenant) or (
-        given if "base" in request.query_params else DEFAULT_BASE
-    )
+    base = await ui.ms.sessions.base_prompt(
+        session, params.raw("base") if asked else "", tenant_id=viewer.tenant
+    ) or ("" if asked else DEFAULT_BASE)
     context: dict[str, Any] = {
         "section": "prompt",
         "ids": ids,
