@@ -15,17 +15,17 @@ from typing import Any
 
 import pytest
 
+from tests.docs_examples import python_examples, run_example
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "context.md"
-_EXAMPLE = re.compile(r"<!-- example: ([\w-]+) -->\s*```python\n(.*?)\n```", re.S)
 _OUTPUT = re.compile(r"<!-- output: ([\w-]+) -->\s*```\n(.*?)\n```", re.S)
 _BLOCK = re.compile(r"^```python$", re.M)
 
 
 def examples() -> dict[str, str]:
-    return dict(_EXAMPLE.findall(DOC.read_text(encoding="utf-8")))
+    return python_examples(DOC)
 
 
 def outputs() -> dict[str, str]:
@@ -125,24 +125,10 @@ def test_the_command_line_example_runs(tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_the_example_runs_as_written(name: str, tmp_path: Path) -> None:
     reply, printed, check = SCENARIOS[name]
-    script = tmp_path / f"example_{name.replace('-', '_')}.py"
-    script.write_text(examples()[name], encoding="utf-8")
     with FakeOpenAI() as llm:
         if reply is not None:
             llm.reply = reply
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            env={
-                **{k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")},
-                "LLM_BASE_URL": llm.base_url,
-                "HOME": str(tmp_path),
-            },
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        done = run_example(name, examples()[name], tmp_path, llm.base_url)
     assert done.returncode == 0, done.stderr
     expected = outputs()[name] if printed is None else printed
     assert done.stdout == expected + "\n", (done.stdout, done.stderr)

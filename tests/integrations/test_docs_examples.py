@@ -3,23 +3,19 @@ against the fake OpenAI-compatible server (LLM_BASE_URL)."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.docs_examples import python_examples, run_example
 from tests.fakes.openai_server import FakeOpenAI
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "integrations.md"
-_EXAMPLE = re.compile(r"<!-- example: ([\w-]+) -->\s*```python\n(.*?)\n```", re.S)
 
 
 def examples() -> dict[str, str]:
-    return dict(_EXAMPLE.findall(DOC.read_text(encoding="utf-8")))
+    return python_examples(DOC)
 
 
 EXPECTED = {
@@ -36,22 +32,8 @@ def test_every_adapter_has_an_example() -> None:
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_the_example_runs(name: str, tmp_path: Path) -> None:
-    script = tmp_path / f"example_{name.replace('-', '_')}.py"
-    script.write_text(examples()[name], encoding="utf-8")
     with FakeOpenAI() as llm:
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            env={
-                **{k: v for k, v in os.environ.items() if not k.startswith("LAMINA_")},
-                "LLM_BASE_URL": llm.base_url,
-                "HOME": str(tmp_path),
-            },
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        done = run_example(name, examples()[name], tmp_path, llm.base_url)
     assert done.returncode == 0, done.stderr
     for line in EXPECTED[name]:
         assert line in done.stdout, (done.stdout, done.stderr)
