@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lamina.context.ports import ContextItemStore
-from lamina.memory.ports import MemoryStore
+from lamina.memory.ports import MemoryPorts, MemoryStore
 from lamina.observational.ports import SessionStore
 from lamina.threads.ports import ThreadStore
 
@@ -47,6 +47,12 @@ class Backend(MemoryStore, Protocol):
 
     #: The migration the database is at (0 until ``initialize``).
     schema_version: int
+
+    @property
+    def memories(self) -> MemoryPorts:
+        """The memory repositories, one per concern (reads, writes, forgetting, transfer,
+        embeddings, owners)."""
+        ...
 
     @property
     def context_items(self) -> ContextItemStore:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol, Unpack
 
@@ -242,3 +243,16 @@ class MemoryStore(
     """Persistence and search of memories, their history, embeddings and hierarchy: every
     memory port at once, what a store implements (a part that needs only some of it can name
     the narrow ports instead)."""
+
+
+@dataclass(frozen=True)
+class MemoryPorts:
+    """The memory repositories a store hands out (``Backend.memories``), one per concern:
+    each service part takes the one it needs."""
+
+    reads: MemoryReadStore
+    writes: MemoryWriteStore
+    forgetting: MemoryForgettingStore
+    transfer: MemoryTransferStore
+    embeddings: MemoryEmbeddingStore
+    owners: MemoryOwnerStore

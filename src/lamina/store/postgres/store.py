@@ -15,6 +15,7 @@ from psycopg_pool import PoolTimeout
 from lamina.backend import HealthStatus, StoreCapabilities
 from lamina.embeddings.base import Embedder
 from lamina.errors import LaminaError
+from lamina.memory.ports import MemoryPorts
 from lamina.store.postgres.bulk import BulkLoading
 from lamina.store.postgres.context_items import PostgresContextItems
 from lamina.store.postgres.db import POSTGRES, Database, translate
@@ -55,6 +56,8 @@ class PostgresStore(PostgresMemories, BulkLoading, VectorColumns):
         self.context_items = PostgresContextItems(db, ef_search, self.embedding)
         self.sessions = SqlSessions(db, POSTGRES)
         self.threads = PostgresThreads(db)
+        # One object per concern is the goal (issue 34); for now the store is each of them.
+        self.memories = MemoryPorts(self, self, self, self, self, self)
 
     async def initialize(self) -> None:
         try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from lamina.backend import HealthStatus, StoreCapabilities
 from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
+from lamina.memory.ports import MemoryPorts
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, capabilities
 from lamina.store.sql.program import Program, rows
 from lamina.store.sql.reembed import Reembedding
@@ -61,6 +62,8 @@ class SQLiteStore(SQLiteMemories, Reembedding):
         )
         self.sessions = SqlSessions(db, SQLITE)
         self.threads = SQLiteThreads(db)
+        # One object per concern is the goal (issue 34); for now the store is each of them.
+        self.memories = MemoryPorts(self, self, self, self, self, self)
         self.schema_version = 0
 
     async def initialize(self) -> None:
