@@ -98,11 +98,13 @@ class AsyncLamina:
         self.store: Backend = build_store(self.settings, self.embedder)
         self.metrics = Metrics()
         queries = QueryVectors(
-            lambda tenant, texts: self.store.generate_embedding(tenant, texts, cache=False),
+            lambda tenant, texts: self.store.memories.embeddings.generate_embedding(
+                tenant, texts, cache=False
+            ),
             self.settings.retry.policy(),
         )
         self.memory = MemoryService(
-            self.store,
+            self.store.memories,
             self.settings.memory,
             default_tenant=self.settings.tenant_id,
             metrics=self.metrics.memory,
@@ -112,7 +114,7 @@ class AsyncLamina:
         )
         self.context = ContextService(
             self.store.context_items,
-            lambda tenant, texts: self.store.generate_embedding(tenant, texts),
+            lambda tenant, texts: self.store.memories.embeddings.generate_embedding(tenant, texts),
             self.settings.context,
             self.settings.memory,
             memory=self.memory,
@@ -159,7 +161,7 @@ class AsyncLamina:
         ks = self.settings.knowledge
         index = KnowledgeIndex(
             self.store.context_items,
-            lambda tenant, texts: self.store.generate_embedding(tenant, texts),
+            lambda tenant, texts: self.store.memories.embeddings.generate_embedding(tenant, texts),
             queries,
             self.settings.retry.policy(),
             self.settings.context.semantic_weight,
@@ -308,7 +310,7 @@ class AsyncLamina:
             "knowledge": knowledge,
             "capabilities": self.store.capabilities().to_dict(),
             "embedding_model": self.embedder.model_id,
-            "embedding": self.store.embedding_status().to_dict(),
+            "embedding": self.store.memories.embeddings.embedding_status().to_dict(),
         }
 
     def metrics_text(self) -> str:

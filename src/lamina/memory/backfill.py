@@ -35,7 +35,7 @@ class Backfill(MemoryBase):
         done = 0
         while True:
             rows = await self._retry.run(
-                "unembedded", lambda: self._store.unembedded(tenant, batch)
+                "unembedded", lambda: self._ports.embeddings.unembedded(tenant, batch)
             )
             if not rows:
                 return done
@@ -49,11 +49,11 @@ class Backfill(MemoryBase):
     async def _embed_batch(self, tenant: str, rows: list[tuple[str, str]]) -> int:
         texts = [content for _, content in rows]
         vectors = await self._retry.run(
-            "embed", lambda: self._store.generate_embedding(tenant, texts)
+            "embed", lambda: self._ports.embeddings.generate_embedding(tenant, texts)
         )
         items = [(mid, content, vectors[i]) for i, (mid, content) in enumerate(rows)]
         stored: int = await self._retry.run(
-            "set embeddings", lambda: self._store.set_embeddings(tenant, items)
+            "set embeddings", lambda: self._ports.embeddings.set_embeddings(tenant, items)
         )
         return stored
 

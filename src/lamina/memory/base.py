@@ -18,7 +18,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.core import ServiceCore
 from lamina.memory.filters import parse_filter
 from lamina.memory.layers import check_identifier_names
-from lamina.memory.ports import MemoryListing, MemoryStore
+from lamina.memory.ports import MemoryListing, MemoryPorts
 from lamina.memory.timing import TimeWindow
 from lamina.metrics import MemoryMetrics
 from lamina.retry import RetryPolicy
@@ -34,7 +34,7 @@ class MemoryBase(ServiceCore):
 
     def __init__(
         self,
-        store: MemoryStore,
+        ports: MemoryPorts,
         settings: MemorySettings,
         *,
         default_tenant: str,
@@ -44,12 +44,13 @@ class MemoryBase(ServiceCore):
         queries: QueryVectors | None = None,
     ) -> None:
         super().__init__(default_tenant=default_tenant, ready=ready)
-        self._store = store
+        self._ports = ports
         self._settings = settings
         self._metrics = metrics
         self._retry = retry
         self._queries = queries or QueryVectors(
-            lambda tenant, texts: store.generate_embedding(tenant, texts, cache=False), retry
+            lambda tenant, texts: ports.embeddings.generate_embedding(tenant, texts, cache=False),
+            retry,
         )
         self._gauge_refreshed = -float("inf")
 

@@ -54,7 +54,7 @@ class Hierarchy(MemoryBase):
 
     async def _parent(self, tenant: str, level: str, child: str) -> str:
         found = await self._retry.run(
-            "hierarchy", lambda: self._store.get_parent(tenant, level, child)
+            "hierarchy", lambda: self._ports.owners.get_parent(tenant, level, child)
         )
         return found or DEFAULT_PARENT
 
@@ -91,7 +91,9 @@ class Hierarchy(MemoryBase):
     async def _link(self, tenant: str, link: HierarchyLink) -> None:
         await self._retry.run(
             "hierarchy",
-            lambda: self._store.set_parent(tenant, link.level, link.child_id, link.parent_id),
+            lambda: self._ports.owners.set_parent(
+                tenant, link.level, link.child_id, link.parent_id
+            ),
         )
 
     async def register_hierarchy(

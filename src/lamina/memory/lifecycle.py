@@ -51,7 +51,7 @@ class Lifecycle(MemoryWrites):
         who = check_actor(actor)
         changes = [Invalidation(mid, when) for mid in ids]
         return await self._retry.run(
-            "invalidate", lambda: self._store.invalidate(tenant, changes, actor=who)
+            "invalidate", lambda: self._ports.writes.invalidate(tenant, changes, actor=who)
         )
 
     @observed("purge_expired")
@@ -76,13 +76,13 @@ class Lifecycle(MemoryWrites):
 
     async def _expired_tenants(self, at: datetime, batch: int) -> list[str]:
         return await self._retry.run(
-            "expired tenants", lambda: self._store.expired_tenants(at, batch)
+            "expired tenants", lambda: self._ports.forgetting.expired_tenants(at, batch)
         )
 
     async def _purge_tenant(self, tenant: str, at: datetime, batch: int) -> int:
         return await self._retry.run(
             "purge expired",
-            lambda: self._store.purge_expired(tenant, at, batch, actor=EXPIRY_ACTOR),
+            lambda: self._ports.forgetting.purge_expired(tenant, at, batch, actor=EXPIRY_ACTOR),
         )
 
     def start_expiry(self) -> None:

@@ -320,7 +320,7 @@ class MessageWrites(MemoryWrites):
         if inferring:
             return await self._consolidate_messages(tenant, prepared, who)
         entries = await self._retry.run(
-            "add_messages", lambda: self._store.add_messages(prepared.memories, actor=who)
+            "add_messages", lambda: self._ports.writes.add_messages(prepared.memories, actor=who)
         )
         return results_of(prepared.plans, entries, prepared.flagged)
 
@@ -442,7 +442,7 @@ class MessageWrites(MemoryWrites):
         )
 
     def _embed_of(self, tenant: str, texts: list[str]) -> Callable[[], Awaitable[Vector]]:
-        return lambda: self._store.generate_embedding(tenant, texts)
+        return lambda: self._ports.embeddings.generate_embedding(tenant, texts)
 
     async def _embed_all(
         self, tenant: str, new: list[NewMemory], on_progress: OnProgress | None

@@ -50,7 +50,9 @@ class MemoryOwners(MemoryBase):
         """How many memories the tenant holds in each layer (every layer named, most
         specific first; every stored memory counted, valid or not)."""
         tenant = self._tenant(tenant_id)
-        found = await self._retry.run("count_by_layer", lambda: self._store.count_by_layer(tenant))
+        found = await self._retry.run(
+            "count_by_layer", lambda: self._ports.owners.count_by_layer(tenant)
+        )
         return {layer.value: found.get(layer.value, 0) for layer in MemoryLayer}
 
     @observed("owners")
@@ -84,7 +86,7 @@ class MemoryOwners(MemoryBase):
         selection = Selection((chosen,), ids)
         found = await self._retry.run(
             "owners",
-            lambda: self._store.count_scopes(
+            lambda: self._ports.owners.count_scopes(
                 tenant, chosen, selection, after=after, limit=count + 1
             ),
         )
@@ -139,4 +141,4 @@ class MemoryOwners(MemoryBase):
             )
         chosen = parse_layers([layers] if isinstance(layers, str) else layers) or []
         listing["selection"] = Selection(tuple(chosen), ids)
-        return await self._retry.run("list_all", lambda: self._store.list(tenant, **listing))
+        return await self._retry.run("list_all", lambda: self._ports.reads.list(tenant, **listing))

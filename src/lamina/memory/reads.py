@@ -77,7 +77,7 @@ class MemoryReads(Hierarchy):
                 f"invalid search mode {mode!r}; valid: semantic, keyword, hybrid"
             ) from None
         count = self._limit(limit, self._settings.search_limit)
-        search_mode = self._store.embedding_status().usable_mode(search_mode)
+        search_mode = self._ports.embeddings.embedding_status().usable_mode(search_mode)
         min_score = (
             self._settings.search_threshold
             if threshold is None
@@ -155,7 +155,7 @@ class MemoryReads(Hierarchy):
     async def _search_layer(self, request: LayerSearch) -> LayerHits:
         async def attempt() -> LayerHits:
             try:
-                return await self._store.search(request)
+                return await self._ports.reads.search(request)
             except LaminaError:
                 soon = request.vector_soon
                 if soon is not None and soon.done() and not soon.cancelled():
@@ -212,7 +212,7 @@ class MemoryReads(Hierarchy):
         if now - self._gauge_refreshed < STORAGE_GAUGE_INTERVAL:
             return
         self._gauge_refreshed = now
-        for layer_name, size in (await self._store.count_by_layer(None)).items():
+        for layer_name, size in (await self._ports.owners.count_by_layer(None)).items():
             self._metrics.storage_size.labels(layer_name).set(size)
 
     @observed("get")
@@ -220,14 +220,14 @@ class MemoryReads(Hierarchy):
         """The memory, or None when no memory has this id."""
         tenant = self._tenant(tenant_id)
         mid = check_id(memory_id)
-        return await self._retry.run("get", lambda: self._store.get(tenant, mid))
+        return await self._retry.run("get", lambda: self._ports.reads.get(tenant, mid))
 
     @observed("history")
     async def history(self, memory_id: str, *, tenant_id: str | None = None) -> list[HistoryEvent]:
         """Every add, update and delete of the memory, oldest first (also once deleted)."""
         tenant = self._tenant(tenant_id)
         mid = check_id(memory_id)
-        events = await self._retry.run("history", lambda: self._store.history(tenant, mid))
+        events = await self._retry.run("history", lambda: self._ports.reads.history(tenant, mid))
         if not events:
             raise LaminaError(
                 ErrorCode.MEMORY_NOT_FOUND,
@@ -263,7 +263,7 @@ class MemoryReads(Hierarchy):
             limit, cursor, tags, filters, include_invalid, since, until, count_limit
         )
         listing["scopes"] = await self._scopes(tenant, Identifiers(**given), layers)
-        return await self._retry.run("list", lambda: self._store.list(tenant, **listing))
+        return await self._retry.run("list", lambda: self._ports.reads.list(tenant, **listing))
 
 
 class _EmbeddingFailed(Exception):

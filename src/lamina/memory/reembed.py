@@ -27,7 +27,7 @@ class Reembed(MemoryBase):
         """The model of the store's vectors against the configured embedder's;
         ``reembed_needed`` when they differ or a re-embedding is unfinished."""
         await self._ready()
-        return self._store.embedding_status()
+        return self._ports.embeddings.embedding_status()
 
     async def reembed(
         self, *, batch_size: int = 256, on_progress: ReembedProgress | None = None
@@ -41,7 +41,7 @@ class Reembed(MemoryBase):
         size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
 
         async def run() -> dict[str, Any]:
-            return await self._store.reembed(
+            return await self._ports.embeddings.reembed(
                 self.item_text, batch_size=size, on_progress=on_progress
             )
 

@@ -90,7 +90,7 @@ class MemoryTransfer(MemoryWrites):
         tenant = self._tenant(tenant_id)
         selection = self._checked_selection("count_all", scope_ids, layers, "counts")
         return await self._retry.run(
-            "count_all", lambda: self._store.count_where(tenant, selection)
+            "count_all", lambda: self._ports.forgetting.count_where(tenant, selection)
         )
 
     @observed("delete_all")
@@ -111,7 +111,7 @@ class MemoryTransfer(MemoryWrites):
         selection = self._checked_selection("delete_all", scope_ids, layers)
         who = check_actor(actor)
         return await self._retry.run(
-            "delete_all", lambda: self._store.delete_where(tenant, selection, actor=who)
+            "delete_all", lambda: self._ports.forgetting.delete_where(tenant, selection, actor=who)
         )
 
     @observed("forget")
@@ -138,7 +138,9 @@ class MemoryTransfer(MemoryWrites):
         keys = [session_id] if session_id is not None else []
         return await self._retry.run(
             "forget",
-            lambda: self._store.forget_where(tenant, selection, session_keys=keys, actor=who),
+            lambda: self._ports.forgetting.forget_where(
+                tenant, selection, session_keys=keys, actor=who
+            ),
         )
 
     async def export(self, /, **options: Any) -> AsyncIterator[dict[str, Any]]:
@@ -174,7 +176,7 @@ class MemoryTransfer(MemoryWrites):
             async def page() -> Page:
                 return await self._retry.run(
                     "export",
-                    lambda: self._store.export_page(
+                    lambda: self._ports.transfer.export_page(
                         tenant, selection, cursor=after, limit=size, vectors=vectors, history=events
                     ),
                 )
@@ -231,7 +233,10 @@ class MemoryTransfer(MemoryWrites):
         # Into an empty store that can take an import as one transaction, the records are
         # checked while they are stored, in one pass: a bad one rolls everything back.
         with _collector_paused():
-            async with self._store.bulk_loading(), self._store.atomic_import(tenant) as writer:
+            async with (
+                self._ports.transfer.bulk_loading(),
+                self._ports.transfer.atomic_import(tenant) as writer,
+            ):
                 if writer is None:
                     return await self._import_in_batches(records, tenant, who, size, on_progress)
                 report = await self._import_at_once(records, tenant, who, size, writer, on_progress)
@@ -381,7 +386,7 @@ class MemoryTransfer(MemoryWrites):
     def _parse(
         self, data: Mapping[str, Any], line: int, tenant: str, *, checked: bool = False
     ) -> StoredMemory:
-        status = self._store.embedding_status()
+        status = self._ports.embeddings.embedding_status()
         return parse_record(
             data,
             line,
@@ -407,7 +412,7 @@ class MemoryTransfer(MemoryWrites):
         if missing:
             texts = [batch[i].entry.content for i in missing]
             vectors = await self._retry.run(
-                "embed", lambda: self._store.generate_embedding(tenant, texts)
+                "embed", lambda: self._ports.embeddings.generate_embedding(tenant, texts)
             )
             for n, i in enumerate(missing):
                 batch[i] = StoredMemory(batch[i].entry, vectors[n], batch[i].history)
@@ -416,7 +421,7 @@ class MemoryTransfer(MemoryWrites):
             stored = await writer(items, actor)
         else:
             stored = await self._retry.run(
-                "import", lambda: self._store.import_memories(tenant, items, actor=actor)
+                "import", lambda: self._ports.transfer.import_memories(tenant, items, actor=actor)
             )
         kept = set(stored)
         report["imported"] += len(stored)

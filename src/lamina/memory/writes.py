@@ -161,7 +161,7 @@ class MemoryWrites(Hierarchy, Backfill):
         )
         new = prepared[0]
         who = check_actor(actor)
-        entry = await self._retry.run("add", lambda: self._store.add(new, actor=who))
+        entry = await self._retry.run("add", lambda: self._ports.writes.add(new, actor=who))
         if defer:
             self.embedding_buffer.trigger(tenant)
         return flagged_entry(entry, flagged)
@@ -224,7 +224,7 @@ class MemoryWrites(Hierarchy, Backfill):
         if not defer:
             vectors = list(
                 await self._retry.run(
-                    "embed", lambda: self._store.generate_embedding(tenant, texts)
+                    "embed", lambda: self._ports.embeddings.generate_embedding(tenant, texts)
                 )
             )
         return [
@@ -290,7 +290,7 @@ class MemoryWrites(Hierarchy, Backfill):
         if not prepared:
             return []
         entries = await self._retry.run(
-            "bulk_add", lambda: self._store.bulk_add(prepared, actor=who)
+            "bulk_add", lambda: self._ports.writes.bulk_add(prepared, actor=who)
         )
         if defer:
             self.embedding_buffer.trigger(tenant)
@@ -325,7 +325,7 @@ class MemoryWrites(Hierarchy, Backfill):
         vector = None
         flagged: list[dict[str, Any]] = []
         if text is not None or (patch and self.write_guard is not None):
-            current = await self._store.get(tenant, mid)
+            current = await self._ports.reads.get(tenant, mid)
             if current is None:
                 raise LaminaError(
                     ErrorCode.MEMORY_NOT_FOUND, f"memory {mid!r} not found", details={"id": mid}
@@ -342,12 +342,12 @@ class MemoryWrites(Hierarchy, Backfill):
         if text is not None:
             vector = (
                 await self._retry.run(
-                    "embed", lambda: self._store.generate_embedding(tenant, [text])
+                    "embed", lambda: self._ports.embeddings.generate_embedding(tenant, [text])
                 )
             )[0]
         entry = await self._retry.run(
             "update",
-            lambda: self._store.update(
+            lambda: self._ports.writes.update(
                 tenant, mid, content=text, embedding=vector, metadata_patch=patch, actor=who
             ),
         )
@@ -362,7 +362,7 @@ class MemoryWrites(Hierarchy, Backfill):
         mid = check_id(memory_id)
         who = check_actor(actor)
         existed = await self._retry.run(
-            "delete", lambda: self._store.delete(tenant, mid, actor=who)
+            "delete", lambda: self._ports.writes.delete(tenant, mid, actor=who)
         )
         return DeleteResult(success=True, id=mid, existed=existed)
 
@@ -375,5 +375,5 @@ class MemoryWrites(Hierarchy, Backfill):
         ids = [check_id(m) for m in memory_ids]
         who = check_actor(actor)
         return await self._retry.run(
-            "bulk_delete", lambda: self._store.bulk_delete(tenant, ids, actor=who)
+            "bulk_delete", lambda: self._ports.writes.bulk_delete(tenant, ids, actor=who)
         )

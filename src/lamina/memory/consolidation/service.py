@@ -144,7 +144,7 @@ class Consolidating(MessageWrites):
 
     async def _write(self, change: Consolidation, actor: str | None) -> Consolidated:
         return await self._retry.run(
-            "consolidate", lambda: self._store.consolidate(change, actor=actor)
+            "consolidate", lambda: self._ports.writes.consolidate(change, actor=actor)
         )
 
     # -- extraction -------------------------------------------------------------------------
@@ -226,7 +226,7 @@ class Consolidating(MessageWrites):
         if not texts:
             return []
         vectors = await self._retry.run(
-            "embed", lambda: self._store.generate_embedding(tenant, texts)
+            "embed", lambda: self._ports.embeddings.generate_embedding(tenant, texts)
         )
         return list(vectors)
 
@@ -250,7 +250,7 @@ class Consolidating(MessageWrites):
             TimeWindow(),
             messages=False,
         )
-        hits = await self._retry.run("search", lambda: self._store.search(req))
+        hits = await self._retry.run("search", lambda: self._ports.reads.search(req))
         return hits.hits
 
     async def _decide_all(
