@@ -1,6 +1,7 @@
-"""The skills runtime: which tools exist (the registry) and how one request to them is handled
-(the dispatcher). Protocol adapters (A2A, MCP) translate their messages into ``Call`` and the
-``Outcome`` back; nothing here knows a protocol.
+"""The skills runtime: how one request to the tools is handled (the dispatcher, over the
+tools of a ``lamina.server.tools.registry.ToolRegistry``). Protocol adapters (A2A, MCP)
+translate their messages into ``Call`` and the ``Outcome`` back; nothing here knows a
+protocol.
 
 A request is either a direct tool call (no LLM) or free text. Free text goes to the LLM router
 when one is configured; otherwise it becomes a read-only search across memory and knowledge.
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -23,7 +24,8 @@ from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.router import LLMRouter
 from lamina.server.session import relevant_memories, session_context
-from lamina.server.tools import MissingArguments, ServerTool
+from lamina.server.tools import MissingArguments
+from lamina.server.tools.registry import ToolRegistry
 from lamina.threads.ports import NewThread
 from lamina.threads.service import IDENTIFIERS, Thread, ThreadService
 
@@ -66,47 +68,6 @@ SEARCH_NOTE = (
     "No LLM router is configured: the text ran as a read-only search across memory and "
     'knowledge. To run a tool, send a data part {"tool": "<name>", "arguments": {...}}.'
 )
-
-
-class ToolRegistry:
-    """The tools the server offers; registering one changes the card (``version`` moves)."""
-
-    def __init__(self, tools: Iterable[ServerTool] = ()) -> None:
-        self._tools: dict[str, ServerTool] = {}
-        self.version = 0
-        for tool in tools:
-            self.register(tool)
-
-    def register(self, tool: ServerTool) -> None:
-        self._tools[tool.name] = tool
-        self.version += 1
-
-    def unregister(self, name: str) -> None:
-        if self._tools.pop(name, None) is not None:
-            self.version += 1
-
-    def get(self, name: str) -> ServerTool:
-        tool = self._tools.get(name)
-        if tool is None:
-            raise LaminaError(
-                ErrorCode.UNKNOWN_TOOL,
-                f"unknown tool {name!r}",
-                details={"tool": name, "tools": sorted(self._tools)},
-            )
-        return tool
-
-    def all(self) -> list[ServerTool]:
-        return list(self._tools.values())
-
-    def skills(self) -> dict[str, list[ServerTool]]:
-        out: dict[str, list[ServerTool]] = {}
-        for tool in self._tools.values():
-            out.setdefault(tool.skill, []).append(tool)
-        return out
-
-    def skill_of(self, name: str) -> str:
-        tool = self._tools.get(name)
-        return tool.skill if tool is not None else "unknown"
 
 
 @dataclass(frozen=True)
@@ -389,17 +350,3 @@ class Dispatcher:
                 raise
             # The tool ran; its record does not fit. Say so rather than hide it.
             outcome.message += f" (not remembered in the thread: {exc.message})"
-
-
-def describe(tools: Iterable[ServerTool]) -> list[dict[str, Any]]:
-    """Each tool as JSON: name, skill, description, input schema, read-only flag."""
-    return [
-        {
-            "name": t.name,
-            "skill": t.skill,
-            "description": t.description,
-            "input_schema": t.input_schema,
-            "read_only": t.read_only,
-        }
-        for t in tools
-    ]

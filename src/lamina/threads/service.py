@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from lamina.checks import invalid, storable
+from lamina.checks import check_tenant, invalid, storable
 from lamina.config import ServerSettings
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.layers import check_tenant
 from lamina.threads.calls import Calls
 from lamina.threads.ports import CleanupCounts, NewThread, StoredThread, ThreadStore
 from lamina.threads.tasks import TaskService
