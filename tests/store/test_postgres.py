@@ -276,8 +276,9 @@ def test_db_copy_moves_everything_and_verifies(
         "memories": 1,
         "memory_history": 6,
         # The texts no memory holds any more ("kept memory" before its edit, the two
-        # deleted ones) left the cache: the edited memory's and the two knowledge items'.
-        "embedding_cache": 3,
+        # deleted ones) left the cache, and the edited memory holds its own vector (no copy
+        # in the cache): the two knowledge items' texts are left.
+        "embedding_cache": 2,
         "hierarchy": 1,
         "context_items": 2,
         "session_messages": 2,
