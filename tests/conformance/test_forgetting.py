@@ -23,6 +23,7 @@ from lamina.store.sql.dialect import CHUNK
 from lamina.store.sql.embedding_cache import content_hash
 from lamina.store.sqlite import SQLiteStore
 from lamina.threads.forgetting import FORGOTTEN
+from lamina.threads.packing import stored_text
 from lamina.threads.ports import NewThread, StoredTask
 from tests.conformance.conftest import Harness
 from tests.conformance.test_store import scope
@@ -67,6 +68,7 @@ def raw_text(h: Harness, tmp_path: Path) -> str:
             for table in tables:
                 for values in conn.execute(f'SELECT * FROM "{table}"'):
                     out += [_text(v) for v in values]
+            tasks = conn.execute("SELECT data, packed FROM a2a_tasks").fetchall()
     else:
         with psycopg.connect(PG_URL) as conn:  # the owner: row-level security does not apply
             tables = [
@@ -78,6 +80,9 @@ def raw_text(h: Harness, tmp_path: Path) -> str:
             for table in tables:
                 for (values,) in conn.execute(f'SELECT t::text FROM "{table}" t').fetchall():
                     out.append(values)
+            tasks = conn.execute("SELECT data, packed FROM a2a_tasks").fetchall()
+    # The tasks' JSON is stored compressed: read it as the store does.
+    out += [stored_text(data, packed) for data, packed in tasks]
     return "\n".join(out).lower()
 
 
@@ -454,7 +459,10 @@ def test_forgetting_rewrites_the_tasks_and_threads_that_held_the_text(
 
 def _refs(h: Harness, tmp_path: Path) -> list[tuple[str, str]]:
     """The tasks (tenant, task id) that refer to something, read from the raw table."""
-    sql = "SELECT DISTINCT tenant_id, task_id FROM a2a_task_refs ORDER BY 1, 2"
+    sql = (  # a link whose task is gone would read (tenant, None)
+        "SELECT DISTINCT l.tenant_id, k.task_id FROM a2a_task_links l LEFT JOIN a2a_tasks k "
+        "ON k.tenant_id = l.tenant_id AND k.ref_key = l.task ORDER BY 1, 2"
+    )
     if isinstance(h.store, SQLiteStore):
         with sqlite3.connect(tmp_path / "conformance.db") as conn:
             return conn.execute(sql).fetchall()

@@ -25,6 +25,7 @@ from lamina.store.sqlite.db import REBUILD, SQLITE, Database
 from lamina.store.sqlite.indexes import CONTEXT_ITEMS, MEMORIES, IndexedTable, SyncedIndexes
 from lamina.store.sqlite.memories import SQLiteMemories, match_udf
 from lamina.store.sqlite.threads import SQLiteThreads
+from lamina.threads.forgetting import link_key
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,13 @@ class SQLiteStore(SQLiteMemories, Reembedding):
         self.path = Path(path)
         self._schema_target = schema_target  # None: the newest schema (tests pin older ones)
         db = Database(
-            self.path, {"ms_match": (2, match_udf), "lamina_sha256": (1, content_hash)}, busy_timeout
+            self.path,
+            {
+                "ms_match": (2, match_udf),
+                "lamina_sha256": (1, content_hash),
+                "lamina_ref_key": (2, link_key),
+            },
+            busy_timeout,
         )
         super().__init__(db, SyncedIndexes(db, embedder.dimensions), embedder)
         self.context_items = SQLiteContextItems(

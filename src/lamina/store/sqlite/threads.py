@@ -44,10 +44,18 @@ def _cleanup(now: float, idle_ttl: float, retention: float) -> Program[CleanupCo
         "WHERE context_expires_at IS NOT NULL AND context_expires_at <= %s",
         now,
     )
+    purged = (
+        "EXISTS (SELECT 1 FROM a2a_threads t WHERE t.tenant_id = k.tenant_id "
+        "AND t.thread_id = k.context_id AND t.expired_at IS NOT NULL AND t.expired_at + %s <= %s)"
+    )
+    yield count(
+        "DELETE FROM a2a_task_links WHERE (tenant_id, task) IN (SELECT k.tenant_id, "  # noqa: S608
+        f"k.ref_key FROM a2a_tasks k WHERE {purged})",
+        retention,
+        now,
+    )
     tasks = yield count(
-        "DELETE FROM a2a_tasks WHERE EXISTS (SELECT 1 FROM a2a_threads t "
-        "WHERE t.tenant_id = a2a_tasks.tenant_id AND t.thread_id = a2a_tasks.context_id "
-        "AND t.expired_at IS NOT NULL AND t.expired_at + %s <= %s)",
+        f"DELETE FROM a2a_tasks AS k WHERE {purged}",  # noqa: S608
         retention,
         now,
     )
