@@ -451,13 +451,13 @@ def test_forgetting_rewrites_the_tasks_and_threads_that_held_the_text(
 
     # Only the other tenant's task still refers to a memory: deleting a task takes its
     # references with it, and then no word of the forgotten texts is left in any table.
-    assert _refs(h, tmp_path) == [(T2, "t-add")]
+    assert task_links(h, tmp_path) == [(T2, "t-add")]
     h.run(t.delete_task(T2, "t-add"))
-    assert _refs(h, tmp_path) == []
+    assert task_links(h, tmp_path) == []
     assert [m for m in MARKERS if m in raw_text(h, tmp_path)] == []
 
 
-def _refs(h: Harness, tmp_path: Path) -> list[tuple[str, str]]:
+def task_links(h: Harness, tmp_path: Path) -> list[tuple[str, str]]:
     """The tasks (tenant, task id) that refer to something, read from the raw table."""
     sql = (  # a link whose task is gone would read (tenant, None)
         "SELECT DISTINCT l.tenant_id, k.task_id FROM a2a_task_links l LEFT JOIN a2a_tasks k "
