@@ -202,7 +202,7 @@ def _delete(kind: str, client: httpx.Client, live: Running, ids: dict[str, str])
         done = _tool(client, "memory_delete_all", user_id=ids["user"], include_sessions=True)
         assert result_of(done)["deleted"] == 1 and result_of(done)["sessions"] == ["trip"]
     else:
-        time.sleep(0.6)
+        time.sleep(1.6)
         assert live.run(live.server.ms.memory.purge_expired()) == 1
 
 
@@ -228,7 +228,7 @@ def test_every_kind_of_deletion_reaches_every_copy(backend: str, tmp_path: Path)
             if not gone:
                 _tool(client, "memory_add", content=KEPT, layer="user", user_id="bob")
             user = users.get(kind, "erin")
-            extra: dict[str, Any] = {"ttl": 0.5} if kind == "expiry" else {}
+            extra: dict[str, Any] = {"ttl": 1.5} if kind == "expiry" else {}
             ids = _remember(client, marker, user, "trip" if kind == "forget" else None, **extra)
             session_tasks: list[str] = []
             if kind == "forget":
