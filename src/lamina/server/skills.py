@@ -9,7 +9,6 @@ when one is configured; otherwise it becomes a read-only search across memory an
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Mapping
@@ -19,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.governance.builtin import redact_json, redact_secrets
+from lamina.governance.builtin import redact_json
 from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.router import LLMRouter
@@ -99,21 +98,6 @@ class Outcome:
     #: A thread not stored yet (``ThreadService.fresh``): what creates it with this call's
     #: record, for the caller to write with the call's task (None: its record did not fit).
     new_thread: NewThread | None = None
-
-
-def _summary(value: Any, limit: int = 400) -> str:
-    # The start of the JSON only: a search's result is many times what the summary keeps.
-    parts: list[str] = []
-    size = 0
-    for chunk in json.JSONEncoder(ensure_ascii=False, default=str).iterencode(value):
-        parts.append(chunk)
-        size += len(chunk)
-        if size > limit + 200:
-            break
-    text = "".join(parts)
-    # Redacted with a margin past the cut: a secret straddling it is still found whole.
-    text = redact_secrets(text[: limit + 200])
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _clean_identifiers(given: Mapping[str, Any]) -> dict[str, str]:
@@ -301,9 +285,9 @@ class Dispatcher:
     def _turn(
         task_id: str, tool: str | None, arguments: Mapping[str, Any], result: str
     ) -> dict[str, Any]:
-        """A record of one call for the thread: no secret in its arguments (redacted, as in
-        the result summary); its task's id, by which forgetting finds it
-        (lamina.threads.forgetting)."""
+        """A record of one call for the thread: no secret in its arguments (redacted); its
+        task's id, by which forgetting finds it (lamina.threads.forgetting) and where its
+        result is (``result`` holds only the state the call ended in)."""
         return {
             "at": round(time.time(), 3),
             "task": task_id,
@@ -330,13 +314,14 @@ class Dispatcher:
                 pending[call.task_id] = {"tool": outcome.tool, "arguments": dict(arguments)}
             else:
                 pending.pop(call.task_id, None)
-                result = outcome.result if outcome.state == "completed" else outcome.error
+                # The result is kept once, in the task (GetTask): the turn names it and its
+                # state.
                 context.setdefault("turns", []).append(
                     self._turn(
                         call.task_id,
                         outcome.tool,
                         arguments if outcome.tool else {"text": call.text},
-                        _summary(result) + f" [{outcome.state}]",
+                        f"[{outcome.state}]",
                     )
                 )
 

@@ -20,7 +20,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -264,6 +264,11 @@ class ThreadService:
                 self._clock(), self._settings.thread_ttl, self._settings.expired_retention
             ),
         )
+        tasks, threads = await self._calls.run(
+            "trim_threads",
+            lambda: self._store.trim(self._settings.max_tasks, self._settings.max_threads),
+        )
+        counts = replace(counts, tasks_trimmed=tasks, threads_trimmed=threads)
         if self._on_cleanup is not None:
             self._on_cleanup(counts)
         if counts.threads_expired or counts.states_removed or counts.threads_purged:
@@ -273,6 +278,15 @@ class ThreadService:
                 counts.states_removed,
                 counts.threads_purged,
                 counts.tasks_purged,
+            )
+        if tasks or threads:
+            log.info(
+                "thread cleanup: %d tasks and %d threads deleted past the size caps "
+                "(server.max_tasks %d, server.max_threads %d)",
+                tasks,
+                threads,
+                self._settings.max_tasks,
+                self._settings.max_threads,
             )
         return counts
 

@@ -29,7 +29,7 @@ from lamina.store.sql.conversations import (
     SqlConversations,
     place_of,
 )
-from lamina.store.sql.embedding_cache import SqlEmbeddingCache
+from lamina.store.sql.embedding_cache import SqlEmbeddingCache, drop_held
 from lamina.store.sql.program import Program, count, row
 from lamina.store.sql.timing import HISTORY, HISTORY_NAMES, SqlTiming, conflict, missing
 
@@ -205,6 +205,9 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         yield memories_insert
         if events:
             yield d.insert("memory_history", HISTORY_NAMES, events)
+        held = [m.content for m in memories if m.embedding is not None]
+        if held:  # the memories hold these vectors now: no second copy in the cache
+            yield from drop_held(d, memories[0].tenant_id, self.embedder.model_id, held)
 
     def _row(self, m: NewMemory, n: Neighbourhood | None, now: datetime) -> dict[str, Any]:
         """The columns of a new memory's row."""
@@ -316,6 +319,8 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             actor,
             sets["updated_at"],
         )
+        if embedding is not None:  # the memory holds its text's vector now
+            yield from drop_held(self._d, tenant_id, self.embedder.model_id, [new.content])
         yield from self._after_update(tenant_id, old, content, embedding)
         return new
 

@@ -23,6 +23,7 @@ from lamina.memory.ports import ItemText, ReembedProgress
 from lamina.store.sql.context_items import SqlContextItems
 from lamina.store.sql.conversations import ConversationScope
 from lamina.store.sql.dialect import Dialect
+from lamina.store.sql.embedding_cache import drop_held
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, EmbeddingState
 from lamina.store.sql.program import Executor, Program, count, every, row, rows
 from lamina.store.sql.rows import RECORD, RecordRow
@@ -301,6 +302,7 @@ class Reembedding(ABC):
                     key,
                     content,
                 )
+                yield from drop_held(self._d, tenant, model, [content])
             else:
                 stored += yield count(
                     f"UPDATE context_items SET embedding = %s WHERE tenant_id = %s "  # noqa: S608

@@ -15,6 +15,7 @@ from lamina.backend import HealthStatus, StoreCapabilities
 from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.ports import MemoryPorts
+from lamina.store.sql.embedding_cache import content_hash
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, capabilities
 from lamina.store.sql.program import Program, rows
 from lamina.store.sql.reembed import Reembedding
@@ -24,6 +25,7 @@ from lamina.store.sqlite.db import REBUILD, SQLITE, Database
 from lamina.store.sqlite.indexes import CONTEXT_ITEMS, MEMORIES, IndexedTable, SyncedIndexes
 from lamina.store.sqlite.memories import SQLiteMemories, match_udf
 from lamina.store.sqlite.threads import SQLiteThreads
+from lamina.threads.forgetting import link_key
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +57,15 @@ class SQLiteStore(SQLiteMemories, Reembedding):
     ) -> None:
         self.path = Path(path)
         self._schema_target = schema_target  # None: the newest schema (tests pin older ones)
-        db = Database(self.path, {"ms_match": (2, match_udf)}, busy_timeout)
+        db = Database(
+            self.path,
+            {
+                "ms_match": (2, match_udf),
+                "lamina_sha256": (1, content_hash),
+                "lamina_ref_key": (2, link_key),
+            },
+            busy_timeout,
+        )
         super().__init__(db, SyncedIndexes(db, embedder.dimensions), embedder)
         self.context_items = SQLiteContextItems(
             db, SyncedIndexes(db, embedder.dimensions, CONTEXT_ITEMS), self.embedding
