@@ -18,6 +18,11 @@ against one server process, then two (the load spread over them), in one run.
 ``--workers N`` starts each server as ``lamina serve --workers N`` (N processes on its one
 address; CPU figures include them).
 
+CPU per request is the steady state: each part first sends a warm-up search on every one of
+its connections at once (so every worker process has loaded its model and indexes), then
+waits until the servers are idle (their start-up, a worker's imports included, done), and
+only then counts CPU and requests.
+
     uv run python -m benchmarks.server_load [--memories 10000] [--requests 2000]
         [--seconds 60] [--concurrency 8] [--threads 1000] [--only search,add,get]
         [--database-url postgresql://...] [--processes 1,2] [--workers 2]
@@ -107,11 +112,28 @@ def _get_args(texts: list[str], i: int) -> dict[str, Any]:
 ARGUMENTS = {"memory_search": _search_args, "memory_add": _add_args, "memory_get": _get_args}
 
 
+def _server_cpu(pids: list[int]) -> float:
+    return sum(_cpu_s(pid) for pid in pids)
+
+
+async def _quiet(pids: list[int]) -> None:
+    """Wait (two minutes at most) until the servers use under 5 % of a core over half a
+    second: a worker still starting (importing, opening the store) is not counted in the
+    requests' CPU."""
+    deadline = time.perf_counter() + 120.0
+    while time.perf_counter() < deadline:
+        before = _server_cpu(pids)
+        await asyncio.sleep(0.5)
+        if _server_cpu(pids) - before < 0.025:
+            return
+
+
 async def _tool_load(
-    urls: list[str], tool: str, n: int, seconds: float, concurrency: int
+    urls: list[str], pids: list[int], tool: str, n: int, seconds: float, concurrency: int
 ) -> dict[str, Any]:
     """``n`` calls of ``tool`` (at most ``seconds``) over ``concurrency`` connections, spread
-    evenly over the servers at ``urls``."""
+    evenly over the servers at ``urls``; after the warm-up, the servers' CPU seconds
+    (``server_cpu_s``) and this process's (``client_cpu_s``) while they ran."""
     texts = queries(max(50, min(n, 500)))
     if tool == "memory_add":  # new content in every run: never an exact duplicate of a past one
         run = uuid.uuid4().hex[:8]
@@ -142,10 +164,14 @@ async def _tool_load(
     clients = [httpx.AsyncClient(base_url=url, timeout=60, limits=limits) for url in urls]
     try:
         for client in clients:
-            await worker_warmup(client)
+            await worker_warmup(client, concurrency)
+        await _quiet(pids)
+        server_before, client_before = _server_cpu(pids), time.process_time()
         started = time.perf_counter()
         await asyncio.gather(*(worker(clients[k % len(clients)]) for k in range(concurrency)))
         elapsed = time.perf_counter() - started
+        server_cpu = _server_cpu(pids) - server_before
+        client_cpu = time.process_time() - client_before
     finally:
         for client in clients:
             await client.aclose()
@@ -156,18 +182,24 @@ async def _tool_load(
         "servers": len(urls),
         "requests_per_s": round(len(latencies) / elapsed, 1),
         **_stats(latencies),
+        "elapsed_s": elapsed,
+        "server_cpu_s": server_cpu,
+        "client_cpu_s": client_cpu,
     }
 
 
-async def worker_warmup(client: httpx.AsyncClient) -> None:
-    for text in ("warm up", "first query"):
-        await client.post(
-            "/",
-            json=_envelope(
-                "SendMessage", _message("memory_search", {"query": text, "user_id": "bench"})
-            ),
-            headers=HEADERS,
+async def worker_warmup(client: httpx.AsyncClient, connections: int = 1) -> None:
+    """Two searches on each of ``connections`` connections at once: every server process
+    the connections reach (``serve --workers``) loads its model and indexes."""
+
+    async def search(text: str) -> None:
+        body = _envelope(
+            "SendMessage", _message("memory_search", {"query": text, "user_id": "bench"})
         )
+        await client.post("/", json=body, headers=HEADERS)
+
+    for text in ("warm up", "first query"):
+        await asyncio.gather(*(search(text) for _ in range(connections)))
 
 
 async def _sse(url: str, n: int) -> dict[str, Any]:
@@ -280,19 +312,15 @@ def _loads(
     out: dict[str, Any] = {}
     for part, tool in (("search", "memory_search"), ("add", "memory_add"), ("get", "memory_get")):
         if part in parts:
-            before = sum(_cpu_s(pid) for pid in pids)
-            client_before = time.process_time()
             db_before = _backend_cpu(args.database_url)
-            started = time.perf_counter()
             out[part] = result = asyncio.run(
-                _tool_load(urls, tool, args.requests, args.seconds, args.concurrency)
+                _tool_load(urls, pids, tool, args.requests, args.seconds, args.concurrency)
             )
-            elapsed = time.perf_counter() - started
-            used = sum(_cpu_s(pid) for pid in pids) - before
-            client = time.process_time() - client_before
+            elapsed = result.pop("elapsed_s")
+            used, client = result.pop("server_cpu_s"), result.pop("client_cpu_s")
             db_after = _backend_cpu(args.database_url)
+            # The database's figure includes the warm-up requests: a few in a thousand.
             database = sum(cpu - db_before.get(pid, 0.0) for pid, cpu in db_after.items())
-            # Warm-up requests included: a few in a thousand.
             per = 1000 / result["requests"]
             result["server_cpu_ms_per_request"] = round(used * per, 2)
             result["client_cpu_ms_per_request"] = round(client * per, 2)

@@ -103,13 +103,13 @@ def serve(
         settings = settings.model_copy(
             update={"server": settings.server.model_copy(update={"workers": workers})}
         )
-    from lamina.server.run import run_a2a
+    from lamina.server.run import run_a2a, run_loop
     from lamina.server.workers import serve_workers
 
     if settings.server.workers > 1:
         serve_workers(settings, log_level)
     else:
-        asyncio.run(run_a2a(settings, log_level))
+        run_loop(run_a2a(settings, log_level))
 
 
 @click.command("mcp")

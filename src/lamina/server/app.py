@@ -132,12 +132,17 @@ class LaminaServer:
                 max_body=settings.max_body_bytes,
                 threads=self.threads,
             )
+        rpc, *a2a_routes = self.a2a.routes()
         self.app = Starlette(
+            # JSON-RPC's POST / first: most requests take it, and each route tried before
+            # the one that matches costs a regular expression (the inspector has 26). No
+            # other route answers POST /, so the order changes nothing else.
             routes=[
+                rpc,
                 Route("/health", self._health, methods=["GET"]),
                 Route("/metrics", self._metrics, methods=["GET"]),
                 *ui_routes,
-                *self.a2a.routes(),
+                *a2a_routes,
             ],
             middleware=[
                 *gate_middleware(

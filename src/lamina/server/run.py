@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 import click
@@ -24,6 +25,18 @@ UVICORN_OPTIONS: dict[str, Any] = {
     "access_log": False,
     "timeout_graceful_shutdown": 5,
 }
+
+
+def run_loop(main: Coroutine[Any, Any, None]) -> None:
+    """Run ``main`` on uvloop's event loop when it is installed (the ``server`` extra), as
+    uvicorn does for each process of ``lamina serve --workers``; else on asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        asyncio.run(main)
+        return
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        runner.run(main)
 
 
 async def serve_app(

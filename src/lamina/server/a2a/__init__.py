@@ -104,6 +104,8 @@ class A2AAdapter(ToolSurface):
         return describe([tool])[0]
 
     def routes(self) -> list[BaseRoute]:
+        """The A2A routes, JSON-RPC's ``POST /`` first (``LaminaServer`` puts it before every
+        other route: it takes most requests)."""
         started = formatdate(time.time(), usegmt=True)
 
         async def agent_card(request: Request) -> Response:
@@ -121,10 +123,6 @@ class A2AAdapter(ToolSurface):
                 return Response(status_code=304, headers=headers)
             return Response(body, media_type="application/json", headers=headers)
 
-        routes: list[BaseRoute] = [
-            Route("/.well-known/agent-card.json", agent_card, methods=["GET"])
-        ]
-        routes.extend(legacy_routes(self.handler, self._contexts.build))
         (sdk_jsonrpc,) = create_jsonrpc_routes(
             self.handler, "/", context_builder=self._contexts, enable_v0_3_compat=True
         )
@@ -143,7 +141,11 @@ class A2AAdapter(ToolSurface):
             request.scope[WRITTEN_WHOLE] = answer.startswith(b'{"result"')
             return Response(answer, media_type="application/json")
 
-        routes.append(Route("/", jsonrpc, methods=["POST"]))
+        routes: list[BaseRoute] = [
+            Route("/", jsonrpc, methods=["POST"]),
+            Route("/.well-known/agent-card.json", agent_card, methods=["GET"]),
+            *legacy_routes(self.handler, self._contexts.build),
+        ]
         routes.extend(
             create_rest_routes(
                 self.handler, context_builder=self._contexts, enable_v0_3_compat=True

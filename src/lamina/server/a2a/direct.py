@@ -57,6 +57,46 @@ def wire(value: Any, depth: int = 40) -> Any:
     with whole doubles as integers (``lamina.server.a2a.numbers``); NotWire when a ``Value``
     cannot hold it, or when it nests deeper than ``depth`` objects and lists (protobuf's
     parser stops at 100 messages, two per level)."""
+    # A tool's result is plain JSON data, hundreds of values: the exact types take the short
+    # way (strings, booleans and null, the most of them, without a call of their own), any
+    # other (a subclass) the general one.
+    kind = type(value)
+    if kind is dict:
+        if depth <= 0:
+            raise NotWire("nested too deeply")
+        if not _str_keys(value):
+            raise NotWire("an object key that is not a string")
+        return {k: v if type(v) in _AS_IS else wire(v, depth - 1) for k, v in value.items()}
+    if kind is list:
+        if depth <= 0:
+            raise NotWire("nested too deeply")
+        return [v if type(v) in _AS_IS else wire(v, depth - 1) for v in value]
+    if kind in _AS_IS:
+        return value
+    if kind is float:
+        return _wire_float(value)
+    if kind is int and -EXACT <= value <= EXACT:
+        return value
+    return _wire_other(value, depth)
+
+
+#: The types ``wire`` returns unchanged at any depth.
+_AS_IS = frozenset({str, bool, type(None)})
+
+
+def _str_keys(value: dict[Any, Any]) -> bool:
+    kinds = set(map(type, value))
+    return kinds <= {str} or all(isinstance(k, str) for k in value)
+
+
+def _wire_float(value: float) -> float | int:
+    if value != value or value in (float("inf"), float("-inf")):
+        raise NotWire("NaN or Infinity")
+    return int(value) if value.is_integer() and -EXACT <= value <= EXACT else value
+
+
+def _wire_other(value: Any, depth: int) -> Any:
+    """``wire`` of a value that is not exactly a str, bool, None, dict, list or float."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool) or value is None:
@@ -69,9 +109,7 @@ def wire(value: Any, depth: int = 40) -> Any:
         except OverflowError:
             raise NotWire("a number beyond a double") from None
     if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise NotWire("NaN or Infinity")
-        return int(value) if value.is_integer() and -EXACT <= value <= EXACT else value
+        return _wire_float(value)
     if isinstance(value, dict | list | tuple) and depth <= 0:
         raise NotWire("nested too deeply")
     if isinstance(value, dict):
