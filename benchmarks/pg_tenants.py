@@ -12,7 +12,7 @@ numbered) and the real embedding of the 10,000-sentence corpus entry i mod 10,00
 The vector space thus has the structure of real embeddings (clusters by topic, queries near
 their topic), not the uniform spread of random vectors, which is the worst case for HNSW.
 
-The load uses ``PostgresStore.bulk_loading`` (the HNSW index built once after the rows, as
+The load uses ``PostgresStore.bulk.bulk_loading`` (the HNSW index built once after the rows, as
 ``lamina db copy`` does), 1,000 memories per ``bulk_add`` (one tenant per call); the load
 time and rate are printed, index build included, and then ``VACUUM ANALYZE``.
 

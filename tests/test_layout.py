@@ -194,10 +194,15 @@ def test_the_class_check_counts_laminas_own_bases_only() -> None:
         return type(name, bases, {"__module__": "lamina.fake", **body})
 
     port = typing.cast(type, own("Port", typing.Protocol))
-    row = typing.NamedTuple("Row", [("a", int)])
-    row.__module__ = "lamina.fake"
-    shape = typing.TypedDict("Shape", {"a": int})
-    shape.__module__ = "lamina.fake"
+
+    class Row(typing.NamedTuple):
+        a: int
+
+    class Shape(typing.TypedDict):
+        a: int
+
+    row, shape = Row, Shape
+    row.__module__ = shape.__module__ = "lamina.fake"
     others = [port, own("Model", pydantic.BaseModel), row, shape, Exception]
     assert not any(counted_base(k) for k in others)
     a = own("A")
