@@ -1,11 +1,14 @@
 """Checks of caller input that every service shares. Each returns the value to use or raises
 LaminaError: INVALID_ARGUMENT naming the argument in ``details["field"]``, CONTENT_TOO_LONG or
-QUERY_TOO_LONG for lengths. Strings never carry NUL characters or lone surrogates."""
+QUERY_TOO_LONG for lengths. Strings never carry NUL characters or lone surrogates. The tenant
+and the scope identifiers (``check_tenant``, ``check_identifier``) name theirs in
+``details["identifier"]``, MISSING_IDENTIFIER when blank."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -16,6 +19,7 @@ from lamina.errors import ErrorCode, LaminaError
 S = TypeVar("S", bound=StrEnum)
 
 MAX_ID_LENGTH = 256
+MAX_IDENTIFIER_LENGTH = 256
 MAX_KEY_LENGTH = 256
 MAX_METADATA_BYTES = 65_536
 
@@ -133,6 +137,38 @@ def check_id(value: object) -> str:
     if not storable(value):
         raise invalid("id must be valid Unicode text without NUL characters", "id")
     return value
+
+
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_identifier(name: str, value: object) -> str:
+    """A tenant or scope identifier (``name``: tenant_id, user_id, …): a non-blank string of at
+    most MAX_IDENTIFIER_LENGTH characters without control characters, kept as given."""
+    if not isinstance(value, str):
+        raise LaminaError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{name} must be a string, got {type(value).__name__}",
+            details={"identifier": name},
+        )
+    if not value.strip():
+        raise LaminaError(
+            ErrorCode.MISSING_IDENTIFIER,
+            f"{name} is empty",
+            details={"identifier": name},
+        )
+    if len(value) > MAX_IDENTIFIER_LENGTH or _CONTROL_CHARACTERS.search(value):
+        raise LaminaError(
+            ErrorCode.INVALID_ARGUMENT,
+            f"{name} must be at most {MAX_IDENTIFIER_LENGTH} characters without control characters",
+            details={"identifier": name, "max_length": MAX_IDENTIFIER_LENGTH},
+        )
+    return value
+
+
+def check_tenant(tenant_id: object) -> str:
+    """The tenant a call acts for (every service and the threads check it)."""
+    return check_identifier("tenant_id", tenant_id)
 
 
 def check_actor(actor: object) -> str | None:

@@ -16,7 +16,14 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 #: Latency histogram buckets, in seconds (memory operations and skill requests alike).
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 #: What one thread cleanup run removes, as the label values of ``a2a_thread_cleanup_total``.
-CLEANUP_KINDS = ("threads_expired", "states_removed", "threads_purged", "tasks_purged")
+CLEANUP_KINDS = (
+    "threads_expired",
+    "states_removed",
+    "threads_purged",
+    "tasks_purged",
+    "tasks_trimmed",
+    "threads_trimmed",
+)
 
 
 class CleanupTally(Protocol):
@@ -30,6 +37,10 @@ class CleanupTally(Protocol):
     def threads_purged(self) -> int: ...
     @property
     def tasks_purged(self) -> int: ...
+    @property
+    def tasks_trimmed(self) -> int: ...
+    @property
+    def threads_trimmed(self) -> int: ...
 
 
 class _Families:
@@ -146,7 +157,7 @@ class ServerMetrics:
         self.cleanup = family.counter(
             "a2a_thread_cleanup",
             "What the thread cleanup job removed: threads_expired, states_removed, "
-            "threads_purged, tasks_purged.",
+            "threads_purged, tasks_purged; tasks_trimmed, threads_trimmed past the size caps.",
             "kind",
         )
         self.threads_active = family.gauge(

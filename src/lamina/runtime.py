@@ -19,7 +19,6 @@ from lamina.extras import require
 from lamina.governance.service import GovernanceService
 from lamina.knowledge.gitstore import GitStore
 from lamina.knowledge.index import KnowledgeIndex, embed_text, item_of
-from lamina.knowledge.promotion import Promotions
 from lamina.knowledge.service import KnowledgeService
 from lamina.llm.base import ChatModel
 from lamina.memory.items import ContextRecord, ItemKind
@@ -139,7 +138,6 @@ class AsyncLamina:
         self.context.conversation_memory = self.sessions
         self.knowledge = self._build_knowledge(queries)
         self.memory.item_text = _item_text
-        self.knowledge.promotions = Promotions(self.knowledge)
         self.governance = GovernanceService(
             self.knowledge,
             self.memory.resolve_identifiers,

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from lamina.errors import LaminaError
 from lamina.threads.ports import NewThread, StoredTask
 from tests.conformance.conftest import Harness
+from tests.conformance.test_forgetting import task_links
 
 TTL = 100.0
 
@@ -146,3 +151,41 @@ def test_a_new_thread_and_its_first_task_are_written_together(harness: Harness) 
     with pytest.raises(LaminaError):
         h.run(t.create_thread("t1", thread, StoredTask("task-3", "fresh", 1, 9, "{}")))
     assert h.run(t.get_task("t1", "task-3")) is None
+
+
+def _task(task_id: str, thread: str, state: int, at: int, memory: str = "") -> StoredTask:
+    task: dict[str, Any] = {"id": task_id}
+    if memory:
+        task["artifacts"] = [{"parts": [{"data": {"id": memory}}]}]
+    return StoredTask(task_id, thread, state, at, json.dumps(task))
+
+
+def test_trim_bounds_tasks_and_threads_by_count(harness: Harness, tmp_path: Path) -> None:
+    """Retention bounded by size (server.max_tasks, server.max_threads), across tenants:
+    the oldest finished tasks go first, then expired threads, then the least recently
+    used; never a task waiting on its client, nor its thread."""
+    h, t = harness, harness.store.threads
+    completed, failed, input_required = 3, 4, 6
+    for i, tenant in enumerate(["t1", "t2", "t1", "t2"]):
+        h.run(t.open_thread(tenant, f"th{i}", 100.0 + i, TTL))
+    h.run(t.save_task("t1", _task("old", "th0", completed, 1, memory="m1")))
+    h.run(t.save_task("t2", _task("waiting", "th1", input_required, 2)))
+    h.run(t.save_task("t1", _task("mid", "th2", failed, 3)))
+    h.run(t.save_task("t2", _task("new", "th3", completed, 4)))
+    # Under the caps: nothing goes.
+    assert h.run(t.trim(4, 4)) == (0, 0)
+    # Two tasks past the cap: the two oldest finished ones, not the waiting one.
+    assert h.run(t.trim(2, 4)) == (2, 0)
+    assert h.run(t.get_task("t1", "old")) is None and h.run(t.get_task("t1", "mid")) is None
+    assert h.run(t.get_task("t2", "waiting")) is not None
+    assert h.run(t.get_task("t2", "new")) is not None
+    assert task_links(h, tmp_path) == []  # the links of "old" went with it
+    # Threads past the cap: the expired one first, then the least recently used, never
+    # th1 (its task waits on its client); a thread's tasks go with it.
+    h.run(t.open_thread("t1", "th0", 100.0 + 2 * TTL, TTL))  # th0 expires
+    assert h.run(t.trim(10, 2)) == (0, 2)  # th0 (expired), th2 (least recently used)
+    assert h.run(t.get_thread("t1", "th0")) is None and h.run(t.get_thread("t1", "th2")) is None
+    assert h.run(t.trim(10, 1)) == (1, 1)  # th3 and its task "new"; th1 stays
+    assert h.run(t.get_task("t2", "new")) is None
+    assert h.run(t.get_thread("t2", "th1")) is not None
+    assert h.run(t.trim(10, 0)) == (0, 0)  # only th1 is left, and it waits

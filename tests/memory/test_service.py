@@ -3,12 +3,21 @@ blocking facade."""
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import pkgutil
 import threading
 from pathlib import Path
+from typing import Protocol
 
 import pytest
+from pydantic import BaseModel
 
-from lamina import ErrorCode, Lamina, LaminaError, MemoryLayer
+import lamina.memory
+from lamina import AsyncLamina, ErrorCode, Lamina, LaminaError, MemoryLayer
+from lamina.memory.delegation import Delegate
+from lamina.memory.reembed import content_text
+from lamina.memory.service import MemoryService
 from tests.conftest import fast_settings
 
 
@@ -102,3 +111,61 @@ def test_a_wrong_argument_is_the_callers_type_error_never_an_operation(ms: Lamin
     text = ms.metrics_text()
     assert 'memory_operations_total{operation="get"} 1.0' in text
     assert 'memory_operations_latency_seconds_count{operation="count_all"} 1.0' in text
+
+
+def test_each_public_call_is_the_method_of_one_part(data_dir: Path) -> None:
+    """ms.memory holds its parts (memory/service.py): each public call is one part's own
+    method, bound to that part (observed there, once), and on the class a function that
+    is a coroutine function when the part's method is one (SyncMemory bridges those)."""
+    service = AsyncLamina(fast_settings(data_dir)).memory
+    delegated = {n: v for n, v in vars(MemoryService).items() if isinstance(v, Delegate)}
+    hooks = {"embedding_buffer", "write_guard", "chat_model", "counter", "item_text"}
+    assert {n for n in dir(MemoryService) if not n.startswith("_")} == {*delegated, *hooks}
+    assert len(delegated) == 31
+    for name, delegate in delegated.items():
+        part = getattr(service, delegate.part)
+        bound = getattr(service, name)
+        assert bound.__self__ is part and bound.__func__ is getattr(type(part), name)
+        on_class = getattr(MemoryService, name)
+        assert inspect.iscoroutinefunction(on_class) == inspect.iscoroutinefunction(bound)
+        assert inspect.signature(on_class) == inspect.signature(getattr(type(part), name))
+        assert on_class.__doc__ == bound.__doc__
+
+
+def test_what_the_runtime_sets_reaches_the_parts(data_dir: Path) -> None:
+    """The write guard, the token counter and the item text the runtime sets on ms.memory
+    are those its parts use (the chat model: tests/memory/test_consolidation.py)."""
+    ams = AsyncLamina(fast_settings(data_dir))
+    service = ams.memory
+    assert service.counter is ams.counter and service.consolidation.counter is ams.counter
+    assert service.item_text is service.reembedding.item_text
+    assert service.item_text is not content_text
+    assert service.write_guard is not None
+    service.write_guard = None
+    assert service.write_guard is None
+
+
+def lamina_classes(klass: type) -> list[type]:
+    """The classes of lamina ``klass`` inherits from, ports (Protocols) and pydantic models
+    aside."""
+    return [
+        base
+        for base in klass.__mro__[1:]
+        if base.__module__.startswith("lamina.")
+        and Protocol not in base.__mro__
+        and not issubclass(base, BaseModel)
+    ]
+
+
+def test_no_memory_class_inherits_from_more_than_three_of_laminas() -> None:
+    """Composition, not stacks (issue 34): no class of lamina.memory inherits from more than
+    three of lamina's own classes."""
+    stacked = []
+    for info in pkgutil.walk_packages(lamina.memory.__path__, "lamina.memory."):
+        module = importlib.import_module(info.name)
+        for klass in vars(module).values():
+            mine = isinstance(klass, type) and klass.__module__ == module.__name__
+            if mine and len(lamina_classes(klass)) > 3:
+                stacked.append(klass.__qualname__)
+    assert stacked == []
+    assert lamina_classes(MemoryService) == []

@@ -21,7 +21,8 @@ from lamina.backend import Backend
 from lamina.embeddings.local import LocalEmbedder
 from lamina.store.postgres import PostgresStore
 from lamina.store.sqlite import SQLiteStore
-from lamina.threads.forgetting import FORGOTTEN, references
+from lamina.threads.forgetting import FORGOTTEN, link_key, references
+from lamina.threads.packing import stored_text
 from tests.pg import require_postgres, reset_database
 from tests.server.harness import (
     HEADERS,
@@ -169,13 +170,30 @@ def _in_tables(url: str, words: list[str]) -> list[tuple[str, str]]:
                 "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
             ).fetchall()
         ]
-        assert "a2a_tasks" in tables and "a2a_task_refs" in tables
+        assert "a2a_tasks" in tables and "a2a_task_links" in tables
         for table in tables:
             text = "\n".join(
                 r[0] for r in conn.execute(f'SELECT t::text FROM "{table}" t').fetchall()
             ).lower()
             found += [(table, w) for w in words if w in text]
-    return found
+        tasks = conn.execute("SELECT data, packed FROM a2a_tasks").fetchall()
+    return found + _in_tasks(tasks, words)
+
+
+def _in_tasks(rows: list[Any], words: list[str]) -> list[tuple[str, str]]:
+    """The words found in the stored tasks' JSON (packed: compressed, not found by reading
+    the bytes)."""
+    text = "\n".join(stored_text(data, packed) for data, packed in rows).lower()
+    return [("a2a_tasks (unpacked)", w) for w in words if w in text]
+
+
+def _sqlite_tasks(path: Path) -> list[Any]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT data, packed FROM a2a_tasks").fetchall()
+
+
+#: Long enough for the memory to be read back through the server on a loaded machine.
+TTL = 3.0
 
 
 def _delete(kind: str, client: httpx.Client, live: Running, ids: dict[str, str]) -> None:
@@ -187,8 +205,8 @@ def _delete(kind: str, client: httpx.Client, live: Running, ids: dict[str, str])
     elif kind == "forget":
         done = _tool(client, "memory_delete_all", user_id=ids["user"], include_sessions=True)
         assert result_of(done)["deleted"] == 1 and result_of(done)["sessions"] == ["trip"]
-    else:
-        time.sleep(0.6)
+    else:  # the memory was read back before its time to live (TTL) was over
+        time.sleep(TTL + 0.1)
         assert live.run(live.server.ms.memory.purge_expired()) == 1
 
 
@@ -214,7 +232,7 @@ def test_every_kind_of_deletion_reaches_every_copy(backend: str, tmp_path: Path)
             if not gone:
                 _tool(client, "memory_add", content=KEPT, layer="user", user_id="bob")
             user = users.get(kind, "erin")
-            extra: dict[str, Any] = {"ttl": 0.5} if kind == "expiry" else {}
+            extra: dict[str, Any] = {"ttl": TTL} if kind == "expiry" else {}
             ids = _remember(client, marker, user, "trip" if kind == "forget" else None, **extra)
             session_tasks: list[str] = []
             if kind == "forget":
@@ -238,6 +256,9 @@ def test_every_kind_of_deletion_reaches_every_copy(backend: str, tmp_path: Path)
             assert [m for m in gone if m in exported] == [] and KEPT.lower() in exported
             if backend == "sqlite":  # the log was emptied after the delete
                 assert _in_files(data, gone, "lamina.db-wal") == [], kind
+                tasks = _sqlite_tasks(data / "lamina.db")
+                assert _in_tasks(tasks, gone) == [], kind
+                assert _in_tasks(tasks, [KEPT.lower()]) != []  # the scan reads the tasks
             else:
                 assert _in_tables(url, gone) == [], kind
         # Stopped cleanly: nothing of the text is left in any file.
@@ -245,6 +266,7 @@ def test_every_kind_of_deletion_reaches_every_copy(backend: str, tmp_path: Path)
             files = _files(data)
             assert "lamina.db" in files and KEPT.lower().encode() in files["lamina.db"].lower()
             assert _in_files(data, gone) == [], kind
+            assert _in_tasks(_sqlite_tasks(data / "lamina.db"), gone) == [], kind
         else:
             assert _in_tables(url, gone) == [], kind
 
@@ -278,7 +300,10 @@ def test_tasks_stored_before_the_index_are_indexed_by_the_migration(
         reset_database(url)
         old = PostgresStore(url, embedder, schema_target=17)
     asyncio.run(_open_and_close(old))
-    select = "SELECT kind, ref, task_id FROM a2a_task_refs ORDER BY 1, 2"
+    select = (
+        "SELECT l.ref, k.task_id FROM a2a_task_links l JOIN a2a_tasks k "
+        "ON k.tenant_id = l.tenant_id AND k.ref_key = l.task ORDER BY 1, 2"
+    )
     if backend == "sqlite":
         with sqlite3.connect(path) as conn:
             conn.execute(insert.replace("%s", "?"), (_OLD_TASK,))
@@ -293,5 +318,5 @@ def test_tasks_stored_before_the_index_are_indexed_by_the_migration(
         asyncio.run(_open_and_close(new))
         with psycopg.connect(url) as conn:
             refs = conn.execute(select).fetchall()
-    assert refs == [("memory", "m-1", "t-1"), ("session", "s-1", "t-1")]
+    assert refs == sorted([(link_key("memory", "m-1"), "t-1"), (link_key("session", "s-1"), "t-1")])
     assert references(_OLD_TASK) == {("memory", "m-1"), ("session", "s-1")}

@@ -207,3 +207,25 @@ def test_a_threads_identifiers_outlive_its_conversation_context(tmp_path: Path) 
         live.run(live.server.threads.cleanup())
         raw = live.run(live.server.ms.store.threads.get_thread("default", thread))
         assert raw.expired and raw.identifiers == "{}" and raw.context == "{}"
+
+
+def test_retention_is_bounded_by_size_too(tmp_path: Path) -> None:
+    """Past server.max_tasks, the cleanup deletes the oldest finished tasks (a GetTask of
+    one answers task-not-found); past server.max_threads, the least recently used threads;
+    a task waiting on its client stays, and its thread."""
+    settings = server_settings(tmp_path / "d", max_tasks=2, max_threads=3, session_memories=0)
+    with running_server(settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+        waiting = send(client, tool_message("memory_add", {"layer": "user", "user_id": "u"}))
+        assert waiting["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        done = [send(client, tool_message("memory_list", {"user_id": "u"})) for _ in range(3)]
+        counts = live.run(live.server.threads.cleanup())
+        assert (counts.tasks_trimmed, counts.threads_trimmed) == (2, 1)
+        for task in done[:2]:
+            assert rpc(client, "GetTask", {"id": task["id"]})["error"]["code"] == -32001
+        for task in (waiting, done[2]):
+            assert rpc(client, "GetTask", {"id": task["id"]})["result"]["id"] == task["id"]
+        assert live.run(live.server.threads.get("default", waiting["contextId"])) is not None
+        assert live.run(live.server.threads.get("default", done[0]["contextId"])) is None
+        metrics = client.get("/metrics").text
+        assert 'a2a_thread_cleanup_total{kind="tasks_trimmed"} 2.0' in metrics
+        assert 'a2a_thread_cleanup_total{kind="threads_trimmed"} 1.0' in metrics

@@ -276,8 +276,9 @@ def test_db_copy_moves_everything_and_verifies(
         "memories": 1,
         "memory_history": 6,
         # The texts no memory holds any more ("kept memory" before its edit, the two
-        # deleted ones) left the cache: the edited memory's and the two knowledge items'.
-        "embedding_cache": 3,
+        # deleted ones) left the cache, and the edited memory holds its own vector (no copy
+        # in the cache): the two knowledge items' texts are left.
+        "embedding_cache": 2,
         "hierarchy": 1,
         "context_items": 2,
         "session_messages": 2,
@@ -394,7 +395,11 @@ def _back_to_schema_15(url: str) -> int:
                 (np.asarray(vector.to_numpy(), np.float32).tobytes(), tenant, seq),
             )
         conn.execute("DROP TABLE session_prompts")  # migration 18's
-        conn.execute("DROP TABLE a2a_task_refs")  # migration 19's
+        # Migration 22's links (it dropped migration 19's a2a_task_refs), columns, function.
+        conn.execute("DROP TABLE a2a_task_links")
+        conn.execute("ALTER TABLE a2a_tasks DROP COLUMN packed, DROP COLUMN ref_key")
+        conn.execute("DROP INDEX a2a_tasks_age")
+        conn.execute("DROP FUNCTION lamina_task_trim(bigint, bigint, integer[], integer[])")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 16")
     return len(stored)
 
@@ -425,6 +430,14 @@ def test_upgrading_as_an_owner_that_is_no_superuser(pg_url: str, tmp_path: Path)
         tables = admin.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
         for (table,) in tables.fetchall():
             admin.execute(f"ALTER TABLE {table} OWNER TO lamina_owner")
+        # The functions the migrations made too (migration 22 replaces one): the owner of a
+        # managed database made them all.
+        functions = admin.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p JOIN pg_namespace n "
+            "ON n.oid = p.pronamespace WHERE n.nspname = 'public' AND p.proname LIKE 'lamina%'"
+        )
+        for (function,) in functions.fetchall():
+            admin.execute(f"ALTER FUNCTION {function} OWNER TO lamina_owner")
     try:
         with Lamina(fast_settings(tmp_path, database_url=owner)) as ms:
             assert ms.health()["store"]["schema_version"] == PG_LATEST

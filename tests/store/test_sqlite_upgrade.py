@@ -12,6 +12,7 @@ from typing import Any
 from lamina import Lamina
 from lamina.embeddings.base import Vector
 from lamina.embeddings.local import LocalEmbedder
+from lamina.store.sql.embedding_cache import content_hash
 from lamina.store.sqlite import SQLiteStore
 from lamina.store.sqlite.db import SQLITE
 from tests.conftest import fast_settings
@@ -164,3 +165,31 @@ def test_db_copy_asks_to_upgrade_an_older_source_first(data_dir: Path) -> None:
     with pytest.raises(LaminaError) as caught:
         asyncio.run(copy_sqlite_to_postgres(path, "postgresql://nobody@127.0.0.1:1/none"))
     assert "db upgrade" not in caught.value.message
+
+
+def test_schema_13_drops_the_cached_vectors_memories_hold(tmp_path: Path) -> None:
+    """The cache held a copy of every stored memory's vector before schema 13; the upgrade
+    drops those rows and keeps the texts no memory holds."""
+    path = tmp_path / "lamina.db"
+    embedder = LocalEmbedder()
+
+    async def open_at(target: int | None) -> SQLiteStore:
+        store = SQLiteStore(path, embedder, schema_target=target)
+        await store.initialize()
+        return store
+
+    store = asyncio.run(open_at(12))
+    asyncio.run(store.shutdown())
+    vector = asyncio.run(embedder.embed(["held text"]))[0]
+    with sqlite3.connect(path) as conn:
+        insert_v1(conn, "m1", "held text", {}, vector)
+        for text in ("held text", "a query"):
+            conn.execute(
+                "INSERT INTO embedding_cache VALUES ('default', ?, ?, ?, ?)",
+                (embedder.model_id, content_hash(text), vector.tobytes(), NOW),
+            )
+    store = asyncio.run(open_at(None))
+    asyncio.run(store.shutdown())
+    with sqlite3.connect(path) as conn:
+        left = [r[0] for r in conn.execute("SELECT content_hash FROM embedding_cache")]
+    assert left == [content_hash("a query")]

@@ -54,6 +54,13 @@ class ServerSettings(Section):
     #: Seconds between cleanup runs; expired threads are deleted this long after expiring.
     cleanup_interval: float = Field(default=300.0, gt=0)
     expired_retention: float = Field(default=7 * 86_400.0, ge=0)
+    #: Retention bounded by size as well as time: past this many tasks (across tenants),
+    #: each cleanup deletes the oldest finished ones (never one waiting on its client).
+    max_tasks: int = Field(default=1_000_000, gt=0)
+    #: Past this many threads (across tenants), each cleanup deletes the expired ones first,
+    #: then the least recently used, with their tasks (never one with a task waiting on its
+    #: client).
+    max_threads: int = Field(default=1_000_000, gt=0)
     #: Tool calls remembered per thread (the oldest are dropped).
     max_turns: int = Field(default=20, gt=0, le=1000)
     #: Memories and constraints in a new thread's session context (0: none).

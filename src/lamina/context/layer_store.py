@@ -21,13 +21,13 @@ from lamina.checks import (
     check_limit,
     check_query,
     check_strings,
+    check_tenant,
 )
 from lamina.context.ports import ContextItemStore
 from lamina.embeddings.base import Vector
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.items import ContextRecord, ItemKind, ItemQuery, NewContextRecord
-from lamina.memory.layers import check_tenant
 from lamina.memory.models import SearchMode
 from lamina.retry import RetryPolicy
 from lamina.shapes import Frozen

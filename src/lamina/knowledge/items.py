@@ -28,11 +28,17 @@ from lamina.knowledge.models import (
     KnowledgeType,
 )
 from lamina.knowledge.policy import Severity
+from lamina.knowledge.repository import Repository
 from lamina.knowledge.writes import Mutation, Plan, Writer, now
 
 
-class ItemWrites(Writer):
-    """``create`` and ``update``."""
+class ItemWrites:
+    """``create`` and ``update``: the arguments checked, then one commit through the write
+    path."""
+
+    def __init__(self, repository: Repository, writer: Writer) -> None:
+        self._repository = repository
+        self._writer = writer
 
     async def create(
         self,
@@ -49,12 +55,8 @@ class ItemWrites(Writer):
         tenant_id: str | None = None,
         **fields: Unpack[ItemFields],
     ) -> KnowledgeChange:
-        """Add an item (one commit). ``id`` defaults to ``<type>-<n>``, the next free number.
-        An item starts as draft (or proposed / accepted when review happened elsewhere).
-        ``fields``: its content (lamina.knowledge.fields.ItemFields; severity info unless
-        given)."""
         given = item_fields("create", fields)
-        tenant = self.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         kind = check_choice("type", type, KnowledgeType)
         where, where_id = check_layer(layer, layer_id)
         start = check_choice("status", status, KnowledgeStatus)
@@ -68,7 +70,7 @@ class ItemWrites(Writer):
         stamp = now()
         content = {
             **check_item_fields(
-                self._max_content,
+                self._repository.max_content,
                 title="" if title is None else title,
                 summary=given["summary"] or "",
                 body=given["body"] or "",
@@ -93,7 +95,7 @@ class ItemWrites(Writer):
                 number = await self._next_number(tenant, kind)
                 item_id = f"{kind.value}-{number:04d}"
                 counters[kind.value] = number
-            if await self.index.lookup(tenant, item_id) is not None:
+            if await self._repository.index.lookup(tenant, item_id) is not None:
                 raise LaminaError(
                     ErrorCode.ITEM_EXISTS,
                     f"knowledge item {item_id!r} already exists in tenant {tenant!r}",
@@ -118,13 +120,13 @@ class ItemWrites(Writer):
     async def _next_number(self, tenant: str, kind: KnowledgeType) -> int:
         """The next free number for a generated ``<type>-<n>`` id (counted once, then kept
         in the index state)."""
-        state = await self.index.state(tenant) or {}
+        state = await self._repository.index.state(tenant) or {}
         last = state.get("counters", {}).get(kind.value)
         if last is None:
             tag = filter_tag(kind.value, None, None, None)
-            last = (await self.index.page(tenant, tag, 1, None))[2]
+            last = (await self._repository.index.page(tenant, tag, 1, None))[2]
         n = int(last) + 1
-        while await self.index.lookup(tenant, f"{kind.value}-{n:04d}") is not None:
+        while await self._repository.index.lookup(tenant, f"{kind.value}-{n:04d}") is not None:
             n += 1
         return n
 
@@ -138,14 +140,12 @@ class ItemWrites(Writer):
         tenant_id: str | None = None,
         **fields: Unpack[ItemFields],
     ) -> KnowledgeChange:
-        """Change an item's content (one commit); the fields not given (or None) stay.
-        Status changes go through ``set_status``."""
         given = item_fields("update", fields)
-        tenant = self.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)
         who = check_author(author)
         patch = check_item_fields(
-            self._max_content,
+            self._repository.max_content,
             title=title,
             **{k: v for k, v in given.items() if k not in POLICY_FIELDS},
         )
@@ -155,7 +155,7 @@ class ItemWrites(Writer):
         note = check_message(message)
 
         async def mutate(head: str | None) -> Plan:
-            current = await self.item_at(tenant, head, item_id)
+            current = await self._repository.item_at(tenant, head, item_id)
             changes = dict(patch)
             if policy_patch:
                 if current.type is not KnowledgeType.POLICY:
@@ -182,7 +182,7 @@ class ItemWrites(Writer):
         self, tenant: str, item: KnowledgeItem, message: str, counters: dict[str, int] | None = None
     ) -> Plan:
         """Writing ``item``'s file, governed (the write guard's violations go with it)."""
-        violations = await self.check_governance(tenant, item)
+        violations = await self._writer.check_governance(tenant, item)
         return Plan(
             {item.path: render(item)},
             message,
@@ -193,5 +193,5 @@ class ItemWrites(Writer):
 
     async def _commit_item(self, tenant: str, who: str, mutate: Mutation) -> KnowledgeChange:
         """Commit the plan of ``mutate`` (one item); the item, the commit and the violations."""
-        plan, commit = await self.commit_change(tenant, who, mutate)
+        plan, commit = await self._writer.commit_change(tenant, who, mutate)
         return KnowledgeChange(item=plan.items[0], commit=commit, violations=plan.violations)

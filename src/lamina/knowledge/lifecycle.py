@@ -10,6 +10,7 @@ from lamina.errors import ErrorCode, LaminaError
 from lamina.knowledge.document import check_id, render
 from lamina.knowledge.fields import check_author, check_message
 from lamina.knowledge.models import TRANSITIONS, KnowledgeChange, KnowledgeItem, KnowledgeStatus
+from lamina.knowledge.repository import Repository
 from lamina.knowledge.writes import Plan, Writer, now
 
 
@@ -30,8 +31,12 @@ def check_transition(item: KnowledgeItem, target: KnowledgeStatus) -> None:
         )
 
 
-class Lifecycle(Writer):
-    """``set_status``."""
+class Lifecycle:
+    """``set_status``: one commit through the write path."""
+
+    def __init__(self, repository: Repository, writer: Writer) -> None:
+        self._repository = repository
+        self._writer = writer
 
     async def set_status(
         self,
@@ -43,10 +48,7 @@ class Lifecycle(Writer):
         message: str | None = None,
         tenant_id: str | None = None,
     ) -> KnowledgeChange:
-        """Move an item along its lifecycle: draft → proposed | rejected; proposed → accepted
-        | rejected; accepted → deprecated | superseded (naming the successor). Anything else
-        is INVALID_TRANSITION."""
-        tenant = self.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)
         target = check_choice("status", status, KnowledgeStatus)
         successor = None if superseded_by is None else check_id("superseded_by", superseded_by)
@@ -56,7 +58,7 @@ class Lifecycle(Writer):
         note = check_message(message)
 
         async def mutate(head: str | None) -> Plan:
-            current = await self.item_at(tenant, head, item_id)
+            current = await self._repository.item_at(tenant, head, item_id)
             check_transition(current, target)
             update: dict[str, Any] = {"status": target, "updated": now()}
             files: dict[str, bytes | None] = {}
@@ -64,7 +66,7 @@ class Lifecycle(Writer):
             if successor is not None:
                 if successor == item_id:
                     raise invalid("an item cannot supersede itself", "superseded_by")
-                other = await self.item_at(tenant, head, successor)
+                other = await self._repository.item_at(tenant, head, successor)
                 update["superseded_by"] = successor
                 if item_id not in other.supersedes:
                     other = other.model_copy(
@@ -80,5 +82,5 @@ class Lifecycle(Writer):
                 items=[item, *items],
             )
 
-        plan, commit = await self.commit_change(tenant, who, mutate)
+        plan, commit = await self._writer.commit_change(tenant, who, mutate)
         return KnowledgeChange(item=plan.items[0], commit=commit)

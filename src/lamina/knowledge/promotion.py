@@ -37,6 +37,7 @@ from lamina.knowledge.models import (
     PromotionEvent,
     PromotionStatus,
 )
+from lamina.knowledge.repository import Repository
 from lamina.knowledge.writes import Plan, Writer, now
 
 OPEN = (PromotionStatus.PENDING, PromotionStatus.NEEDS_REFINEMENT)
@@ -149,14 +150,15 @@ def _beside_promoted(
 class Promotions:
     """``ms.knowledge.promotions``: request, decide, get and list promotions."""
 
-    def __init__(self, knowledge: Writer) -> None:
-        self._knowledge = knowledge
+    def __init__(self, repository: Repository, writer: Writer) -> None:
+        self._repository = repository
+        self._writer = writer
 
     async def _load(self, tenant: str, head: str | None, promotion_id: str) -> Promotion:
         path = promotion_path(promotion_id)
         data = None
         if head is not None:
-            data = await asyncio.to_thread(self._knowledge.git.read, tenant, path, head)
+            data = await asyncio.to_thread(self._repository.git.read, tenant, path, head)
         if data is None:
             raise LaminaError(
                 ErrorCode.ITEM_NOT_FOUND,
@@ -186,14 +188,14 @@ class Promotions:
         tenant_id: str | None = None,
     ) -> Promotion:
         """Ask that an accepted item move to a strictly higher layer (one commit)."""
-        tenant = self._knowledge.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         iid = check_id("id", item_id)
         layer, layer_id = check_layer(target_layer, target_layer_id)
         why = check_text("reason", reason, MAX_MESSAGE)
         who = check_author(author)
 
         async def mutate(head: str | None) -> Plan:
-            item = await self._knowledge.item_at(tenant, head, iid)
+            item = await self._repository.item_at(tenant, head, iid)
             if item.status is not KnowledgeStatus.ACCEPTED:
                 raise LaminaError(
                     ErrorCode.INVALID_TRANSITION,
@@ -221,7 +223,7 @@ class Promotions:
                 result=promotion,
             )
 
-        plan, commit = await self._knowledge.commit_change(tenant, who, mutate)
+        plan, commit = await self._writer.commit_change(tenant, who, mutate)
         return plan.result.model_copy(update={"commit": commit})  # type: ignore[no-any-return]
 
     async def decide(
@@ -242,7 +244,7 @@ class Promotions:
         ``replacement`` also supersedes the original. ``reject`` closes the request,
         ``needs_refinement`` sends it back (it can be decided again), ``retarget`` changes
         the target layer (``target_layer``/``target_layer_id``)."""
-        tenant = self._knowledge.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         pid = check_id("promotion id", promotion_id)
         verdict = check_choice("decision", decision, PromotionDecision)
         kind = None if approval is None else check_choice("approval", approval, ApprovalKind)
@@ -277,7 +279,7 @@ class Promotions:
             step.files.update(self._file(decided))
             return Plan(step.files, step.message, items=step.items, result=decided)
 
-        plan, commit = await self._knowledge.commit_change(tenant, who, mutate)
+        plan, commit = await self._writer.commit_change(tenant, who, mutate)
         return plan.result.model_copy(update={"commit": commit})  # type: ignore[no-any-return]
 
     async def _retarget(
@@ -288,7 +290,7 @@ class Promotions:
         target: tuple[KnowledgeLayer, str | None],
     ) -> None:
         """A new target layer for the request, strictly above the item; pending again."""
-        original = await self._knowledge.item_at(tenant, head, step.promotion.item_id)
+        original = await self._repository.item_at(tenant, head, step.promotion.item_id)
         _check_higher(original, *target)
         step.update.update(
             target_layer=target[0], target_layer_id=target[1], status=PromotionStatus.PENDING
@@ -306,7 +308,7 @@ class Promotions:
         """The promoted item, accepted at the target layer, and the original beside it
         (superseded by it for a replacement, related to it otherwise)."""
         promotion = step.promotion
-        original = await self._knowledge.item_at(tenant, head, promotion.item_id)
+        original = await self._repository.item_at(tenant, head, promotion.item_id)
         if original.status is not KnowledgeStatus.ACCEPTED:
             raise LaminaError(
                 ErrorCode.INVALID_TRANSITION,
@@ -315,7 +317,7 @@ class Promotions:
             )
         _check_higher(original, promotion.target_layer, promotion.target_layer_id)
         promoted_id = chosen_id or f"{original.id}-{promotion.target_layer.value}"
-        if await self._knowledge.index.lookup(tenant, promoted_id) is not None:
+        if await self._repository.index.lookup(tenant, promoted_id) is not None:
             raise LaminaError(
                 ErrorCode.ITEM_EXISTS,
                 f"knowledge item {promoted_id!r} already exists; give new_id",
@@ -323,7 +325,7 @@ class Promotions:
             )
         promoted = _promoted(original, promotion, kind, promoted_id, step.stamp)
         changed = _beside_promoted(original, kind, promoted_id, step.stamp)
-        violations = await self._knowledge.check_governance(tenant, promoted)
+        violations = await self._writer.check_governance(tenant, promoted)
         step.files[promoted.path] = render(promoted)
         step.files[changed.path] = render(changed)
         step.items = [promoted, changed]
@@ -340,21 +342,21 @@ class Promotions:
         )
 
     async def get(self, promotion_id: str, *, tenant_id: str | None = None) -> Promotion:
-        tenant = self._knowledge.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         pid = check_id("promotion id", promotion_id)
-        head = await self._knowledge.head(tenant)
+        head = await self._repository.head(tenant)
         return await self._load(tenant, head, pid)
 
     async def list(
         self, *, status: str | PromotionStatus | None = None, tenant_id: str | None = None
     ) -> list[Promotion]:
         """Every promotion request, oldest first (optionally of one status)."""
-        tenant = self._knowledge.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         wanted = None if status is None else check_choice("status", status, PromotionStatus)
-        head = await self._knowledge.head(tenant)
+        head = await self._repository.head(tenant)
         if head is None:
             return []
-        files = await asyncio.to_thread(self._knowledge.git.files, tenant, head)
+        files = await asyncio.to_thread(self._repository.git.files, tenant, head)
         out = []
         for path in sorted(files):
             if path.startswith("promotions/") and path.endswith(".yaml"):

@@ -14,8 +14,11 @@ from lamina.knowledge.models import HistoryEntry, KnowledgeDiff, KnowledgeItem, 
 from lamina.knowledge.repository import Repository
 
 
-class ItemReads(Repository):
+class ItemReads:
     """``get``, ``history`` and ``diff``."""
+
+    def __init__(self, repository: Repository) -> None:
+        self._repository = repository
 
     async def get(
         self,
@@ -24,12 +27,10 @@ class ItemReads(Repository):
         history: bool = False,
         tenant_id: str | None = None,
     ) -> KnowledgeItem | KnowledgeRecord:
-        """The item as it is at the repository's head; with ``history=True`` a
-        KnowledgeRecord with the commits that changed it, newest first."""
-        tenant = self.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)
-        head = await self._ensure_synced(tenant)
-        item = await self.item_at(tenant, head, item_id)
+        head = await self._repository.ensure_synced(tenant)
+        item = await self._repository.item_at(tenant, head, item_id)
         if not history:
             return item
         return KnowledgeRecord(item=item, history=await self._history(tenant, item.path, 100))
@@ -41,21 +42,20 @@ class ItemReads(Repository):
         limit: int = 50,
         tenant_id: str | None = None,
     ) -> list[HistoryEntry]:
-        """The commits that changed the item, newest first."""
-        tenant = self.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)
-        size = check_limit(limit, default=50, maximum=self._max_limit)
-        head = await self._ensure_synced(tenant)
-        item = await self.item_at(tenant, head, item_id)
+        size = check_limit(limit, default=50, maximum=self._repository.max_limit)
+        head = await self._repository.ensure_synced(tenant)
+        item = await self._repository.item_at(tenant, head, item_id)
         return await self._history(tenant, item.path, size)
 
     async def _history(self, tenant: str, path: str, limit: int) -> list[HistoryEntry]:
-        log = await asyncio.to_thread(self.git.log, tenant, path, limit=limit)
+        log = await asyncio.to_thread(self._repository.git.log, tenant, path, limit=limit)
         out = []
         for entry in log:
             status = None
             if entry.blob is not None:
-                data = await asyncio.to_thread(self.git.blob, tenant, entry.blob)
+                data = await asyncio.to_thread(self._repository.git.blob, tenant, entry.blob)
                 try:
                     status = parse(path, data).status
                 except FrontMatterError:
@@ -80,12 +80,10 @@ class ItemReads(Repository):
         to_commit: str | None = None,
         tenant_id: str | None = None,
     ) -> KnowledgeDiff:
-        """A unified diff of the item's file between two commits (default: its previous
-        version and the head)."""
-        tenant = self.tenant(tenant_id)
+        tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)
-        head = await self._ensure_synced(tenant)
-        item = await self.item_at(tenant, head, item_id)
+        head = await self._repository.ensure_synced(tenant)
+        item = await self._repository.item_at(tenant, head, item_id)
         commits = [e.commit for e in await self._history(tenant, item.path, 2)]
         new = check_commit("to_commit", to_commit) if to_commit else head
         old = (
@@ -108,7 +106,7 @@ class ItemReads(Repository):
 
     async def _read_at(self, tenant: str, path: str, commit: str) -> bytes:
         try:
-            data = await asyncio.to_thread(self.git.read, tenant, path, commit)
+            data = await asyncio.to_thread(self._repository.git.read, tenant, path, commit)
         except LaminaError as exc:
             raise LaminaError(
                 ErrorCode.INVALID_ARGUMENT,

@@ -28,7 +28,9 @@ def _item_id(path: str) -> str:
 
 
 class Repository(ServiceCore):
-    """Git (the source of truth) and the index, under one lock per tenant."""
+    """Git (the source of truth) and the index, under one lock per tenant: the state every
+    part of the knowledge service shares (the write path, item writes, transitions, reads,
+    searches, promotions), with the limits of its calls."""
 
     def __init__(
         self,
@@ -45,10 +47,11 @@ class Repository(ServiceCore):
         super().__init__(default_tenant=default_tenant, ready=ready)
         self.git = git
         self.index = index
-        self._max_content = max_content_length
-        self._max_query = max_query_length
-        self._max_limit = max_limit
-        self._search_mode = search_mode
+        #: The limits of the calls: content and query lengths, page size; the default mode.
+        self.max_content = max_content_length
+        self.max_query = max_query_length
+        self.max_limit = max_limit
+        self.search_mode = search_mode
         self._locks: dict[str, asyncio.Lock] = {}
         self._synced: dict[str, str] = {}
         self._policy_versions: dict[str, tuple[str | None, Any]] = {}
@@ -57,8 +60,17 @@ class Repository(ServiceCore):
         """The tenant a call acts for (promotions and governance ask too)."""
         return self._tenant(tenant_id)
 
-    def _lock(self, tenant: str) -> asyncio.Lock:
+    async def ready(self) -> None:
+        """Wait for the start-up (the store opened and migrated)."""
+        await self._ready()
+
+    def lock(self, tenant: str) -> asyncio.Lock:
+        """The tenant's write lock in this process (git's lock file spans processes)."""
         return self._locks.setdefault(tenant, asyncio.Lock())
+
+    def mark_synced(self, tenant: str, commit: str) -> None:
+        """The index reflects ``commit`` (a write updated it under the tenant's lock)."""
+        self._synced[tenant] = commit
 
     async def head(self, tenant_id: str | None = None) -> str | None:
         """The commit the tenant's repository is at (None before its first change)."""
@@ -85,15 +97,16 @@ class Repository(ServiceCore):
 
     # -- the index follows the head ---------------------------------------------------------
 
-    async def _ensure_synced(self, tenant: str) -> str | None:
+    async def ensure_synced(self, tenant: str) -> str | None:
+        """The repository's head, the index brought up to it first when it is behind."""
         await self._ready()
         head = await asyncio.to_thread(self.git.head, tenant)
         if head is None or self._synced.get(tenant) == head:
             return head
-        async with self._lock(tenant):
-            return await self._catch_up(tenant)
+        async with self.lock(tenant):
+            return await self.catch_up(tenant)
 
-    async def _catch_up(self, tenant: str) -> str | None:
+    async def catch_up(self, tenant: str) -> str | None:
         """The repository's head, the index brought up to it (the tenant's lock held)."""
         head = await asyncio.to_thread(self.git.head, tenant)
         if head is not None and self._synced.get(tenant) != head:
@@ -172,12 +185,10 @@ class Repository(ServiceCore):
     async def sync(
         self, *, tenant_id: str | None = None, on_progress: OnProgress | None = None
     ) -> dict[str, Any]:
-        """Bring the search index up to the repository's head (changes since the commit it
-        reflects); reads do this on their own when the index is behind. ``on_progress`` is
-        told (files read, files in all) as it goes."""
+        """The index brought up to the head (``KnowledgeService.sync``)."""
         tenant = self.tenant(tenant_id)
         await self._ready()
-        async with self._lock(tenant):
+        async with self.lock(tenant):
             head = await asyncio.to_thread(self.git.head, tenant)
             if head is None:
                 return {"commit": None, "indexed": 0, "removed": 0, "full": False}
@@ -186,11 +197,10 @@ class Repository(ServiceCore):
     async def rebuild(
         self, *, tenant_id: str | None = None, on_progress: OnProgress | None = None
     ) -> dict[str, Any]:
-        """Rebuild the whole search index from the repository's head (``on_progress`` as
-        for ``sync``)."""
+        """The index rebuilt from the head (``KnowledgeService.rebuild``)."""
         tenant = self.tenant(tenant_id)
         await self._ready()
-        async with self._lock(tenant):
+        async with self.lock(tenant):
             head = await asyncio.to_thread(self.git.head, tenant)
             if head is None:
                 for item_id in await self.index.all_ids(tenant):
@@ -200,7 +210,7 @@ class Repository(ServiceCore):
 
     async def policy_version(self, tenant: str, *, sync: bool = True) -> str | None:
         """The last commit that changed a policy (what the merged policies depend on)."""
-        head = await self._ensure_synced(tenant) if sync else self._synced.get(tenant)
+        head = await self.ensure_synced(tenant) if sync else self._synced.get(tenant)
         cached = self._policy_versions.get(tenant)
         if cached is not None and cached[0] == head:
             return str(cached[1]) if cached[1] is not None else None

@@ -21,8 +21,11 @@ from lamina.knowledge.repository import Repository
 from lamina.memory.models import SearchMode
 
 
-class ItemSearch(Repository):
+class ItemSearch:
     """``list``, ``search`` and ``items_at``."""
+
+    def __init__(self, repository: Repository) -> None:
+        self._repository = repository
 
     async def list(
         self,
@@ -32,20 +35,19 @@ class ItemSearch(Repository):
         tenant_id: str | None = None,
         **filters: Unpack[ItemFilters],
     ) -> KnowledgePage:
-        """Items, oldest first, filtered by type, layer (and layer_id), status (default
-        accepted; ``"any"`` or None for all) and tags (any of them)."""
         tag, wanted = item_filters("list", filters)
-        tenant = self.tenant(tenant_id)
-        size = check_limit(limit, default=50, maximum=self._max_limit)
+        tenant = self._repository.tenant(tenant_id)
+        size = check_limit(limit, default=50, maximum=self._repository.max_limit)
         cursor = check_cursor(cursor)
-        await self._ensure_synced(tenant)
+        await self._repository.ensure_synced(tenant)
         if not wanted:
-            items, next_cursor, total = await self.index.page(tenant, tag, size, cursor)
+            items, next_cursor, total = await self._repository.index.page(tenant, tag, size, cursor)
             return KnowledgePage(items=items, next_cursor=next_cursor, total_count=total)
         # Tags filter after the index filter: read pages until the page is full.
         out: builtins.list[KnowledgeItem] = []
         while len(out) < size:
-            items, cursor, _ = await self.index.page(tenant, tag, size - len(out), cursor)
+            more = size - len(out)
+            items, cursor, _ = await self._repository.index.page(tenant, tag, more, cursor)
             out.extend(i for i in items if set(i.tags) & set(wanted))
             if cursor is None:
                 break
@@ -55,7 +57,7 @@ class ItemSearch(Repository):
     async def _count(self, tenant: str, tag: str | None, wanted: builtins.list[str]) -> int:
         total, cursor = 0, None
         while True:
-            items, cursor, _ = await self.index.page(tenant, tag, 1000, cursor)
+            items, cursor, _ = await self._repository.index.page(tenant, tag, 1000, cursor)
             total += sum(1 for i in items if set(i.tags) & set(wanted))
             if cursor is None:
                 return total
@@ -70,17 +72,16 @@ class ItemSearch(Repository):
         tenant_id: str | None = None,
         **filters: Unpack[ItemFilters],
     ) -> builtins.list[KnowledgeHit]:
-        """Best matches first (keyword, semantic or hybrid, as memory search), with the same
-        filters as ``list``."""
         tag, wanted = item_filters("search", filters)
-        tenant = self.tenant(tenant_id)
-        text = check_query(query, self._max_query)
-        size = check_limit(limit, default=10, maximum=self._max_limit)
-        how = self._search_mode if mode is None else check_choice("mode", mode, SearchMode)
+        tenant = self._repository.tenant(tenant_id)
+        text = check_query(query, self._repository.max_query)
+        size = check_limit(limit, default=10, maximum=self._repository.max_limit)
+        default = self._repository.search_mode
+        how = default if mode is None else check_choice("mode", mode, SearchMode)
         floor = None if min_score is None else check_fraction("min_score", min_score)
-        await self._ensure_synced(tenant)
-        pool = min(self._max_limit, size * 5) if wanted else size
-        hits = await self.index.search(tenant, text, tag=tag, mode=how, limit=pool)
+        await self._repository.ensure_synced(tenant)
+        pool = min(self._repository.max_limit, size * 5) if wanted else size
+        hits = await self._repository.index.search(tenant, text, tag=tag, mode=how, limit=pool)
         out = [
             KnowledgeHit(item=item, score=score)
             for item, score in hits
@@ -91,15 +92,14 @@ class ItemSearch(Repository):
     async def items_at(
         self, tenant: str, scopes: Sequence[str], kind: KnowledgeType, *, sync: bool = True
     ) -> builtins.list[KnowledgeItem]:
-        """Every accepted item of ``kind`` in the given scopes (``company``, ``team/<id>``…)."""
         if sync:
-            await self._ensure_synced(tenant)
+            await self._repository.ensure_synced(tenant)
         out: builtins.list[KnowledgeItem] = []
         for scope in scopes:
             tag = filter_tag(kind.value, KnowledgeStatus.ACCEPTED.value, None, scope)
             cursor = None
             while True:
-                items, cursor, _ = await self.index.page(tenant, tag, 1000, cursor)
+                items, cursor, _ = await self._repository.index.page(tenant, tag, 1000, cursor)
                 out.extend(items)
                 if cursor is None:
                     break

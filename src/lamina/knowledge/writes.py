@@ -59,22 +59,26 @@ class Plan:
 Mutation = Callable[[str | None], Awaitable[Plan]]
 
 
-class Writer(Repository):
-    """The repository with its write path: one commit per change."""
+class Writer:
+    """The write path of the repository: one commit per change, governed by the guards the
+    runtime sets (``ms.knowledge.guard``, ``ms.knowledge.secret_guard``)."""
 
-    #: Set by the runtime: governance of writes (secrets, policies).
-    guard: WriteGuard | None = None
-    #: Set by the runtime: the secret scan of what is not an item's content (commit messages).
-    secret_guard: SecretGuard | None = None
+    def __init__(self, repository: Repository) -> None:
+        self.repository = repository
+        #: Governance of writes (secrets, policies); None: every write passes.
+        self.guard: WriteGuard | None = None
+        #: The secret scan of what is not an item's content (commit messages).
+        self.secret_guard: SecretGuard | None = None
 
     async def commit_change(self, tenant: str, author: str, mutate: Mutation) -> tuple[Plan, str]:
         """Run ``mutate`` on the current head under the tenant's write lock and commit its
         plan; the index follows the commit before the lock is released."""
-        await self._ready()
-        async with self._lock(tenant):
-            handle = await asyncio.to_thread(self.git.acquire, tenant)
+        repo = self.repository
+        await repo.ready()
+        async with repo.lock(tenant):
+            handle = await asyncio.to_thread(repo.git.acquire, tenant)
             try:
-                head = await self._catch_up(tenant)
+                head = await repo.catch_up(tenant)
                 plan = await mutate(head)
                 if self.secret_guard is not None:
                     await self.secret_guard({"message": plan.message})
@@ -82,24 +86,32 @@ class Writer(Repository):
                 if head is None:
                     files[MANIFEST] = self._manifest(tenant)
                 commit = await asyncio.to_thread(
-                    self.git.commit, tenant, head, files, message=plan.message, author=author
+                    repo.git.commit, tenant, head, files, message=plan.message, author=author
                 )
-                for item_id in plan.removed:
-                    await self.index.remove(tenant, item_id)
-                stamped = [i.model_copy(update={"commit": commit}) for i in plan.items]
-                await self.index.put(tenant, stamped)
-                state = dict(await self.index.state(tenant) or {})
-                state["commit"] = commit
-                if any("/policies/" in p for p in files):
-                    state["policies"] = commit
-                if plan.counters:
-                    state["counters"] = {**state.get("counters", {}), **plan.counters}
-                await self.index.set_state(tenant, state)
-                self._synced[tenant] = commit
-                plan.items = stamped
+                plan.items = await self._index(tenant, commit, plan, files)
                 return plan, commit
             finally:
-                await asyncio.to_thread(self.git.release, handle)
+                await asyncio.to_thread(repo.git.release, handle)
+
+    async def _index(
+        self, tenant: str, commit: str, plan: Plan, files: Mapping[str, bytes | None]
+    ) -> list[KnowledgeItem]:
+        """The index brought to ``commit``: the plan's items (stamped with it, returned)
+        and removals, the state (policies, id counters)."""
+        index = self.repository.index
+        for item_id in plan.removed:
+            await index.remove(tenant, item_id)
+        stamped = [i.model_copy(update={"commit": commit}) for i in plan.items]
+        await index.put(tenant, stamped)
+        state = dict(await index.state(tenant) or {})
+        state["commit"] = commit
+        if any("/policies/" in p for p in files):
+            state["policies"] = commit
+        if plan.counters:
+            state["counters"] = {**state.get("counters", {}), **plan.counters}
+        await index.set_state(tenant, state)
+        self.repository.mark_synced(tenant, commit)
+        return stamped
 
     @staticmethod
     def _manifest(tenant: str) -> bytes:

@@ -7,11 +7,17 @@ from collections.abc import Callable
 from functools import cached_property
 
 from lamina.buffer import BackgroundBuffer
-from lamina.memory.base import MemoryBase
+from lamina.memory.base import MemoryPart, MemoryShared
+from lamina.memory.ports import MemoryPorts
 
 
-class Backfill(MemoryBase):
-    """``embed_pending``, ``flush_embeddings`` and the embedding buffer."""
+class Backfill(MemoryPart):
+    """``embed_pending``, ``flush_embeddings`` and the embedding buffer. Holds the
+    embeddings port."""
+
+    def __init__(self, shared: MemoryShared, ports: MemoryPorts) -> None:
+        super().__init__(shared)
+        self._embeddings = ports.embeddings
 
     @cached_property
     def embedding_buffer(self) -> BackgroundBuffer[str]:
@@ -35,7 +41,7 @@ class Backfill(MemoryBase):
         done = 0
         while True:
             rows = await self._retry.run(
-                "unembedded", lambda: self._ports.embeddings.unembedded(tenant, batch)
+                "unembedded", lambda: self._embeddings.unembedded(tenant, batch)
             )
             if not rows:
                 return done
@@ -49,11 +55,11 @@ class Backfill(MemoryBase):
     async def _embed_batch(self, tenant: str, rows: list[tuple[str, str]]) -> int:
         texts = [content for _, content in rows]
         vectors = await self._retry.run(
-            "embed", lambda: self._ports.embeddings.generate_embedding(tenant, texts)
+            "embed", lambda: self._embeddings.generate_embedding(tenant, texts)
         )
         items = [(mid, content, vectors[i]) for i, (mid, content) in enumerate(rows)]
         stored: int = await self._retry.run(
-            "set embeddings", lambda: self._ports.embeddings.set_embeddings(tenant, items)
+            "set embeddings", lambda: self._embeddings.set_embeddings(tenant, items)
         )
         return stored
 

@@ -1,5 +1,7 @@
-"""What every memory operation shares: the store, settings, retries, and the metrics each
-call records (count, errors by code, latency)."""
+"""What every part of the memory service shares (``MemoryShared``: the tenant, the start-up,
+settings, retries, the write guard, and the metrics each call records: count, errors by
+code, latency), the base of those parts (``MemoryPart``), and ``observed``, which makes a
+part's method one operation."""
 
 from __future__ import annotations
 
@@ -9,16 +11,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from lamina.checks import check_int, invalid
 from lamina.config import MemorySettings
-from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.core import ServiceCore
 from lamina.memory.filters import parse_filter
 from lamina.memory.layers import check_identifier_names
-from lamina.memory.ports import MemoryListing, MemoryPorts
+from lamina.memory.ports import MemoryListing
 from lamina.memory.timing import TimeWindow
 from lamina.metrics import MemoryMetrics
 from lamina.retry import RetryPolicy
@@ -26,54 +27,76 @@ from lamina.retry import RetryPolicy
 log = logging.getLogger("lamina.memory.service")
 T = TypeVar("T")
 P = ParamSpec("P")
-S = TypeVar("S", bound="MemoryBase")
+S = TypeVar("S", bound="MemoryPart")
 
 
-class MemoryBase(ServiceCore):
-    """The state of ``ms.memory`` and the helpers of every operation."""
+class WriteGuard(Protocol):
+    """Checks content entering ``layer``; ``identifiers`` are resolved through the hierarchy."""
+
+    async def __call__(
+        self,
+        tenant: str,
+        layer: str,
+        identifiers: Mapping[str, str],
+        content: str | None,
+        *,
+        extra: Mapping[str, Any] | None = None,
+    ) -> list[dict[str, Any]]: ...
+
+
+class MemoryShared(ServiceCore):
+    """The state every part of ``ms.memory`` shares, and the helpers of every operation."""
+
+    #: Set by the runtime (``ms.memory.write_guard``): checks content entering a shared
+    #: layer (governance). It raises POLICY_VIOLATION on a block and returns the violations
+    #: that do not block.
+    write_guard: WriteGuard | None = None
 
     def __init__(
         self,
-        ports: MemoryPorts,
         settings: MemorySettings,
         *,
         default_tenant: str,
         metrics: MemoryMetrics,
         retry: RetryPolicy,
         ready: Callable[[], Awaitable[None]],
-        queries: QueryVectors | None = None,
     ) -> None:
         super().__init__(default_tenant=default_tenant, ready=ready)
-        self._ports = ports
-        self._settings = settings
-        self._metrics = metrics
-        self._retry = retry
-        self._queries = queries or QueryVectors(
-            lambda tenant, texts: ports.embeddings.generate_embedding(tenant, texts, cache=False),
-            retry,
-        )
-        self._gauge_refreshed = -float("inf")
+        self.settings = settings
+        self.metrics = metrics
+        self.retry = retry
 
-    async def _observe(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+    def tenant(self, tenant_id: str | None) -> str:
+        """The tenant a call acts for: the one given, else the default; checked."""
+        return self._tenant(tenant_id)
+
+    async def ready(self) -> None:
+        """Wait for the start-up (the store opened and migrated)."""
+        await self._ready()
+
+    async def observe(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+        """``call`` run as the operation ``operation``, once the service is ready: counted,
+        its errors by code, its latency; an unexpected error becomes INTERNAL_ERROR."""
         start = time.perf_counter()
-        self._metrics.operations.labels(operation).inc()
+        self.metrics.operations.labels(operation).inc()
         try:
             await self._ready()
             return await call()
         except LaminaError as exc:
-            self._metrics.errors.labels(exc.code.value).inc()
+            self.metrics.errors.labels(exc.code.value).inc()
             raise
         except Exception as exc:
-            self._metrics.errors.labels(ErrorCode.INTERNAL_ERROR.value).inc()
+            self.metrics.errors.labels(ErrorCode.INTERNAL_ERROR.value).inc()
             log.exception("memory %s failed unexpectedly", operation)
             raise LaminaError(
                 ErrorCode.INTERNAL_ERROR, f"internal error during {operation} (see the log)"
             ) from exc
         finally:
-            self._metrics.latency.labels(operation).observe(time.perf_counter() - start)
+            self.metrics.latency.labels(operation).observe(time.perf_counter() - start)
 
-    def _limit(self, limit: int | None, default: int) -> int:
-        maximum = self._settings.max_limit
+    def limit(self, limit: int | None, default: int) -> int:
+        """A page size or result count: ``default`` when None; at most ``memory.max_limit``."""
+        maximum = self.settings.max_limit
         return check_int(
             "limit",
             default if limit is None else limit,
@@ -82,7 +105,7 @@ class MemoryBase(ServiceCore):
             max_limit=maximum,
         )
 
-    def _listing(
+    def listing(
         self,
         limit: int | None,
         cursor: str | None,
@@ -96,7 +119,7 @@ class MemoryBase(ServiceCore):
         """The page a ``list`` or ``list_all`` call asks for, checked (its ``scopes`` or
         ``selection`` still to be set)."""
         window = TimeWindow.of(include_invalid=include_invalid, since=since, until=until)
-        count = self._limit(limit, self._settings.list_limit)
+        count = self.limit(limit, self.settings.list_limit)
         flt = parse_filter(tags, filters)
         if cursor is not None and not isinstance(cursor, str):
             raise invalid("cursor must be a string")
@@ -106,13 +129,40 @@ class MemoryBase(ServiceCore):
         )
 
 
+class MemoryPart:
+    """One part of ``ms.memory`` (its writes, reads, hierarchy …): the shared state, and
+    short names for what every operation of the part uses of it."""
+
+    def __init__(self, shared: MemoryShared) -> None:
+        self._shared = shared
+        self._settings = shared.settings
+        self._metrics = shared.metrics
+        self._retry = shared.retry
+
+    def _tenant(self, tenant_id: str | None) -> str:
+        return self._shared.tenant(tenant_id)
+
+    async def _ready(self) -> None:
+        await self._shared.ready()
+
+    async def _observe(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
+        return await self._shared.observe(operation, call)
+
+    def _limit(self, limit: int | None, default: int) -> int:
+        return self._shared.limit(limit, default)
+
+    @property
+    def _write_guard(self) -> WriteGuard | None:
+        return self._shared.write_guard
+
+
 def observed(
     operation: str,
 ) -> Callable[
     [Callable[Concatenate[S, P], Coroutine[Any, Any, T]]],
     Callable[Concatenate[S, P], Coroutine[Any, Any, T]],
 ]:
-    """A memory call run as the operation ``operation`` (``MemoryBase._observe``: once the
+    """A memory call run as the operation ``operation`` (``MemoryShared.observe``: once the
     service is ready; counted, its errors by code, its latency; an unexpected error becomes
     INTERNAL_ERROR). Its arguments are bound first, outside the operation: a wrong one is
     the caller's TypeError, as is an identifier keyword argument (``**scope_ids``) that is

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from lamina.memory.layers import check_tenant
+from lamina.checks import check_tenant
 
 
 class ServiceCore:

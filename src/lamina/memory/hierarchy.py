@@ -10,7 +10,7 @@ from typing import Any, TypedDict, Unpack
 
 from lamina.checks import invalid
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.base import MemoryBase, observed
+from lamina.memory.base import MemoryPart, MemoryShared, observed
 from lamina.memory.layers import (
     IdentifierArgs,
     Identifiers,
@@ -22,7 +22,7 @@ from lamina.memory.layers import (
     scope_key,
 )
 from lamina.memory.models import HierarchyLink
-from lamina.memory.ports import Scope
+from lamina.memory.ports import MemoryPorts, Scope
 
 #: The parent a project, team or org has when neither it nor the tenant registered one.
 DEFAULT_PARENT = "default"
@@ -48,17 +48,22 @@ def _hierarchy_args(call: str, args: HierarchyArgs) -> tuple[str | None, dict[st
     return given.pop("tenant_id", None), given
 
 
-class Hierarchy(MemoryBase):
+class Hierarchy(MemoryPart):
     """``register_hierarchy``, ``set_hierarchy_defaults``, ``resolve_identifiers``, and the
-    resolution every other operation uses."""
+    resolution the other parts use (``resolve``, ``scopes``). Holds the owners port (where
+    the links are kept)."""
+
+    def __init__(self, shared: MemoryShared, ports: MemoryPorts) -> None:
+        super().__init__(shared)
+        self._owners = ports.owners
 
     async def _parent(self, tenant: str, level: str, child: str) -> str:
         found = await self._retry.run(
-            "hierarchy", lambda: self._ports.owners.get_parent(tenant, level, child)
+            "hierarchy", lambda: self._owners.get_parent(tenant, level, child)
         )
         return found or DEFAULT_PARENT
 
-    async def _resolve(self, tenant: str, ids: Identifiers) -> Identifiers:
+    async def resolve(self, tenant: str, ids: Identifiers) -> Identifiers:
         """Fill team, org and company from the registered hierarchy where not given."""
         team, org, company = ids.team_id, ids.org_id, ids.company_id
         if team is None and ids.project_id is not None:
@@ -69,11 +74,13 @@ class Hierarchy(MemoryBase):
             company = await self._parent(tenant, "org", org)
         return ids.with_parents(team, org, company)
 
-    async def _scopes(
+    async def scopes(
         self, tenant: str, ids: Identifiers, layers: Sequence[str | MemoryLayer] | str | None
     ) -> list[Scope]:
+        """The scopes a call reaches: ``layers``, else every layer the resolved identifiers
+        reach (MISSING_IDENTIFIER when none)."""
         requested = parse_layers(layers)
-        resolved = await self._resolve(tenant, ids)
+        resolved = await self.resolve(tenant, ids)
         targets = requested if requested is not None else accessible_layers(resolved)
         if not targets:
             raise LaminaError(
@@ -91,9 +98,7 @@ class Hierarchy(MemoryBase):
     async def _link(self, tenant: str, link: HierarchyLink) -> None:
         await self._retry.run(
             "hierarchy",
-            lambda: self._ports.owners.set_parent(
-                tenant, link.level, link.child_id, link.parent_id
-            ),
+            lambda: self._owners.set_parent(tenant, link.level, link.child_id, link.parent_id),
         )
 
     async def register_hierarchy(
@@ -176,7 +181,7 @@ class Hierarchy(MemoryBase):
 
         tenant = self._tenant(tenant_id)
         ids = Identifiers(**given)
-        resolved = await self._resolve(tenant, ids)
+        resolved = await self.resolve(tenant, ids)
         return {
             "identifiers": resolved.given(),
             "layers": [layer.value for layer in accessible_layers(resolved)],

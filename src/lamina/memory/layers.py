@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, TypedDict
 
 from pydantic import ConfigDict, model_validator
 
+from lamina.checks import check_identifier
 from lamina.config import IdentifierFields
 from lamina.errors import ErrorCode, LaminaError
 
@@ -48,8 +48,6 @@ _REQUIRED: dict[MemoryLayer, tuple[str, ...]] = {
 
 #: The seven identifiers, in layer order (declared once, in ``config.IdentifierFields``).
 IDENTIFIER_NAMES: tuple[str, ...] = tuple(IdentifierFields.model_fields)
-MAX_IDENTIFIER_LENGTH = 256
-_BAD_IDENTIFIER = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def parse_layer(value: str | MemoryLayer) -> MemoryLayer:
@@ -76,32 +74,6 @@ def parse_layers(values: Iterable[str | MemoryLayer] | None) -> list[MemoryLayer
     if not out:
         raise LaminaError(ErrorCode.INVALID_LAYER, "layers must name at least one layer")
     return out
-
-
-def check_tenant(tenant_id: str) -> str:
-    return _check_identifier("tenant_id", tenant_id)
-
-
-def _check_identifier(name: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise LaminaError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"{name} must be a string, got {type(value).__name__}",
-            details={"identifier": name},
-        )
-    if not value.strip():
-        raise LaminaError(
-            ErrorCode.MISSING_IDENTIFIER,
-            f"{name} is empty",
-            details={"identifier": name},
-        )
-    if len(value) > MAX_IDENTIFIER_LENGTH or _BAD_IDENTIFIER.search(value):
-        raise LaminaError(
-            ErrorCode.INVALID_ARGUMENT,
-            f"{name} must be at most {MAX_IDENTIFIER_LENGTH} characters without control characters",
-            details={"identifier": name, "max_length": MAX_IDENTIFIER_LENGTH},
-        )
-    return value
 
 
 class IdentifierArgs(TypedDict, total=False):
@@ -148,7 +120,7 @@ class Identifiers(IdentifierFields):
         if isinstance(values, Mapping):
             for name in IDENTIFIER_NAMES:
                 if values.get(name) is not None:
-                    _check_identifier(name, values[name])
+                    check_identifier(name, values[name])
         return values
 
     @classmethod

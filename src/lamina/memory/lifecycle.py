@@ -11,11 +11,10 @@ from datetime import datetime
 
 from lamina.checks import check_actor, check_id, invalid
 from lamina.errors import LaminaError
-from lamina.memory.base import observed
+from lamina.memory.base import MemoryPart, MemoryShared, observed
 from lamina.memory.models import MemoryEntry
-from lamina.memory.ports import Invalidation
+from lamina.memory.ports import Invalidation, MemoryPorts
 from lamina.memory.timing import now, parse_time
-from lamina.memory.writes import MemoryWrites
 
 log = logging.getLogger("lamina.memory.expiry")
 #: Expired memories removed per transaction, and tenants looked at per round.
@@ -24,10 +23,15 @@ PURGE_BATCH = 500
 EXPIRY_ACTOR = "lamina:expiry"
 
 
-class Lifecycle(MemoryWrites):
-    """``invalidate``, ``purge_expired`` and the expiry job."""
+class Lifecycle(MemoryPart):
+    """``invalidate``, ``purge_expired`` and the expiry job. Holds the writes port
+    (invalidation) and the forgetting port (expiry)."""
 
-    _expiry_task: asyncio.Task[None] | None = None
+    def __init__(self, shared: MemoryShared, ports: MemoryPorts) -> None:
+        super().__init__(shared)
+        self._writes = ports.writes
+        self._forgetting = ports.forgetting
+        self._expiry_task: asyncio.Task[None] | None = None
 
     @observed("invalidate")
     async def invalidate(
@@ -51,7 +55,7 @@ class Lifecycle(MemoryWrites):
         who = check_actor(actor)
         changes = [Invalidation(mid, when) for mid in ids]
         return await self._retry.run(
-            "invalidate", lambda: self._ports.writes.invalidate(tenant, changes, actor=who)
+            "invalidate", lambda: self._writes.invalidate(tenant, changes, actor=who)
         )
 
     @observed("purge_expired")
@@ -76,13 +80,13 @@ class Lifecycle(MemoryWrites):
 
     async def _expired_tenants(self, at: datetime, batch: int) -> list[str]:
         return await self._retry.run(
-            "expired tenants", lambda: self._ports.forgetting.expired_tenants(at, batch)
+            "expired tenants", lambda: self._forgetting.expired_tenants(at, batch)
         )
 
     async def _purge_tenant(self, tenant: str, at: datetime, batch: int) -> int:
         return await self._retry.run(
             "purge expired",
-            lambda: self._ports.forgetting.purge_expired(tenant, at, batch, actor=EXPIRY_ACTOR),
+            lambda: self._forgetting.purge_expired(tenant, at, batch, actor=EXPIRY_ACTOR),
         )
 
     def start_expiry(self) -> None:

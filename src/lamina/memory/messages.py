@@ -35,7 +35,8 @@ from lamina.checks import (
 from lamina.config import IdentifierFields
 from lamina.embeddings.base import Vector
 from lamina.errors import LaminaError
-from lamina.memory.base import observed
+from lamina.memory.base import MemoryPart, MemoryShared, observed
+from lamina.memory.hierarchy import Hierarchy
 from lamina.memory.layers import (
     IDENTIFIER_NAMES,
     IdentifierArgs,
@@ -48,13 +49,13 @@ from lamina.memory.layers import (
     scope_key,
 )
 from lamina.memory.models import AddedMessages, FactOutcome, MemoryEntry
-from lamina.memory.ports import NewMemory, Scope
+from lamina.memory.ports import MemoryPorts, NewMemory, Scope
 from lamina.memory.timing import Lifetime, parse_time
 from lamina.memory.writes import (
     CONVERSATION_KEY,
-    MemoryWrites,
     check_unreserved,
     flagged_entry,
+    write_lifetime,
 )
 
 #: The most messages one call stores (all conversations of a bulk call together).
@@ -225,8 +226,29 @@ class Prepared:
     flagged: dict[str, list[dict[str, Any]]]
 
 
-class MessageWrites(MemoryWrites):
-    """``add_messages`` and ``add_messages_bulk``."""
+#: ``infer=True``: the prepared messages of a call consolidated and stored with the facts
+#: (``lamina.memory.consolidation``: tenant, prepared, actor).
+Consolidate = Callable[[str, Prepared, str | None], Awaitable[list[AddedMessages]]]
+
+
+class MessageWrites(MemoryPart):
+    """``add_messages``, ``add_messages_bulk``, and ``add_inferred`` (``add(...,
+    infer=True)``). Holds the writes and embeddings ports, the hierarchy (scopes) and the
+    consolidation's ``consolidate`` (``infer=True``)."""
+
+    def __init__(
+        self,
+        shared: MemoryShared,
+        ports: MemoryPorts,
+        *,
+        hierarchy: Hierarchy,
+        consolidate: Consolidate,
+    ) -> None:
+        super().__init__(shared)
+        self._writes = ports.writes
+        self._embeddings = ports.embeddings
+        self._hierarchy = hierarchy
+        self._consolidate_messages = consolidate
 
     @observed("add_messages")
     async def add_messages(
@@ -320,11 +342,11 @@ class MessageWrites(MemoryWrites):
         if inferring:
             return await self._consolidate_messages(tenant, prepared, who)
         entries = await self._retry.run(
-            "add_messages", lambda: self._ports.writes.add_messages(prepared.memories, actor=who)
+            "add_messages", lambda: self._writes.add_messages(prepared.memories, actor=who)
         )
         return results_of(prepared.plans, entries, prepared.flagged)
 
-    async def _add_inferred(
+    async def add_inferred(
         self,
         content: object,
         conversation: dict[str, Any],
@@ -342,12 +364,6 @@ class MessageWrites(MemoryWrites):
             tenant_id, [{**conv, "messages": [message]}], True, actor, None, single=True
         )
         return added[0].memories[0].model_copy(update={"facts": added[0].facts})
-
-    async def _consolidate_messages(
-        self, tenant: str, prepared: Prepared, actor: str | None
-    ) -> list[AddedMessages]:
-        """``infer=True``: lamina.memory.consolidation supplies it."""
-        raise invalid("infer=True needs the consolidation part of the memory service", "infer")
 
     async def _messages_of(
         self,
@@ -372,8 +388,8 @@ class MessageWrites(MemoryWrites):
         for plan in plans:
             for offset, message in enumerate(plan.messages):
                 mid = str(uuid.uuid4())
-                if self.write_guard is not None:
-                    found = await self.write_guard(
+                if self._write_guard is not None:
+                    found = await self._write_guard(
                         tenant,
                         plan.layer.value,
                         plan.resolved,
@@ -413,7 +429,7 @@ class MessageWrites(MemoryWrites):
         ids = Identifiers(**{n: conv.get(n) for n in IDENTIFIER_NAMES})
         given = conv.get("layer")
         mem_layer = layer_for(ids) if given is None else parse_layer(given)
-        resolved = await self._resolve(tenant, ids)
+        resolved = await self._hierarchy.resolve(tenant, ids)
         scope = scope_for(mem_layer, resolved)
         cid = conv.get("conversation_id")
         if cid is not None:
@@ -427,7 +443,7 @@ class MessageWrites(MemoryWrites):
             room=room,
         )
         try:
-            lifetime = self._lifetime(mem_layer, {"ttl": conv.get("ttl")})
+            lifetime = write_lifetime(self._settings, mem_layer, {"ttl": conv.get("ttl")})
         except LaminaError as exc:
             raise _at(f"{where}ttl", exc, f"{where}ttl") from None
         return Plan(
@@ -442,7 +458,7 @@ class MessageWrites(MemoryWrites):
         )
 
     def _embed_of(self, tenant: str, texts: list[str]) -> Callable[[], Awaitable[Vector]]:
-        return lambda: self._ports.embeddings.generate_embedding(tenant, texts)
+        return lambda: self._embeddings.generate_embedding(tenant, texts)
 
     async def _embed_all(
         self, tenant: str, new: list[NewMemory], on_progress: OnProgress | None

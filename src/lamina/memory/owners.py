@@ -13,7 +13,7 @@ from typing import Any, Unpack
 
 from lamina.checks import invalid
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.base import MemoryBase, observed
+from lamina.memory.base import MemoryPart, MemoryShared, observed
 from lamina.memory.layers import (
     IdentifierArgs,
     Identifiers,
@@ -23,7 +23,7 @@ from lamina.memory.layers import (
     parse_layers,
 )
 from lamina.memory.models import MemoryPage, Owner, OwnerPage
-from lamina.memory.ports import Selection
+from lamina.memory.ports import MemoryPorts, Selection
 
 
 def _cursor(key: str) -> str:
@@ -42,17 +42,21 @@ def _after(cursor: str | None) -> str | None:
         raise invalid("cursor is not one that owners returned", "cursor") from None
 
 
-class MemoryOwners(MemoryBase):
-    """``count_by_layer``, ``owners`` and ``list_all``."""
+class MemoryOwners(MemoryPart):
+    """``count_by_layer``, ``owners`` and ``list_all``. Holds the owners port and the reads
+    port (``list_all`` lists)."""
+
+    def __init__(self, shared: MemoryShared, ports: MemoryPorts) -> None:
+        super().__init__(shared)
+        self._owners = ports.owners
+        self._reads = ports.reads
 
     @observed("count_by_layer")
     async def count_by_layer(self, *, tenant_id: str | None = None) -> dict[str, int]:
         """How many memories the tenant holds in each layer (every layer named, most
         specific first; every stored memory counted, valid or not)."""
         tenant = self._tenant(tenant_id)
-        found = await self._retry.run(
-            "count_by_layer", lambda: self._ports.owners.count_by_layer(tenant)
-        )
+        found = await self._retry.run("count_by_layer", lambda: self._owners.count_by_layer(tenant))
         return {layer.value: found.get(layer.value, 0) for layer in MemoryLayer}
 
     @observed("owners")
@@ -86,7 +90,7 @@ class MemoryOwners(MemoryBase):
         selection = Selection((chosen,), ids)
         found = await self._retry.run(
             "owners",
-            lambda: self._ports.owners.count_scopes(
+            lambda: self._owners.count_scopes(
                 tenant, chosen, selection, after=after, limit=count + 1
             ),
         )
@@ -127,7 +131,7 @@ class MemoryOwners(MemoryBase):
         given = identifier_args(scope_ids)
 
         tenant = self._tenant(tenant_id)
-        listing = self._listing(
+        listing = self._shared.listing(
             limit, cursor, tags, filters, include_invalid, since, until, count_limit
         )
         ids = Identifiers(**given).given()
@@ -141,4 +145,4 @@ class MemoryOwners(MemoryBase):
             )
         chosen = parse_layers([layers] if isinstance(layers, str) else layers) or []
         listing["selection"] = Selection(tuple(chosen), ids)
-        return await self._retry.run("list_all", lambda: self._ports.reads.list(tenant, **listing))
+        return await self._retry.run("list_all", lambda: self._reads.list(tenant, **listing))

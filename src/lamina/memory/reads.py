@@ -14,8 +14,9 @@ import numpy.typing as npt
 
 from lamina.checks import check_flag, check_fraction, check_id, check_query, invalid
 from lamina.embeddings.base import Vector
+from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.base import observed
+from lamina.memory.base import MemoryPart, MemoryShared, observed
 from lamina.memory.filters import MetadataFilter, parse_filter
 from lamina.memory.hierarchy import Hierarchy
 from lamina.memory.layers import IdentifierArgs, Identifiers, MemoryLayer, identifier_args
@@ -27,7 +28,7 @@ from lamina.memory.models import (
     SearchMode,
     SearchResults,
 )
-from lamina.memory.ports import LayerHits, LayerSearch, Scope, ScoredMemory
+from lamina.memory.ports import LayerHits, LayerSearch, MemoryPorts, Scope, ScoredMemory
 from lamina.memory.scoring import QuerySignals
 from lamina.memory.timing import TimeWindow
 from lamina.text import analyze
@@ -37,8 +38,26 @@ from lamina.text import analyze
 STORAGE_GAUGE_INTERVAL = 10.0
 
 
-class MemoryReads(Hierarchy):
-    """``search``, ``get``, ``list`` and ``history``."""
+class MemoryReads(MemoryPart):
+    """``search``, ``get``, ``list`` and ``history``. Holds the reads port, the embeddings
+    port (what search may do while the vectors are of another model), the owners port (the
+    storage gauge), the hierarchy (scopes) and the query vectors."""
+
+    def __init__(
+        self,
+        shared: MemoryShared,
+        ports: MemoryPorts,
+        *,
+        hierarchy: Hierarchy,
+        queries: QueryVectors,
+    ) -> None:
+        super().__init__(shared)
+        self._reads = ports.reads
+        self._embeddings = ports.embeddings
+        self._owners = ports.owners
+        self._hierarchy = hierarchy
+        self._queries = queries
+        self._gauge_refreshed = -float("inf")
 
     @observed("search")
     async def search(
@@ -77,7 +96,7 @@ class MemoryReads(Hierarchy):
                 f"invalid search mode {mode!r}; valid: semantic, keyword, hybrid"
             ) from None
         count = self._limit(limit, self._settings.search_limit)
-        search_mode = self._ports.embeddings.embedding_status().usable_mode(search_mode)
+        search_mode = self._embeddings.embedding_status().usable_mode(search_mode)
         min_score = (
             self._settings.search_threshold
             if threshold is None
@@ -85,7 +104,7 @@ class MemoryReads(Hierarchy):
         )
         flt = parse_filter(tags, filters)
         ids = Identifiers(**given)
-        scopes = await self._scopes(tenant, ids, layers)
+        scopes = await self._hierarchy.scopes(tenant, ids, layers)
         per_layer = await self._search_scopes(
             tenant,
             scopes,
@@ -155,7 +174,7 @@ class MemoryReads(Hierarchy):
     async def _search_layer(self, request: LayerSearch) -> LayerHits:
         async def attempt() -> LayerHits:
             try:
-                return await self._ports.reads.search(request)
+                return await self._reads.search(request)
             except LaminaError:
                 soon = request.vector_soon
                 if soon is not None and soon.done() and not soon.cancelled():
@@ -212,7 +231,7 @@ class MemoryReads(Hierarchy):
         if now - self._gauge_refreshed < STORAGE_GAUGE_INTERVAL:
             return
         self._gauge_refreshed = now
-        for layer_name, size in (await self._ports.owners.count_by_layer(None)).items():
+        for layer_name, size in (await self._owners.count_by_layer(None)).items():
             self._metrics.storage_size.labels(layer_name).set(size)
 
     @observed("get")
@@ -220,14 +239,14 @@ class MemoryReads(Hierarchy):
         """The memory, or None when no memory has this id."""
         tenant = self._tenant(tenant_id)
         mid = check_id(memory_id)
-        return await self._retry.run("get", lambda: self._ports.reads.get(tenant, mid))
+        return await self._retry.run("get", lambda: self._reads.get(tenant, mid))
 
     @observed("history")
     async def history(self, memory_id: str, *, tenant_id: str | None = None) -> list[HistoryEvent]:
         """Every add, update and delete of the memory, oldest first (also once deleted)."""
         tenant = self._tenant(tenant_id)
         mid = check_id(memory_id)
-        events = await self._retry.run("history", lambda: self._ports.reads.history(tenant, mid))
+        events = await self._retry.run("history", lambda: self._reads.history(tenant, mid))
         if not events:
             raise LaminaError(
                 ErrorCode.MEMORY_NOT_FOUND,
@@ -259,11 +278,11 @@ class MemoryReads(Hierarchy):
         given = identifier_args(scope_ids)
 
         tenant = self._tenant(tenant_id)
-        listing = self._listing(
+        listing = self._shared.listing(
             limit, cursor, tags, filters, include_invalid, since, until, count_limit
         )
-        listing["scopes"] = await self._scopes(tenant, Identifiers(**given), layers)
-        return await self._retry.run("list", lambda: self._ports.reads.list(tenant, **listing))
+        listing["scopes"] = await self._hierarchy.scopes(tenant, Identifiers(**given), layers)
+        return await self._retry.run("list", lambda: self._reads.list(tenant, **listing))
 
 
 class _EmbeddingFailed(Exception):

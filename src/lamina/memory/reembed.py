@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from lamina.checks import check_int
-from lamina.memory.base import MemoryBase
+from lamina.memory.base import MemoryPart, MemoryShared
 from lamina.memory.items import ContextRecord
-from lamina.memory.ports import EmbeddingStatus, ItemText, ReembedProgress
+from lamina.memory.ports import EmbeddingStatus, ItemText, MemoryPorts, ReembedProgress
 
 
 def content_text(record: ContextRecord) -> str:
@@ -16,18 +16,22 @@ def content_text(record: ContextRecord) -> str:
     return record.content
 
 
-class Reembed(MemoryBase):
-    """``reembed`` and ``embedding_status``."""
+class Reembed(MemoryPart):
+    """``reembed`` and ``embedding_status``. Holds the embeddings port."""
 
-    #: The text each context item's vector stands for; the runtime sets it so that the
-    #: knowledge index's items are embedded as the knowledge service embeds them.
-    item_text: ItemText = staticmethod(content_text)
+    def __init__(self, shared: MemoryShared, ports: MemoryPorts) -> None:
+        super().__init__(shared)
+        self._embeddings = ports.embeddings
+        #: The text each context item's vector stands for; the runtime sets it
+        #: (``ms.memory.item_text``) so that the knowledge index's items are embedded as the
+        #: knowledge service embeds them.
+        self.item_text: ItemText = content_text
 
     async def embedding_status(self) -> EmbeddingStatus:
         """The model of the store's vectors against the configured embedder's;
         ``reembed_needed`` when they differ or a re-embedding is unfinished."""
         await self._ready()
-        return self._ports.embeddings.embedding_status()
+        return self._embeddings.embedding_status()
 
     async def reembed(
         self, *, batch_size: int = 256, on_progress: ReembedProgress | None = None
@@ -41,7 +45,7 @@ class Reembed(MemoryBase):
         size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
 
         async def run() -> dict[str, Any]:
-            return await self._ports.embeddings.reembed(
+            return await self._embeddings.reembed(
                 self.item_text, batch_size=size, on_progress=on_progress
             )
 

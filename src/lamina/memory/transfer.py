@@ -1,7 +1,7 @@
-"""Memories in bulk: ``delete_all`` (forget every memory of a user, agent, session, project
-…) and ``count_all`` (how many it would), ``export`` (a stream of records, page by page) and
+"""Memories in and out in bulk: ``export`` (a stream of records, page by page) and
 ``import_`` (records back in, with their ids: a re-import adds nothing). The record format
-lives in ``records``."""
+lives in ``records``; forgetting in bulk (``delete_all``, ``count_all``, ``forget``) in
+``forgetting``."""
 
 from __future__ import annotations
 
@@ -23,21 +23,19 @@ from contextlib import contextmanager
 from typing import Any, Unpack
 
 from lamina.checks import check_actor, check_flag, check_int, invalid
-from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.base import observed
+from lamina.errors import LaminaError
+from lamina.memory.base import MemoryPart, MemoryShared
+from lamina.memory.forgetting import selection_of
 from lamina.memory.import_source import ImportSource, reader
 from lamina.memory.layers import (
     IdentifierArgs,
-    Identifiers,
     MemoryLayer,
     check_identifier_names,
     identifier_args,
-    parse_layers,
 )
-from lamina.memory.models import ForgetResult, ImportReport
-from lamina.memory.ports import ImportWriter, Selection, StoredMemory
+from lamina.memory.models import ImportReport
+from lamina.memory.ports import ImportWriter, MemoryPorts, StoredMemory
 from lamina.memory.records import FORMATS, export_record, parse_record
-from lamina.memory.writes import MemoryWrites
 
 #: (records done, records in all); the total is None while not known.
 OnProgress = Callable[[int, int | None], None]
@@ -45,103 +43,14 @@ OnProgress = Callable[[int, int | None], None]
 BATCH = 1000
 
 
-class MemoryTransfer(MemoryWrites):
-    """``count_all``, ``delete_all``, ``export`` / ``export_pages`` and ``import_``."""
+class MemoryTransfer(MemoryPart):
+    """``export`` / ``export_pages`` and ``import_``. Holds the transfer port and the
+    embeddings port (the vectors' model; records without one are embedded)."""
 
-    def _selection(
-        self,
-        ids: dict[str, str | None],
-        layers: Sequence[str | MemoryLayer] | str | None,
-    ) -> Selection:
-        given = Identifiers(**ids).given()
-        chosen = parse_layers([layers] if isinstance(layers, str) else layers) or []
-        return Selection(tuple(chosen), given)
-
-    def _checked_selection(
-        self,
-        call: str,
-        scope_ids: IdentifierArgs,
-        layers: Sequence[str | MemoryLayer] | str | None,
-        what: str = "deletes",
-    ) -> Selection:
-        """The selection of ``delete_all`` / ``forget`` / ``count_all`` (their identifier
-        keywords and ``layers``): at least one identifier (a whole tenant is never deleted,
-        nor counted as if it could be)."""
-        selection = self._selection(identifier_args(scope_ids), layers)
-        if not selection.identifiers:
-            raise LaminaError(
-                ErrorCode.MISSING_IDENTIFIER,
-                f"{call} needs at least one identifier (user_id, agent_id, session_id, "
-                f"project_id, team_id, org_id or company_id): it never {what} a whole tenant",
-                details={"identifier": "user_id"},
-            )
-        return selection
-
-    @observed("count_all")
-    async def count_all(
-        self,
-        *,
-        layers: Sequence[str | MemoryLayer] | str | None = None,
-        tenant_id: str | None = None,
-        **scope_ids: Unpack[IdentifierArgs],
-    ) -> int:
-        """How many memories ``delete_all`` with the same arguments would delete now (say
-        so before asking someone to confirm it). At least one identifier is required."""
-        tenant = self._tenant(tenant_id)
-        selection = self._checked_selection("count_all", scope_ids, layers, "counts")
-        return await self._retry.run(
-            "count_all", lambda: self._ports.forgetting.count_where(tenant, selection)
-        )
-
-    @observed("delete_all")
-    async def delete_all(
-        self,
-        *,
-        layers: Sequence[str | MemoryLayer] | str | None = None,
-        actor: str | None = None,
-        tenant_id: str | None = None,
-        **scope_ids: Unpack[IdentifierArgs],
-    ) -> int:
-        """Delete, in one transaction, every memory whose identifiers include all those
-        given (``user_id="u"``: u's user memories, and u's agent and session memories; not
-        the project's), optionally only in ``layers``; returns how many. Each is forgotten
-        as ``delete`` forgets one. At least one identifier is required: deleting a whole
-        tenant is not a memory call."""
-        tenant = self._tenant(tenant_id)
-        selection = self._checked_selection("delete_all", scope_ids, layers)
-        who = check_actor(actor)
-        return await self._retry.run(
-            "delete_all", lambda: self._ports.forgetting.delete_where(tenant, selection, actor=who)
-        )
-
-    @observed("forget")
-    async def forget(
-        self,
-        *,
-        layers: Sequence[str | MemoryLayer] | str | None = None,
-        actor: str | None = None,
-        tenant_id: str | None = None,
-        **scope_ids: Unpack[IdentifierArgs],
-    ) -> ForgetResult:
-        """``delete_all`` (the same arguments and memories), and in the same transaction the
-        observational memory of the sessions concerned: every session named by the
-        ``session_id`` of a memory deleted, and ``session_id`` when given. Their session
-        messages, observations, reflections and graph relations (and graph entities no
-        relation uses any more) are deleted; the result counts each kind. Sessions are
-        keyed by their session id only (``ms.sessions``): a user's session that no session
-        memory of theirs names is not found, so name it with ``session_id`` (one call per
-        session) or delete it with the session calls."""
-        session_id = scope_ids.get("session_id")
-        tenant = self._tenant(tenant_id)
-        selection = self._checked_selection("forget", scope_ids, layers)
-        who = check_actor(actor)
-        keys = [session_id] if session_id is not None else []
-        return await self._retry.run(
-            "forget",
-            lambda: self._ports.forgetting.forget_where(
-                tenant, selection, session_keys=keys, actor=who
-            ),
-        )
+    def __init__(self, shared: MemoryShared, ports: MemoryPorts) -> None:
+        super().__init__(shared)
+        self._transfer = ports.transfer
+        self._embeddings = ports.embeddings
 
     async def export(self, /, **options: Any) -> AsyncIterator[dict[str, Any]]:
         """The records of ``export_pages`` (the same arguments), one by one."""
@@ -166,7 +75,7 @@ class MemoryTransfer(MemoryWrites):
         (``history``) when asked. ``export`` gives them one by one."""
         check_identifier_names("export_pages", scope_ids)
         tenant = self._tenant(tenant_id)
-        selection = self._selection(identifier_args(scope_ids), layers)
+        selection = selection_of(identifier_args(scope_ids), layers)
         vectors = check_flag("embeddings", embeddings)
         events = check_flag("history", history)
         size = check_int("batch_size", batch_size, minimum=1, maximum=10_000)
@@ -176,7 +85,7 @@ class MemoryTransfer(MemoryWrites):
             async def page() -> Page:
                 return await self._retry.run(
                     "export",
-                    lambda: self._ports.transfer.export_page(
+                    lambda: self._transfer.export_page(
                         tenant, selection, cursor=after, limit=size, vectors=vectors, history=events
                     ),
                 )
@@ -234,8 +143,8 @@ class MemoryTransfer(MemoryWrites):
         # checked while they are stored, in one pass: a bad one rolls everything back.
         with _collector_paused():
             async with (
-                self._ports.transfer.bulk_loading(),
-                self._ports.transfer.atomic_import(tenant) as writer,
+                self._transfer.bulk_loading(),
+                self._transfer.atomic_import(tenant) as writer,
             ):
                 if writer is None:
                     return await self._import_in_batches(records, tenant, who, size, on_progress)
@@ -246,11 +155,11 @@ class MemoryTransfer(MemoryWrites):
 
     async def _check(self, tenant: str, item: StoredMemory, line: int) -> None:
         """The write guard's verdict on a record (INVALID_ARGUMENT naming its line)."""
-        if self.write_guard is None:
+        if self._write_guard is None:
             return
         entry = item.entry
         try:
-            await self.write_guard(tenant, entry.layer.value, entry.identifiers, entry.content)
+            await self._write_guard(tenant, entry.layer.value, entry.identifiers, entry.content)
         except LaminaError as exc:
             exc.message = f"line {line}: {exc.message}"
             exc.args = (exc.message,)
@@ -386,7 +295,7 @@ class MemoryTransfer(MemoryWrites):
     def _parse(
         self, data: Mapping[str, Any], line: int, tenant: str, *, checked: bool = False
     ) -> StoredMemory:
-        status = self._ports.embeddings.embedding_status()
+        status = self._embeddings.embedding_status()
         return parse_record(
             data,
             line,
@@ -412,7 +321,7 @@ class MemoryTransfer(MemoryWrites):
         if missing:
             texts = [batch[i].entry.content for i in missing]
             vectors = await self._retry.run(
-                "embed", lambda: self._ports.embeddings.generate_embedding(tenant, texts)
+                "embed", lambda: self._embeddings.generate_embedding(tenant, texts)
             )
             for n, i in enumerate(missing):
                 batch[i] = StoredMemory(batch[i].entry, vectors[n], batch[i].history)
@@ -421,7 +330,7 @@ class MemoryTransfer(MemoryWrites):
             stored = await writer(items, actor)
         else:
             stored = await self._retry.run(
-                "import", lambda: self._ports.transfer.import_memories(tenant, items, actor=actor)
+                "import", lambda: self._transfer.import_memories(tenant, items, actor=actor)
             )
         kept = set(stored)
         report["imported"] += len(stored)

@@ -1,5 +1,6 @@
 """The write path: add, bulk_add, update, delete and bulk_delete. Content is checked,
-scoped through the hierarchy, governed (the write guard), embedded, then stored."""
+scoped through the hierarchy, governed (the write guard), embedded, then stored.
+``add(..., infer=True)`` is a conversation of one message (``lamina.memory.messages``)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from lamina.checks import (
     first_error,
     invalid,
 )
-from lamina.config import IdentifierFields, Section
+from lamina.config import IdentifierFields, MemorySettings, Section
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.backfill import Backfill
-from lamina.memory.base import observed
+from lamina.memory.base import MemoryPart, MemoryShared, observed
 from lamina.memory.hierarchy import Hierarchy
 from lamina.memory.layers import (
     IDENTIFIER_NAMES,
@@ -36,7 +37,7 @@ from lamina.memory.layers import (
     scope_key,
 )
 from lamina.memory.models import DeleteResult, MemoryEntry
-from lamina.memory.ports import NewMemory, Scope
+from lamina.memory.ports import MemoryPorts, NewMemory, Scope
 from lamina.memory.timing import Lifetime
 
 #: The reserved metadata key of conversation messages (``lamina.memory.messages`` writes it;
@@ -81,18 +82,27 @@ TIME_FIELDS = ("timestamp", "valid_from", "valid_until", "ttl")
 Item = tuple[object, "str | MemoryLayer", dict[str, "str | None"], object, dict[str, Any]]
 
 
-class WriteGuard(Protocol):
-    """Checks content entering ``layer``; ``identifiers`` are resolved through the hierarchy."""
+class InferredAdd(Protocol):
+    """``add(..., infer=True)``: ``content`` stored as a one-message conversation (the
+    ``add_messages`` arguments in ``conversation``) and consolidated; the memory with the
+    facts' outcomes (``lamina.memory.messages.MessageWrites.add_inferred``)."""
 
     async def __call__(
         self,
-        tenant: str,
-        layer: str,
-        identifiers: Mapping[str, str],
-        content: str | None,
-        *,
-        extra: Mapping[str, Any] | None = None,
-    ) -> list[dict[str, Any]]: ...
+        content: object,
+        conversation: dict[str, Any],
+        actor: str | None,
+        tenant_id: str | None,
+    ) -> MemoryEntry: ...
+
+
+def write_lifetime(
+    settings: MemorySettings, layer: MemoryLayer, timing: Mapping[str, Any]
+) -> Lifetime:
+    """The checked time fields of a write; a session memory without a ttl gets the
+    ``memory.session_ttl`` setting's."""
+    default = settings.session_ttl if layer is MemoryLayer.SESSION else None
+    return Lifetime.of(**timing, default_ttl=default)
 
 
 def flagged_entry(entry: MemoryEntry, flagged: Mapping[str, list[dict[str, Any]]]) -> MemoryEntry:
@@ -101,12 +111,28 @@ def flagged_entry(entry: MemoryEntry, flagged: Mapping[str, list[dict[str, Any]]
     return entry.model_copy(update={"violations": found}) if found else entry
 
 
-class MemoryWrites(Hierarchy, Backfill):
-    """``add``, ``bulk_add``, ``update``, ``delete`` and ``bulk_delete``."""
+class MemoryWrites(MemoryPart):
+    """``add``, ``bulk_add``, ``update``, ``delete`` and ``bulk_delete``. Holds the writes
+    port, the reads port (``update`` reads the memory it governs) and the embeddings port;
+    the hierarchy (scopes), the backfill (``background_embedding``) and the conversations'
+    ``add_inferred`` (``infer=True``)."""
 
-    #: Set by the runtime: checks content entering a shared layer (governance). It raises
-    #: POLICY_VIOLATION on a block and returns the violations that do not block.
-    write_guard: WriteGuard | None = None
+    def __init__(
+        self,
+        shared: MemoryShared,
+        ports: MemoryPorts,
+        *,
+        hierarchy: Hierarchy,
+        backfill: Backfill,
+        add_inferred: InferredAdd,
+    ) -> None:
+        super().__init__(shared)
+        self._writes = ports.writes
+        self._reads = ports.reads
+        self._embeddings = ports.embeddings
+        self._hierarchy = hierarchy
+        self._backfill = backfill
+        self._add_inferred = add_inferred
 
     @observed("add")
     async def add(
@@ -161,29 +187,13 @@ class MemoryWrites(Hierarchy, Backfill):
         )
         new = prepared[0]
         who = check_actor(actor)
-        entry = await self._retry.run("add", lambda: self._ports.writes.add(new, actor=who))
+        entry = await self._retry.run("add", lambda: self._writes.add(new, actor=who))
         if defer:
-            self.embedding_buffer.trigger(tenant)
+            self._backfill.embedding_buffer.trigger(tenant)
         return flagged_entry(entry, flagged)
-
-    async def _add_inferred(
-        self,
-        content: object,
-        conversation: dict[str, Any],
-        actor: str | None,
-        tenant_id: str | None,
-    ) -> MemoryEntry:
-        """``add(..., infer=True)`` (lamina.memory.messages)."""
-        raise invalid("infer=True needs the conversation part of the memory service", "infer")
 
     def _dedup(self, dedup: object) -> bool:
         return self._settings.dedup if dedup is None else check_flag("dedup", dedup)
-
-    def _lifetime(self, layer: MemoryLayer, timing: Mapping[str, Any]) -> Lifetime:
-        """The checked time fields of a write; a session memory without a ttl gets the
-        ``memory.session_ttl`` setting's."""
-        default = self._settings.session_ttl if layer is MemoryLayer.SESSION else None
-        return Lifetime.of(**timing, default_ttl=default)
 
     async def _prepare(
         self,
@@ -208,12 +218,12 @@ class MemoryWrites(Hierarchy, Backfill):
                 "metadata",
                 "add_messages sets it: store conversation messages with add_messages",
             )
-            lives.append(self._lifetime(mem_layer, timing))
-            resolved = await self._resolve(tenant, Identifiers(**ids))
+            lives.append(write_lifetime(self._settings, mem_layer, timing))
+            resolved = await self._hierarchy.resolve(tenant, Identifiers(**ids))
             scope = scope_for(mem_layer, resolved)
             mid = str(uuid.uuid4())
-            if self.write_guard is not None:
-                found = await self.write_guard(
+            if self._write_guard is not None:
+                found = await self._write_guard(
                     tenant, mem_layer.value, resolved.given(), text, extra={"metadata": meta}
                 )
                 if found:
@@ -224,7 +234,7 @@ class MemoryWrites(Hierarchy, Backfill):
         if not defer:
             vectors = list(
                 await self._retry.run(
-                    "embed", lambda: self._ports.embeddings.generate_embedding(tenant, texts)
+                    "embed", lambda: self._embeddings.generate_embedding(tenant, texts)
                 )
             )
         return [
@@ -290,10 +300,10 @@ class MemoryWrites(Hierarchy, Backfill):
         if not prepared:
             return []
         entries = await self._retry.run(
-            "bulk_add", lambda: self._ports.writes.bulk_add(prepared, actor=who)
+            "bulk_add", lambda: self._writes.bulk_add(prepared, actor=who)
         )
         if defer:
-            self.embedding_buffer.trigger(tenant)
+            self._backfill.embedding_buffer.trigger(tenant)
         return [flagged_entry(e, flagged) for e in entries]
 
     @observed("update")
@@ -324,15 +334,15 @@ class MemoryWrites(Hierarchy, Backfill):
         who = check_actor(actor)
         vector = None
         flagged: list[dict[str, Any]] = []
-        if text is not None or (patch and self.write_guard is not None):
-            current = await self._ports.reads.get(tenant, mid)
+        if text is not None or (patch and self._write_guard is not None):
+            current = await self._reads.get(tenant, mid)
             if current is None:
                 raise LaminaError(
                     ErrorCode.MEMORY_NOT_FOUND, f"memory {mid!r} not found", details={"id": mid}
                 )
-            if self.write_guard is not None:
-                ids = await self._resolve(tenant, Identifiers(**current.identifiers))
-                flagged = await self.write_guard(
+            if self._write_guard is not None:
+                ids = await self._hierarchy.resolve(tenant, Identifiers(**current.identifiers))
+                flagged = await self._write_guard(
                     tenant,
                     current.layer.value,
                     ids.given(),
@@ -342,12 +352,12 @@ class MemoryWrites(Hierarchy, Backfill):
         if text is not None:
             vector = (
                 await self._retry.run(
-                    "embed", lambda: self._ports.embeddings.generate_embedding(tenant, [text])
+                    "embed", lambda: self._embeddings.generate_embedding(tenant, [text])
                 )
             )[0]
         entry = await self._retry.run(
             "update",
-            lambda: self._ports.writes.update(
+            lambda: self._writes.update(
                 tenant, mid, content=text, embedding=vector, metadata_patch=patch, actor=who
             ),
         )
@@ -362,7 +372,7 @@ class MemoryWrites(Hierarchy, Backfill):
         mid = check_id(memory_id)
         who = check_actor(actor)
         existed = await self._retry.run(
-            "delete", lambda: self._ports.writes.delete(tenant, mid, actor=who)
+            "delete", lambda: self._writes.delete(tenant, mid, actor=who)
         )
         return DeleteResult(success=True, id=mid, existed=existed)
 
@@ -375,5 +385,5 @@ class MemoryWrites(Hierarchy, Backfill):
         ids = [check_id(m) for m in memory_ids]
         who = check_actor(actor)
         return await self._retry.run(
-            "bulk_delete", lambda: self._ports.writes.bulk_delete(tenant, ids, actor=who)
+            "bulk_delete", lambda: self._writes.bulk_delete(tenant, ids, actor=who)
         )

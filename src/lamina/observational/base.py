@@ -1,15 +1,13 @@
-"""What every ``ms.sessions`` operation shares: the session store, settings, token counter,
+"""What every part of ``ms.sessions`` shares: the session store, settings, token counter,
 retries, the session keys and message checks, and the un-observed token counts."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from lamina.checks import check_key, invalid
 from lamina.config import ObservationalMemorySettings
-from lamina.llm.base import ChatModel
 from lamina.memory.core import ServiceCore
 from lamina.observational.ports import SessionStore
 from lamina.retry import RetryPolicy
@@ -62,8 +60,9 @@ def said(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [c for c in calls if not c.get("kept")]
 
 
-class SessionBase(ServiceCore):
-    """The state of ``ms.sessions`` and the helpers of every operation."""
+class SessionCore(ServiceCore):
+    """What every part of ``ms.sessions`` shares: the session store, the settings, the token
+    counter, the retries and limits, and the un-observed token counts of this process."""
 
     def __init__(
         self,
@@ -75,26 +74,31 @@ class SessionBase(ServiceCore):
         retry: RetryPolicy,
         ready: Callable[[], Awaitable[None]],
         max_content_length: int,
-        model_factory: Callable[[], ChatModel] | None = None,
     ) -> None:
         super().__init__(default_tenant=default_tenant, ready=ready)
         self.settings = settings
-        self._sessions = sessions
-        self._counter = counter
-        self._retry = retry
-        self._max_content = max_content_length
-        self._model_factory = model_factory
-        self._model: ChatModel | None = None
-        self._owner = f"lamina-{uuid.uuid4()}"
-        self._unobserved: dict[Key, int] = {}
-        #: Refusals of one message by the observer: (tenant, session, index) → count.
-        self._failures: dict[tuple[str, str, int], int] = {}
+        self.sessions = sessions
+        self.counter = counter
+        self.retry = retry
+        self.max_content = max_content_length
+        #: Un-observed message tokens per session, as this process last counted them.
+        self.unobserved: dict[Key, int] = {}
 
-    async def _call(self, operation: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+    def tenant(self, tenant_id: str | None) -> str:
+        """The tenant a call acts for (the one given, else the default; checked)."""
+        return self._tenant(tenant_id)
+
+    async def ready(self) -> None:
+        """Wait for the start-up (the store opened and migrated)."""
         await self._ready()
-        return await self._retry.run(operation, fn)
 
-    async def _count_unobserved(self, key: Key) -> int:
-        through = await self._sessions.observed_through(*key)
-        rest = await self._sessions.list_messages(*key, start=through + 1)
+    async def call(self, operation: str, fn: Callable[[], Awaitable[Any]]) -> Any:
+        """``fn`` once the store is ready, retried as ``operation``."""
+        await self._ready()
+        return await self.retry.run(operation, fn)
+
+    async def count_unobserved(self, key: Key) -> int:
+        """The tokens of the session's messages the observer has not seen, as stored."""
+        through = await self.sessions.observed_through(*key)
+        rest = await self.sessions.list_messages(*key, start=through + 1)
         return sum(m.token_count for m in rest)

@@ -6,6 +6,7 @@ background is logged and leaves the data as it was, for the next trigger."""
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
 from functools import cached_property
 
@@ -14,7 +15,7 @@ from lamina.checks import check_content
 from lamina.config import LLMSettings, ObservationalMemorySettings
 from lamina.errors import ErrorCode, LaminaError
 from lamina.llm.base import ChatModel, request
-from lamina.observational.base import Key, SessionBase, check_session_key
+from lamina.observational.base import Key, SessionCore, check_session_key
 from lamina.observational.graph import GraphExtraction, parse_extraction
 from lamina.observational.models import Note, SessionMessage
 from lamina.observational.ports import NewGraph, NewNote
@@ -75,8 +76,18 @@ def observer_llm_settings(om: ObservationalMemorySettings, primary: LLMSettings)
     )
 
 
-class ObserverRuns(SessionBase):
-    """The observer and reflector runs, graph extraction, and their buffers."""
+class ObserverRuns:
+    """The observer and reflector runs, graph extraction, their buffers and their chat
+    model."""
+
+    def __init__(self, core: SessionCore, model_factory: Callable[[], ChatModel] | None) -> None:
+        self._core = core
+        self._model_factory = model_factory
+        self._model: ChatModel | None = None
+        #: This process's name on the session leases.
+        self._owner = f"lamina-{uuid.uuid4()}"
+        #: Refusals of one message by the observer: (tenant, session, index) → count.
+        self._failures: dict[tuple[str, str, int], int] = {}
 
     @cached_property
     def buffer(self) -> BackgroundBuffer[Key]:
@@ -84,22 +95,25 @@ class ObserverRuns(SessionBase):
         return BackgroundBuffer(
             "observation buffer",
             self._process,
-            queue_size=self.settings.queue_size,
-            workers=self.settings.workers,
+            queue_size=self._core.settings.queue_size,
+            workers=self._core.settings.workers,
         )
 
     @cached_property
     def graph_buffer(self) -> BackgroundBuffer[tuple[str, str, str, str]]:
         """Feeds graph extraction: (tenant, session, observation id, observation text)."""
         return BackgroundBuffer(
-            "graph buffer", self._extract_graph, queue_size=self.settings.queue_size, workers=1
+            "graph buffer",
+            self._extract_graph,
+            queue_size=self._core.settings.queue_size,
+            workers=1,
         )
 
     async def start(self) -> None:
-        if self.settings.enabled:
+        if self._core.settings.enabled:
             self._chat_model()  # a configuration problem shows at start, not at the 1st trigger
             self.buffer.start()
-            if self.settings.graph:
+            if self._core.settings.graph:
                 self.graph_buffer.start()
 
     async def close(self) -> None:
@@ -128,47 +142,44 @@ class ObserverRuns(SessionBase):
 
     @property
     def graph_enabled(self) -> bool:
-        return self.settings.enabled and self.settings.graph
+        return self._core.settings.enabled and self._core.settings.graph
 
     async def flush(self) -> None:
-        """Wait until every queued session (and graph extraction) has been processed."""
         await self.buffer.drain()
         await self.graph_buffer.drain()
 
-    async def _note_tokens(self, key: Key, tokens: int) -> None:
-        pending = self._unobserved.get(key)
+    async def note_tokens(self, key: Key, tokens: int) -> None:
+        """``tokens`` more un-observed in the session; the observer queued at the threshold."""
+        pending = self._core.unobserved.get(key)
         if pending is None:
-            pending = await self._count_unobserved(key)  # first touch in this process
+            pending = await self._core.count_unobserved(key)  # first touch in this process
         else:
             pending += tokens
-        self._unobserved[key] = pending
-        if pending >= self.settings.message_token_threshold:
+        self._core.unobserved[key] = pending
+        if pending >= self._core.settings.message_token_threshold:
             self.buffer.trigger(key)
 
     async def observe(self, session_key: str, *, tenant_id: str | None = None) -> Note | None:
-        """Observe the un-observed messages now, whatever their tokens; None if there were
-        none or another process holds the session. LLM failures raise here."""
-        key = (self._tenant(tenant_id), check_session_key(session_key))
-        await self._ready()
+        key = (self._core.tenant(tenant_id), check_session_key(session_key))
+        await self._core.ready()
         return await self._leased(key, lambda: self._observe(key, force=True, quiet=False))
 
     async def reflect(self, session_key: str, *, tenant_id: str | None = None) -> Note | None:
-        """Condense the session's observations into a reflection now (None if it has none)."""
-        key = (self._tenant(tenant_id), check_session_key(session_key))
-        await self._ready()
+        key = (self._core.tenant(tenant_id), check_session_key(session_key))
+        await self._core.ready()
         return await self._leased(key, lambda: self._reflect(key, force=True, quiet=False))
 
     async def meta_reflect(self, session_key: str, *, tenant_id: str | None = None) -> Note | None:
-        """Consolidate the session's reflections into one of the next generation now,
-        whatever reflection_consolidation_threshold says (None with fewer than two)."""
-        key = (self._tenant(tenant_id), check_session_key(session_key))
-        await self._ready()
+        key = (self._core.tenant(tenant_id), check_session_key(session_key))
+        await self._core.ready()
         return await self._leased(key, lambda: self._meta_reflect(key, quiet=False, minimum=2))
 
     async def _leased(self, key: Key, work: Callable[[], Awaitable[Note | None]]) -> Note | None:
-        owned = await self._retry.run(
+        owned = await self._core.retry.run(
             "lease",
-            lambda: self._sessions.acquire_lease(*key, self._owner, self.settings.lease_seconds),
+            lambda: self._core.sessions.acquire_lease(
+                *key, self._owner, self._core.settings.lease_seconds
+            ),
         )
         if not owned:
             log.info("session %r is being observed by another process", key[1])
@@ -177,7 +188,7 @@ class ObserverRuns(SessionBase):
             return await work()
         finally:
             try:
-                await self._sessions.release_lease(*key, self._owner)
+                await self._core.sessions.release_lease(*key, self._owner)
             except LaminaError as exc:  # the lease expires on its own
                 log.warning("releasing the lease of session %r failed: %s", key[1], exc)
 
@@ -191,7 +202,7 @@ class ObserverRuns(SessionBase):
             return None
 
         await self._leased(key, run)
-        self._unobserved[key] = await self._count_unobserved(key)
+        self._core.unobserved[key] = await self._core.count_unobserved(key)
 
     async def _generate(self, system: str, text: str, what: str, quiet: bool) -> str | None:
         try:
@@ -216,15 +227,17 @@ class ObserverRuns(SessionBase):
         batch one observer call and one observation, oldest first; the last observation
         made (None if none). A failing batch stops the run: what was observed before it
         stays, and the next trigger starts from it."""
-        through = await self._sessions.observed_through(*key)
-        pending: list[SessionMessage] = await self._sessions.list_messages(*key, start=through + 1)
+        through = await self._core.sessions.observed_through(*key)
+        pending: list[SessionMessage] = await self._core.sessions.list_messages(
+            *key, start=through + 1
+        )
         tokens = sum(m.token_count for m in pending)
-        if not pending or (not force and tokens < self.settings.message_token_threshold):
+        if not pending or (not force and tokens < self._core.settings.message_token_threshold):
             return None
         notes: list[Note] = []
         # Batches as the observer sees them (content and line overhead; a longer message is a
         # batch alone, clipped when rendered).
-        budget = self.settings.observer_batch_tokens
+        budget = self._core.settings.observer_batch_tokens
         for batch in batches(pending, lambda m: m.token_count + LINE_OVERHEAD, budget):
             made = await self._observe_batch(key, batch, quiet)
             if made is None:
@@ -232,10 +245,10 @@ class ObserverRuns(SessionBase):
             notes.extend(made)
         if not notes:
             return None
-        if self.settings.compact:
+        if self._core.settings.compact:
             summary = "\n\n".join(n.content for n in notes)
-            await self._sessions.compact_messages(
-                *key, notes[-1].source_end, summary, self._counter.count(summary)
+            await self._core.sessions.compact_messages(
+                *key, notes[-1].source_end, summary, self._core.counter.count(summary)
             )
         return notes[-1]
 
@@ -246,7 +259,7 @@ class ObserverRuns(SessionBase):
         such as a request too long) the batch is split in two and each half observed. A
         single message refused MAX_MESSAGE_FAILURES times is recorded as it is (clipped),
         so that it never blocks the messages after it."""
-        limit = self.settings.observer_batch_tokens
+        limit = self._core.settings.observer_batch_tokens
         try:
             shown = render_messages(batch, max_tokens=limit - LINE_OVERHEAD)
             if not shown:
@@ -269,10 +282,10 @@ class ObserverRuns(SessionBase):
                 )
                 return None
             text = kept
-        new = NewNote(text, self._counter.count(text), 0, (batch[0].index, batch[-1].index))
-        note = await self._sessions.add_note(*key, new)
+        new = NewNote(text, self._core.counter.count(text), 0, (batch[0].index, batch[-1].index))
+        note = await self._core.sessions.add_note(*key, new)
         self._failures.pop((*key, batch[0].index), None)
-        if self.settings.graph and self.graph_buffer.running:
+        if self._core.settings.graph and self.graph_buffer.running:
             self.graph_buffer.trigger((*key, note.id, text))
         return [note]
 
@@ -288,7 +301,9 @@ class ObserverRuns(SessionBase):
             key[1],
             self._failures[slot],
         )
-        return render_messages([message], max_tokens=min(500, self.settings.observer_batch_tokens))
+        return render_messages(
+            [message], max_tokens=min(500, self._core.settings.observer_batch_tokens)
+        )
 
     async def _ask(self, system: str, text: str) -> str:
         """One model call; PROVIDER_ERROR when the answer is empty."""
@@ -303,9 +318,11 @@ class ObserverRuns(SessionBase):
     async def _reflect(self, key: Key, *, force: bool, quiet: bool) -> Note | None:
         """Observations → one reflection of generation 1, when their tokens reach the
         threshold (or ``force``)."""
-        observations = await self._sessions.list_notes(*key, reflections=False)
+        observations = await self._core.sessions.list_notes(*key, reflections=False)
         tokens = sum(n.token_count for n in observations)
-        if not observations or (not force and tokens < self.settings.observation_token_threshold):
+        if not observations or (
+            not force and tokens < self._core.settings.observation_token_threshold
+        ):
             return None
         return await self._condense(key, observations, 1, "reflector", quiet)
 
@@ -314,8 +331,10 @@ class ObserverRuns(SessionBase):
     ) -> Note | None:
         """Reflections → one of generation max + 1, when there are enough of them
         (``minimum``, default reflection_consolidation_threshold)."""
-        reflections = await self._sessions.list_notes(*key, reflections=True)
-        needed = self.settings.reflection_consolidation_threshold if minimum is None else minimum
+        reflections = await self._core.sessions.list_notes(*key, reflections=True)
+        needed = (
+            self._core.settings.reflection_consolidation_threshold if minimum is None else minimum
+        )
         if len(reflections) < needed:
             return None
         generation = max(n.generation for n in reflections) + 1
@@ -328,8 +347,8 @@ class ObserverRuns(SessionBase):
         if text is None:
             return None
         source = (min(n.source_start for n in notes), max(n.source_end for n in notes))
-        new = NewNote(text, self._counter.count(text), generation, source)
-        note = await self._sessions.add_note(*key, new, replaces=[n.id for n in notes])
+        new = NewNote(text, self._core.counter.count(text), generation, source)
+        note = await self._core.sessions.add_note(*key, new, replaces=[n.id for n in notes])
         return note
 
     async def _extract_graph(self, item: tuple[str, str, str, str]) -> None:
@@ -344,11 +363,9 @@ class ObserverRuns(SessionBase):
     async def extract_graph(
         self, session_key: str, text: str, *, tenant_id: str | None = None
     ) -> tuple[int, int]:
-        """Extract entities and relations from ``text`` now (errors raised); returns the new
-        (entities, relations)."""
-        tenant, key = self._tenant(tenant_id), check_session_key(session_key)
-        body = check_content(text, self._max_content)
-        await self._ready()
+        tenant, key = self._core.tenant(tenant_id), check_session_key(session_key)
+        body = check_content(text, self._core.max_content)
+        await self._core.ready()
         return await self._save_graph(tenant, key, await self._extract(body))
 
     async def _extract(self, text: str) -> GraphExtraction:
@@ -359,9 +376,9 @@ class ObserverRuns(SessionBase):
         return parse_extraction(reply.content)
 
     async def _save_graph(self, tenant: str, key: str, graph: GraphExtraction) -> tuple[int, int]:
-        result: tuple[int, int] = await self._retry.run(
+        result: tuple[int, int] = await self._core.retry.run(
             "save graph",
-            lambda: self._sessions.add_graph(
+            lambda: self._core.sessions.add_graph(
                 tenant,
                 key,
                 NewGraph(
@@ -375,19 +392,17 @@ class ObserverRuns(SessionBase):
     async def graph_context(
         self, query: str, session_key: str | None = None, *, tenant_id: str | None = None
     ) -> list[str]:
-        """Relations near the entities ``query`` names (graph_depth hops, graph_limit lines),
-        as "source relation target"; only the session's when a session key is given."""
-        tenant = self._tenant(tenant_id)
+        tenant = self._core.tenant(tenant_id)
         if not isinstance(query, str) or not query.strip():
             return []
-        rows = await self._call(
+        rows = await self._core.call(
             "graph",
-            lambda: self._sessions.graph_neighbourhood(
+            lambda: self._core.sessions.graph_neighbourhood(
                 tenant,
                 query,
                 session_key=session_key or None,
-                depth=self.settings.graph_depth,
-                limit=self.settings.graph_limit,
+                depth=self._core.settings.graph_depth,
+                limit=self._core.settings.graph_limit,
             ),
         )
         return [f"{a} {b} {c}" for a, b, c in rows]

@@ -9,8 +9,8 @@ from typing import Any, Protocol
 
 from lamina.runtime import AsyncLamina
 from lamina.server.session import session_context
-from lamina.server.skills import ToolRegistry
 from lamina.server.tools import ServerTool
+from lamina.server.tools.registry import ToolRegistry
 
 
 class EcosystemAdapter(Protocol):

@@ -38,8 +38,9 @@ from lamina.server.middleware import (
 )
 from lamina.server.ratelimit import RateLimiter
 from lamina.server.router import LLMRouter
-from lamina.server.skills import Dispatcher, ToolRegistry
+from lamina.server.skills import Dispatcher
 from lamina.server.tools import ServerTool, all_tools
+from lamina.server.tools.registry import ToolRegistry
 from lamina.server.ui import Inspector, inspector_routes
 
 log = logging.getLogger("lamina.server")

@@ -16,8 +16,8 @@ from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.adapter import ToolSurface
 from lamina.server.defaults import IdentifierDefaults
-from lamina.server.skills import ToolRegistry
 from lamina.server.tools import ServerTool, all_tools
+from lamina.server.tools.registry import ToolRegistry
 
 log = logging.getLogger("lamina.server")
 

@@ -1,6 +1,7 @@
-"""The skills runtime: which tools exist (the registry) and how one request to them is handled
-(the dispatcher). Protocol adapters (A2A, MCP) translate their messages into ``Call`` and the
-``Outcome`` back; nothing here knows a protocol.
+"""The skills runtime: how one request to the tools is handled (the dispatcher, over the
+tools of a ``lamina.server.tools.registry.ToolRegistry``). Protocol adapters (A2A, MCP)
+translate their messages into ``Call`` and the ``Outcome`` back; nothing here knows a
+protocol.
 
 A request is either a direct tool call (no LLM) or free text. Free text goes to the LLM router
 when one is configured; otherwise it becomes a read-only search across memory and knowledge.
@@ -8,22 +9,22 @@ when one is configured; otherwise it becomes a read-only search across memory an
 
 from __future__ import annotations
 
-import json
 import logging
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from lamina.errors import ErrorCode, LaminaError
-from lamina.governance.builtin import redact_json, redact_secrets
+from lamina.governance.builtin import redact_json
 from lamina.metrics import ServerMetrics
 from lamina.runtime import AsyncLamina
 from lamina.server.router import LLMRouter
 from lamina.server.session import relevant_memories, session_context
-from lamina.server.tools import MissingArguments, ServerTool
+from lamina.server.tools import MissingArguments
+from lamina.server.tools.registry import ToolRegistry
 from lamina.threads.ports import NewThread
 from lamina.threads.service import IDENTIFIERS, Thread, ThreadService
 
@@ -68,47 +69,6 @@ SEARCH_NOTE = (
 )
 
 
-class ToolRegistry:
-    """The tools the server offers; registering one changes the card (``version`` moves)."""
-
-    def __init__(self, tools: Iterable[ServerTool] = ()) -> None:
-        self._tools: dict[str, ServerTool] = {}
-        self.version = 0
-        for tool in tools:
-            self.register(tool)
-
-    def register(self, tool: ServerTool) -> None:
-        self._tools[tool.name] = tool
-        self.version += 1
-
-    def unregister(self, name: str) -> None:
-        if self._tools.pop(name, None) is not None:
-            self.version += 1
-
-    def get(self, name: str) -> ServerTool:
-        tool = self._tools.get(name)
-        if tool is None:
-            raise LaminaError(
-                ErrorCode.UNKNOWN_TOOL,
-                f"unknown tool {name!r}",
-                details={"tool": name, "tools": sorted(self._tools)},
-            )
-        return tool
-
-    def all(self) -> list[ServerTool]:
-        return list(self._tools.values())
-
-    def skills(self) -> dict[str, list[ServerTool]]:
-        out: dict[str, list[ServerTool]] = {}
-        for tool in self._tools.values():
-            out.setdefault(tool.skill, []).append(tool)
-        return out
-
-    def skill_of(self, name: str) -> str:
-        tool = self._tools.get(name)
-        return tool.skill if tool is not None else "unknown"
-
-
 @dataclass(frozen=True)
 class Call:
     """One request: a tool call (``tool`` set) or free ``text``."""
@@ -138,21 +98,6 @@ class Outcome:
     #: A thread not stored yet (``ThreadService.fresh``): what creates it with this call's
     #: record, for the caller to write with the call's task (None: its record did not fit).
     new_thread: NewThread | None = None
-
-
-def _summary(value: Any, limit: int = 400) -> str:
-    # The start of the JSON only: a search's result is many times what the summary keeps.
-    parts: list[str] = []
-    size = 0
-    for chunk in json.JSONEncoder(ensure_ascii=False, default=str).iterencode(value):
-        parts.append(chunk)
-        size += len(chunk)
-        if size > limit + 200:
-            break
-    text = "".join(parts)
-    # Redacted with a margin past the cut: a secret straddling it is still found whole.
-    text = redact_secrets(text[: limit + 200])
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _clean_identifiers(given: Mapping[str, Any]) -> dict[str, str]:
@@ -340,9 +285,9 @@ class Dispatcher:
     def _turn(
         task_id: str, tool: str | None, arguments: Mapping[str, Any], result: str
     ) -> dict[str, Any]:
-        """A record of one call for the thread: no secret in its arguments (redacted, as in
-        the result summary); its task's id, by which forgetting finds it
-        (lamina.threads.forgetting)."""
+        """A record of one call for the thread: no secret in its arguments (redacted); its
+        task's id, by which forgetting finds it (lamina.threads.forgetting) and where its
+        result is (``result`` holds only the state the call ended in)."""
         return {
             "at": round(time.time(), 3),
             "task": task_id,
@@ -369,13 +314,14 @@ class Dispatcher:
                 pending[call.task_id] = {"tool": outcome.tool, "arguments": dict(arguments)}
             else:
                 pending.pop(call.task_id, None)
-                result = outcome.result if outcome.state == "completed" else outcome.error
+                # The result is kept once, in the task (GetTask): the turn names it and its
+                # state.
                 context.setdefault("turns", []).append(
                     self._turn(
                         call.task_id,
                         outcome.tool,
                         arguments if outcome.tool else {"text": call.text},
-                        _summary(result) + f" [{outcome.state}]",
+                        f"[{outcome.state}]",
                     )
                 )
 
@@ -389,17 +335,3 @@ class Dispatcher:
                 raise
             # The tool ran; its record does not fit. Say so rather than hide it.
             outcome.message += f" (not remembered in the thread: {exc.message})"
-
-
-def describe(tools: Iterable[ServerTool]) -> list[dict[str, Any]]:
-    """Each tool as JSON: name, skill, description, input schema, read-only flag."""
-    return [
-        {
-            "name": t.name,
-            "skill": t.skill,
-            "description": t.description,
-            "input_schema": t.input_schema,
-            "read_only": t.read_only,
-        }
-        for t in tools
-    ]

@@ -28,6 +28,7 @@ The task's id, context, state, timestamps and the agent's status message stay.""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Collection, Iterator
 from typing import Any
@@ -53,6 +54,13 @@ _TEXT_KEYS = (
 #: Identifiers a request keeps when it is scrubbed (lamina.threads.service.IDENTIFIERS but
 #: the session's, which is what may be forgotten).
 _KEPT = frozenset({"user_id", "agent_id", "project_id", "team_id", "org_id", "company_id"})
+
+
+def link_key(kind: str, ref: str) -> int:
+    """The 64-bit key a task's reference is indexed by: the first 8 bytes of the SHA-256 of
+    ``kind:ref``, as a signed integer (the PostgreSQL migration 22 computes the same)."""
+    digest = hashlib.sha256(f"{kind}:{ref}".encode("utf-8", "surrogatepass")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def references(data: str) -> set[tuple[str, str]]:

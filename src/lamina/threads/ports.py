@@ -57,12 +57,23 @@ class NewThread:
     identifiers: str = "{}"
 
 
+#: The A2A TaskState numbers of the states a task never leaves (completed, failed, canceled,
+#: rejected): the size cap deletes only such tasks.
+FINAL_STATES = (3, 4, 5, 7)
+#: The states in which a task waits on its client (input-required, auth-required): the size
+#: cap keeps them and their threads.
+WAITING_STATES = (6, 8)
+
+
 @dataclass(frozen=True)
 class CleanupCounts:
     threads_expired: int
     states_removed: int
     threads_purged: int
     tasks_purged: int
+    #: Deleted past the size caps (``trim``).
+    tasks_trimmed: int = 0
+    threads_trimmed: int = 0
 
 
 class ContextWrite(TypedDict):
@@ -113,6 +124,13 @@ class ThreadStore(Protocol):
 
     async def count_active(self, now: float, idle_ttl: float) -> int:
         """Threads, across tenants, neither expired nor idle past ``idle_ttl``."""
+        ...
+
+    async def trim(self, max_tasks: int, max_threads: int) -> tuple[int, int]:
+        """Across tenants: past ``max_tasks`` tasks, delete the oldest (by status time) in a
+        ``FINAL_STATES``; past ``max_threads`` threads, delete the expired ones (oldest
+        expiry first), then the least recently used, each with its tasks, never a thread
+        with a task in a ``WAITING_STATES``. Returns how many tasks and threads went."""
         ...
 
     async def save_task(self, tenant_id: str, task: StoredTask) -> None:

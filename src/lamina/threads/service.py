@@ -20,14 +20,13 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from lamina.checks import invalid, storable
+from lamina.checks import check_tenant, invalid, storable
 from lamina.config import ServerSettings
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.layers import check_tenant
 from lamina.threads.calls import Calls
 from lamina.threads.ports import CleanupCounts, NewThread, StoredThread, ThreadStore
 from lamina.threads.tasks import TaskService
@@ -265,6 +264,11 @@ class ThreadService:
                 self._clock(), self._settings.thread_ttl, self._settings.expired_retention
             ),
         )
+        tasks, threads = await self._calls.run(
+            "trim_threads",
+            lambda: self._store.trim(self._settings.max_tasks, self._settings.max_threads),
+        )
+        counts = replace(counts, tasks_trimmed=tasks, threads_trimmed=threads)
         if self._on_cleanup is not None:
             self._on_cleanup(counts)
         if counts.threads_expired or counts.states_removed or counts.threads_purged:
@@ -274,6 +278,15 @@ class ThreadService:
                 counts.states_removed,
                 counts.threads_purged,
                 counts.tasks_purged,
+            )
+        if tasks or threads:
+            log.info(
+                "thread cleanup: %d tasks and %d threads deleted past the size caps "
+                "(server.max_tasks %d, server.max_threads %d)",
+                tasks,
+                threads,
+                self._settings.max_tasks,
+                self._settings.max_threads,
             )
         return counts
 

@@ -9,7 +9,7 @@ be new) is not retried.
 
 from __future__ import annotations
 
-from lamina.memory.layers import check_tenant
+from lamina.checks import check_tenant
 from lamina.threads.calls import Calls
 from lamina.threads.ports import NewThread, StoredTask, ThreadStore
 

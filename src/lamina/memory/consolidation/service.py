@@ -22,6 +22,7 @@ from typing import Any
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.llm.base import ChatModel, request
+from lamina.memory.base import MemoryPart, MemoryShared
 from lamina.memory.consolidation.answers import (
     Claims,
     Decision,
@@ -39,13 +40,14 @@ from lamina.memory.consolidation.prompts import (
     shown,
 )
 from lamina.memory.filters import MetadataFilter
-from lamina.memory.messages import MessageWrites, Plan, Prepared, per_plan, results_of
+from lamina.memory.messages import Plan, Prepared, per_plan, results_of
 from lamina.memory.models import AddedMessages, FactEvent, FactOutcome, MemoryEntry, SearchMode
 from lamina.memory.ports import (
     Consolidated,
     Consolidation,
     Invalidation,
     LayerSearch,
+    MemoryPorts,
     NewMemory,
     Revision,
     ScoredMemory,
@@ -97,15 +99,24 @@ class Step:
     noop: MemoryEntry | None = None
 
 
-class Consolidating(MessageWrites):
-    """``infer=True`` for ``add_messages``, ``add_messages_bulk`` and ``add``."""
+class Consolidator(MemoryPart):
+    """``infer=True`` for ``add_messages``, ``add_messages_bulk`` and ``add``: ``consolidate``
+    the messages a call prepared (``lamina.memory.messages``). Holds the writes port (one
+    transaction), the reads port (the nearest stored facts) and the embeddings port."""
 
-    #: Set by the runtime: the chat model consolidation asks (None: infer=True is refused).
+    #: Set by the runtime (``ms.memory.chat_model``): the chat model consolidation asks
+    #: (None: infer=True is refused).
     chat_model: Callable[[], ChatModel] | None = None
+
+    def __init__(self, shared: MemoryShared, ports: MemoryPorts) -> None:
+        super().__init__(shared)
+        self._writes = ports.writes
+        self._reads = ports.reads
+        self._embeddings = ports.embeddings
 
     @cached_property
     def counter(self) -> TokenCounter:
-        """Counts prompt tokens (the runtime sets its own)."""
+        """Counts prompt tokens (the runtime sets its own: ``ms.memory.counter``)."""
         return default_counter()
 
     def _model(self) -> ChatModel:
@@ -117,9 +128,11 @@ class Consolidating(MessageWrites):
             )
         return self.chat_model()
 
-    async def _consolidate_messages(
+    async def consolidate(
         self, tenant: str, prepared: Prepared, actor: str | None
     ) -> list[AddedMessages]:
+        """The facts of the prepared messages decided and stored with them, in one
+        transaction (decided again on a CONFLICT); one result per conversation."""
         plans, new = prepared.plans, prepared.memories
         model = self._model()
         facts = await self._extract_all(tenant, model, plans, new)
@@ -144,7 +157,7 @@ class Consolidating(MessageWrites):
 
     async def _write(self, change: Consolidation, actor: str | None) -> Consolidated:
         return await self._retry.run(
-            "consolidate", lambda: self._ports.writes.consolidate(change, actor=actor)
+            "consolidate", lambda: self._writes.consolidate(change, actor=actor)
         )
 
     # -- extraction -------------------------------------------------------------------------
@@ -226,7 +239,7 @@ class Consolidating(MessageWrites):
         if not texts:
             return []
         vectors = await self._retry.run(
-            "embed", lambda: self._ports.embeddings.generate_embedding(tenant, texts)
+            "embed", lambda: self._embeddings.generate_embedding(tenant, texts)
         )
         return list(vectors)
 
@@ -250,7 +263,7 @@ class Consolidating(MessageWrites):
             TimeWindow(),
             messages=False,
         )
-        hits = await self._retry.run("search", lambda: self._ports.reads.search(req))
+        hits = await self._retry.run("search", lambda: self._reads.search(req))
         return hits.hits
 
     async def _decide_all(
@@ -329,8 +342,8 @@ class Consolidating(MessageWrites):
                 SOURCES_KEY: {"conversation": plan.conversation_id, "messages": fact.sources},
             }
             text = decision.text or fact.text if event is FactEvent.UPDATE else fact.text
-            if self.write_guard is not None:
-                found = await self.write_guard(tenant, plan.layer.value, plan.resolved, text)
+            if self._write_guard is not None:
+                found = await self._write_guard(tenant, plan.layer.value, plan.resolved, text)
                 if found:
                     flags[n] = found
             if event is FactEvent.UPDATE:

@@ -31,8 +31,9 @@ from lamina.server.a2a.legacy import legacy_routes
 from lamina.server.a2a.numbers import WRITTEN_WHOLE
 from lamina.server.a2a.store import StoreTaskStore
 from lamina.server.adapter import ToolSurface
-from lamina.server.skills import Dispatcher, describe
+from lamina.server.skills import Dispatcher
 from lamina.server.tools import ServerTool
+from lamina.server.tools.registry import describe
 
 #: Seconds a client may keep the agent card without asking again.
 CARD_MAX_AGE = 300

@@ -16,7 +16,7 @@ from a2a.types import (
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT
 from google.protobuf.json_format import ParseDict
 
-from lamina.server.skills import ToolRegistry, describe
+from lamina.server.tools.registry import ToolRegistry, describe
 
 #: The extension that carries what the A2A 1.0 card has no field for.
 TOOLS_EXTENSION = "https://github.com/lamina/lamina/extensions/tools/v1"

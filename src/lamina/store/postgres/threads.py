@@ -7,7 +7,7 @@ from __future__ import annotations
 from lamina.store.postgres.db import POSTGRES, Database
 from lamina.store.sql.program import Program, row
 from lamina.store.sql.threads import SqlThreads
-from lamina.threads.ports import CleanupCounts
+from lamina.threads.ports import FINAL_STATES, WAITING_STATES, CleanupCounts
 
 
 class PostgresThreads(SqlThreads):
@@ -29,3 +29,16 @@ class PostgresThreads(SqlThreads):
             return int(found[0])
 
         return await self._exec.read(None, "count_threads", active())
+
+    async def trim(self, max_tasks: int, max_threads: int) -> tuple[int, int]:
+        def trim() -> Program[tuple[int, int]]:
+            found = yield row(
+                "SELECT * FROM lamina_task_trim(%s, %s, %s, %s)",
+                max_tasks,
+                max_threads,
+                list(FINAL_STATES),
+                list(WAITING_STATES),
+            )
+            return int(found[0]), int(found[1])
+
+        return await self._exec.write(None, "trim", trim())

@@ -1,6 +1,12 @@
 """The embedding cache and pending embeddings of memories in SQL, for both backends: vectors
 by content hash per model, the memories still waiting for a vector, and dropping the cached
-vectors of texts no memory holds any more."""
+vectors of texts no memory holds any more.
+
+The cache holds no second copy of a stored memory's vector: a text a memory holds (with a
+vector of the store's model) is looked up through that memory (the ``memories_content_prefix``
+index, then compared whole), and storing a memory's vector drops the cached row of its text
+(``drop_held``). What the cache keeps is texts no memory holds: texts embedded before their
+memory is written, contexts items' texts, pending texts."""
 
 from __future__ import annotations
 
@@ -11,7 +17,7 @@ from datetime import UTC, datetime
 import numpy as np
 
 from lamina.embeddings.base import Vector
-from lamina.store.sql.dialect import CHUNK
+from lamina.store.sql.dialect import CHUNK, Dialect
 from lamina.store.sql.memory_rows import MemoryRows
 from lamina.store.sql.program import Program, count, every, many, rows
 
@@ -42,7 +48,7 @@ class EmbeddingCache:
         hashes = [content_hash(t) for t in texts]
         unique = dict(zip(hashes, texts, strict=True))
         cached = await self._exec.read(
-            tenant_id, "embedding cache", self._cached(tenant_id, list(unique))
+            tenant_id, "embedding cache", self._cached(tenant_id, unique)
         )
         missing = [h for h in unique if h not in cached]
         if missing:
@@ -55,20 +61,40 @@ class EmbeddingCache:
             out[i] = cached[h]
         return out
 
-    def _cached(self, tenant_id: str, hashes: list[str]) -> Program[dict[str, Vector]]:
+    def _cached(self, tenant_id: str, texts: dict[str, str]) -> Program[dict[str, Vector]]:
+        """The vectors of ``texts`` (by hash) the cache holds, then those of the rest that a
+        memory holds (the store's model and dimensions)."""
         found: dict[str, Vector] = {}
-        for chunk, params in self._d.any_of_chunks("content_hash", hashes):
+        dims = self.embedder.dimensions
+        for chunk, params in self._d.any_of_chunks("content_hash", list(texts)):
             for h, blob in (
                 yield rows(
                     "SELECT content_hash, vector FROM embedding_cache WHERE tenant_id = %s "  # noqa: S608
                     f"AND model = %s AND length(vector) = %s AND {chunk}",
                     tenant_id,
                     self.embedder.model_id,
-                    4 * self.embedder.dimensions,  # one model id, several dimensions (OpenAI)
+                    4 * dims,  # one model id, several dimensions (OpenAI)
                     *params,
                 )
             ):
                 found[h] = np.frombuffer(blob, dtype=np.float32)
+        rest = {t: h for h, t in texts.items() if h not in found}
+        prefixes = sorted({t[:64] for t in rest})
+        for chunk, params in self._d.any_of_chunks(_PREFIX, prefixes):
+            held = yield rows(
+                "SELECT content, embedding FROM memories WHERE tenant_id = %s "  # noqa: S608
+                f"AND {chunk} AND embedding IS NOT NULL AND embedding_model = %s",
+                tenant_id,
+                *params,
+                self.embedder.model_id,
+            )
+            for content, value in held:
+                h = rest.get(content)
+                if h is None or h in found:
+                    continue
+                vector = self._d.from_vector(value)
+                if vector is not None and len(vector) == dims:
+                    found[h] = np.asarray(vector, dtype=np.float32)
         return found
 
     def _cache(self, tenant_id: str, vectors: dict[str, Vector]) -> Program[None]:
@@ -113,6 +139,7 @@ class EmbeddingCache:
                     memory_id,
                     content,
                 )
+            yield from drop_held(self._d, tenant_id, model, [c for _, c, _ in items])
             return done
 
         return await self._exec.write(tenant_id, "set embeddings", write())
@@ -138,3 +165,16 @@ class EmbeddingCache:
                     tenant_id,
                     *values,
                 )
+
+
+def drop_held(d: Dialect, tenant_id: str, model: str, texts: Sequence[str]) -> Program[None]:
+    """Drop the cached ``model`` vectors of ``texts``, which memories now hold with their
+    vectors (written in the same transaction): the cache keeps no second copy."""
+    hashes = sorted({content_hash(t) for t in texts})
+    for chunk, params in d.any_of_chunks("content_hash", hashes):
+        yield count(
+            f"DELETE FROM embedding_cache WHERE tenant_id = %s AND model = %s AND {chunk}",  # noqa: S608
+            tenant_id,
+            model,
+            *params,
+        )

@@ -13,6 +13,7 @@ from lamina.memory.models import HistoryEvent, MemoryEntry
 from lamina.memory.ports import NewMemory
 from lamina.memory.timing import TimeWindow, content_key
 from lamina.store.sql.conversations import Conversations, Neighbourhood, place_of
+from lamina.store.sql.embedding_cache import drop_held
 from lamina.store.sql.memory_rows import MemoryRows
 from lamina.store.sql.program import Lock, Program, rows
 from lamina.store.sql.timing import HISTORY_NAMES, window_sql
@@ -136,6 +137,9 @@ class MemoryInserts:
         yield memories_insert
         if events:
             yield d.insert("memory_history", HISTORY_NAMES, events)
+        held = [m.content for m in memories if m.embedding is not None]
+        if held:  # the memories hold these vectors now: no second copy in the cache
+            yield from drop_held(d, memories[0].tenant_id, self.embedder.model_id, held)
 
     def _row(self, m: NewMemory, n: Neighbourhood | None, now: datetime) -> dict[str, Any]:
         """The columns of a new memory's row."""

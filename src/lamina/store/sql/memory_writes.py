@@ -29,6 +29,7 @@ from lamina.store.sql.conversations import (
     ConversationScope,
     place_of,
 )
+from lamina.store.sql.embedding_cache import drop_held
 from lamina.store.sql.memory_parts import MemoryParts
 from lamina.store.sql.program import Program, count, row
 from lamina.store.sql.timing import HISTORY, conflict, missing
@@ -197,6 +198,8 @@ class SqlMemoryWrites:
             actor,
             sets["updated_at"],
         )
+        if embedding is not None:  # the memory holds its text's vector now
+            yield from drop_held(self._d, tenant_id, self.embedder.model_id, [new.content])
         yield from self._after_update(tenant_id, old, content, embedding)
         return new
 

@@ -25,6 +25,7 @@ from lamina.memory.items import ContextRecord
 from lamina.memory.ports import EmbeddingStatus, ItemText, ReembedProgress
 from lamina.store.sql.context_items import SqlContextItems
 from lamina.store.sql.conversations import ConversationScope
+from lamina.store.sql.embedding_cache import drop_held
 from lamina.store.sql.memory_parts import MemoryParts
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET
 from lamina.store.sql.program import Program, count, every, row, rows
@@ -311,6 +312,7 @@ class Reembedding(ABC):
                     key,
                     content,
                 )
+                yield from drop_held(self._d, tenant, model, [content])
             else:
                 stored += yield count(
                     f"UPDATE context_items SET embedding = %s WHERE tenant_id = %s "  # noqa: S608

@@ -1,16 +1,25 @@
 """Forgetting reaches the A2A tasks, for both backends: a task is indexed by the memories and
-sessions it refers to when it is saved (``a2a_task_refs``, deleted with the task), and the
-tasks and thread records of a forgotten memory or session are rewritten in the transaction
-that forgets it (lamina.threads.forgetting says what they keep). A task saved after a memory
-it names was deleted is saved rewritten."""
+sessions it refers to when it is saved (``a2a_task_links``: each reference's 64-bit key and
+the task's key, deleted with the task), and the tasks and thread records of a forgotten
+memory or session are rewritten in the transaction that forgets it
+(lamina.threads.forgetting says what they keep). A task saved after a memory it names was
+deleted is saved rewritten. A task's JSON is stored packed (lamina.threads.packing)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from lamina.store.sql.dialect import Dialect
-from lamina.store.sql.program import Lock, Program, count, many, rows
-from lamina.threads.forgetting import MEMORY, SESSION, references, scrub_task, scrub_thread
+from lamina.store.sql.program import Lock, Program, count, many, row, rows
+from lamina.threads.forgetting import (
+    MEMORY,
+    SESSION,
+    link_key,
+    references,
+    scrub_task,
+    scrub_thread,
+)
+from lamina.threads.packing import pack, stored_text
 from lamina.threads.ports import StoredTask
 
 #: The lock space of ``forgetting_lock``.
@@ -46,26 +55,42 @@ def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
         gone += [str(r[0]) for r in deleted]
     scrubbed = scrub_task(task.data, gone, ()) if gone else None
     yield count(
-        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data) "
-        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
+        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data, packed) "
+        "VALUES (%s, %s, %s, %s, %s, '', %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
         "context_id = excluded.context_id, state = excluded.state, "
-        "updated_ns = excluded.updated_ns, data = excluded.data",
+        "updated_ns = excluded.updated_ns, data = excluded.data, packed = excluded.packed",
         tenant_id,
         task.task_id,
         task.context_id,
         task.state,
         task.updated_ns,
-        task.data if scrubbed is None else scrubbed,
+        pack(task.data if scrubbed is None else scrubbed),
     )
     kept = sorted(r for r in found if r[1] not in gone)
     if kept:
+        key = yield row(
+            "SELECT ref_key FROM a2a_tasks WHERE tenant_id = %s AND task_id = %s",
+            tenant_id,
+            task.task_id,
+        )
         yield many(
-            "INSERT INTO a2a_task_refs (tenant_id, kind, ref, task_id) "
-            "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING",
-            [(tenant_id, kind, ref, task.task_id) for kind, ref in kept],
+            "INSERT INTO a2a_task_links (tenant_id, ref, task) VALUES (%s, %s, %s) "
+            "ON CONFLICT DO NOTHING",
+            sorted({(tenant_id, link_key(kind, ref), int(key[0])) for kind, ref in kept}),
         )
     if scrubbed is not None:
         yield from _scrub_threads(d, tenant_id, {task.context_id: {task.task_id}}, gone)
+
+
+def delete_links(tenant_id: str, task_id: str) -> Program[None]:
+    """Delete the links of the tenant's task ``task_id`` (before the task itself)."""
+    yield count(
+        "DELETE FROM a2a_task_links WHERE tenant_id = %s AND task = (SELECT ref_key "
+        "FROM a2a_tasks WHERE tenant_id = %s AND task_id = %s)",
+        tenant_id,
+        tenant_id,
+        task_id,
+    )
 
 
 def forget_in_tasks(
@@ -74,40 +99,37 @@ def forget_in_tasks(
     """Rewrite the tenant's tasks referring to ``memories`` or ``sessions`` and their
     threads' records of them, and drop those references; returns how many tasks held
     their text."""
-    found: set[str] = set()
+    found: set[int] = set()
     for kind, refs in ((MEMORY, list(dict.fromkeys(memories))), (SESSION, sorted(set(sessions)))):
-        for chunk, params in d.any_of_chunks("ref", refs):
+        keys = sorted({link_key(kind, ref) for ref in refs})
+        for chunk, params in d.any_of_chunks("ref", keys):
             # Two statements by the primary key, no join (the planner of either backend may
             # scan the tasks for one).
             named = yield rows(
-                "SELECT task_id FROM a2a_task_refs "  # noqa: S608
-                f"WHERE tenant_id = %s AND kind = %s AND {chunk}",
+                f"SELECT task FROM a2a_task_links WHERE tenant_id = %s AND {chunk}",  # noqa: S608
                 tenant_id,
-                kind,
                 *params,
             )
-            found.update(str(r[0]) for r in named)
+            found.update(int(r[0]) for r in named)
             yield count(
-                f"DELETE FROM a2a_task_refs WHERE tenant_id = %s AND kind = %s AND {chunk}",  # noqa: S608
+                f"DELETE FROM a2a_task_links WHERE tenant_id = %s AND {chunk}",  # noqa: S608
                 tenant_id,
-                kind,
                 *params,
             )
     threads: dict[str, set[str]] = {}
-    ids = sorted(found)
-    for chunk, params in d.any_of_chunks("task_id", ids):
+    for chunk, params in d.any_of_chunks("ref_key", sorted(found)):
         tasks = yield rows(
-            "SELECT task_id, context_id, data FROM a2a_tasks "  # noqa: S608
+            "SELECT task_id, context_id, data, packed FROM a2a_tasks "  # noqa: S608
             f"WHERE tenant_id = %s AND {chunk}{d.for_update}",
             tenant_id,
             *params,
         )
-        scrubbed = [(scrub_task(r[2], memories, sessions), r) for r in tasks]
+        scrubbed = [(scrub_task(stored_text(r[2], r[3]), memories, sessions), r) for r in tasks]
         changed = [(data, r) for data, r in scrubbed if data is not None]
         if changed:
             yield many(
-                "UPDATE a2a_tasks SET data = %s WHERE tenant_id = %s AND task_id = %s",
-                [(data, tenant_id, r[0]) for data, r in changed],
+                "UPDATE a2a_tasks SET data = '', packed = %s WHERE tenant_id = %s AND task_id = %s",
+                [(pack(data), tenant_id, r[0]) for data, r in changed],
             )
         for _, r in changed:
             threads.setdefault(str(r[1]), set()).add(str(r[0]))

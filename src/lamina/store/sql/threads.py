@@ -13,7 +13,8 @@ from typing import Any, Unpack
 
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Program, count, first, row, rows
-from lamina.store.sql.task_forgetting import save_task
+from lamina.store.sql.task_forgetting import delete_links, save_task
+from lamina.threads.packing import stored_text
 from lamina.threads.ports import (
     CleanupCounts,
     ContextWrite,
@@ -27,7 +28,7 @@ _THREAD = (
     "thread_id, created_at, updated_at, expired_at, context, context_expires_at, version, "
     "identifiers"
 )
-_TASK = "task_id, context_id, state, updated_ns, data"
+_TASK = "task_id, context_id, state, updated_ns, data, packed"
 
 
 def _thread(values: Sequence[Any]) -> StoredThread:
@@ -39,8 +40,8 @@ def _thread(values: Sequence[Any]) -> StoredThread:
 
 
 def _task(values: Sequence[Any]) -> StoredTask:
-    task_id, context_id, state, updated_ns, data = values
-    return StoredTask(task_id, context_id, state, updated_ns, data)
+    task_id, context_id, state, updated_ns, data, packed = values
+    return StoredTask(task_id, context_id, state, updated_ns, stored_text(data, packed))
 
 
 class SqlThreads(ABC):
@@ -198,6 +199,7 @@ class SqlThreads(ABC):
 
     async def delete_task(self, tenant_id: str, task_id: str) -> None:
         def delete() -> Program[None]:
+            yield from delete_links(tenant_id, task_id)
             yield count(
                 "DELETE FROM a2a_tasks WHERE tenant_id = %s AND task_id = %s", tenant_id, task_id
             )

@@ -16,6 +16,7 @@ from lamina.backend import HealthStatus, StoreCapabilities
 from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.ports import MemoryPorts
+from lamina.store.sql.embedding_cache import content_hash
 from lamina.store.sql.forgetting import SqlMemoryForgetting
 from lamina.store.sql.memory_parts import MemoryParts
 from lamina.store.sql.memory_writes import SqlMemoryWrites
@@ -34,6 +35,7 @@ from lamina.store.sqlite.memories import (
 )
 from lamina.store.sqlite.reembed import SQLiteReembedding
 from lamina.store.sqlite.threads import SQLiteThreads
+from lamina.threads.forgetting import link_key
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +67,15 @@ class SQLiteStore:
     ) -> None:
         self.path = Path(path)
         self._schema_target = schema_target  # None: the newest schema (tests pin older ones)
-        self._db = db = Database(self.path, {"ms_match": (2, match_udf)}, busy_timeout)
+        self._db = db = Database(
+            self.path,
+            {
+                "ms_match": (2, match_udf),
+                "lamina_sha256": (1, content_hash),
+                "lamina_ref_key": (2, link_key),
+            },
+            busy_timeout,
+        )
         self.embedder = embedder
         #: The model of the stored vectors against the embedder's (read when the store opens).
         self.embedding = EmbeddingState(embedder)

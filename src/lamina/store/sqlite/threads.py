@@ -3,10 +3,10 @@ cross-tenant sweep run directly."""
 
 from __future__ import annotations
 
-from lamina.store.sql.program import Program, count, row
+from lamina.store.sql.program import Program, count, row, rows
 from lamina.store.sql.threads import SqlThreads
 from lamina.store.sqlite.db import SQLITE, Database
-from lamina.threads.ports import CleanupCounts
+from lamina.threads.ports import FINAL_STATES, WAITING_STATES, CleanupCounts
 
 
 class SQLiteThreads(SqlThreads):
@@ -28,6 +28,80 @@ class SQLiteThreads(SqlThreads):
 
         return await self._exec.read(None, "count_threads", active())
 
+    async def trim(self, max_tasks: int, max_threads: int) -> tuple[int, int]:
+        return await self._exec.write(None, "trim", _trim(max_tasks, max_threads))
+
+
+#: Threads per statement of ``_trim`` (two parameters each).
+_PAIRS = 250
+
+
+def _marks(values: tuple[int, ...]) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def _trim(max_tasks: int, max_threads: int) -> Program[tuple[int, int]]:
+    """``ThreadStore.trim``: the oldest finished tasks past ``max_tasks``, then the expired
+    and least recently used threads past ``max_threads`` with their tasks."""
+    tasks = 0
+    total = yield row("SELECT count(*) FROM a2a_tasks")
+    excess = int(total[0]) - max_tasks
+    if excess > 0:
+        doomed = (
+            "SELECT rowid FROM a2a_tasks WHERE state IN "  # noqa: S608
+            f"({_marks(FINAL_STATES)}) ORDER BY updated_ns LIMIT %s"
+        )
+        yield count(
+            "DELETE FROM a2a_task_links WHERE (tenant_id, task) IN (SELECT tenant_id, "  # noqa: S608
+            f"ref_key FROM a2a_tasks WHERE rowid IN ({doomed}))",
+            *FINAL_STATES,
+            excess,
+        )
+        tasks = yield count(
+            f"DELETE FROM a2a_tasks WHERE rowid IN ({doomed})",  # noqa: S608
+            *FINAL_STATES,
+            excess,
+        )
+    total = yield row("SELECT count(*) FROM a2a_threads")
+    excess = int(total[0]) - max_threads
+    if excess <= 0:
+        return tasks, 0
+    keep = (
+        "NOT EXISTS (SELECT 1 FROM a2a_tasks k WHERE k.tenant_id = h.tenant_id AND "  # noqa: S608
+        f"k.context_id = h.thread_id AND k.state IN ({_marks(WAITING_STATES)}))"
+    )
+    doomed_threads: list[tuple[str, str]] = []
+    for which, order in (("IS NOT NULL", "expired_at"), ("IS NULL", "updated_at")):
+        found = yield rows(
+            "SELECT tenant_id, thread_id FROM a2a_threads h "  # noqa: S608
+            f"WHERE expired_at {which} AND {keep} ORDER BY {order} LIMIT %s",
+            *WAITING_STATES,
+            excess - len(doomed_threads),
+        )
+        doomed_threads += [(str(r[0]), str(r[1])) for r in found]
+        if len(doomed_threads) >= excess:
+            break
+    if not doomed_threads:
+        return tasks, 0
+    for start in range(0, len(doomed_threads), _PAIRS):
+        part = doomed_threads[start : start + _PAIRS]
+        pairs = ", ".join(["(%s, %s)"] * len(part))
+        keys = [value for pair in part for value in pair]
+        yield count(
+            "DELETE FROM a2a_task_links WHERE (tenant_id, task) IN (SELECT tenant_id, "  # noqa: S608
+            f"ref_key FROM a2a_tasks WHERE (tenant_id, context_id) IN (VALUES {pairs}))",
+            *keys,
+        )
+        tasks += yield count(
+            f"DELETE FROM a2a_tasks WHERE (tenant_id, context_id) IN (VALUES {pairs})",  # noqa: S608
+            *keys,
+        )
+        yield count(
+            f"DELETE FROM a2a_threads WHERE (tenant_id, thread_id) IN (VALUES {pairs})",  # noqa: S608
+            *keys,
+        )
+    return tasks, len(doomed_threads)
+
 
 def _cleanup(now: float, idle_ttl: float, retention: float) -> Program[CleanupCounts]:
     expired = yield count(
@@ -44,10 +118,18 @@ def _cleanup(now: float, idle_ttl: float, retention: float) -> Program[CleanupCo
         "WHERE context_expires_at IS NOT NULL AND context_expires_at <= %s",
         now,
     )
+    purged = (
+        "EXISTS (SELECT 1 FROM a2a_threads t WHERE t.tenant_id = k.tenant_id "
+        "AND t.thread_id = k.context_id AND t.expired_at IS NOT NULL AND t.expired_at + %s <= %s)"
+    )
+    yield count(
+        "DELETE FROM a2a_task_links WHERE (tenant_id, task) IN (SELECT k.tenant_id, "  # noqa: S608
+        f"k.ref_key FROM a2a_tasks k WHERE {purged})",
+        retention,
+        now,
+    )
     tasks = yield count(
-        "DELETE FROM a2a_tasks WHERE EXISTS (SELECT 1 FROM a2a_threads t "
-        "WHERE t.tenant_id = a2a_tasks.tenant_id AND t.thread_id = a2a_tasks.context_id "
-        "AND t.expired_at IS NOT NULL AND t.expired_at + %s <= %s)",
+        f"DELETE FROM a2a_tasks AS k WHERE {purged}",  # noqa: S608
         retention,
         now,
     )
