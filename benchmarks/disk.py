@@ -110,7 +110,7 @@ def build(data_dir: str, n: int) -> dict[str, Any]:
                 NewMemory(str(uuid.uuid4()), "default", scope, t, {"i": lo + i}, vectors[i])
                 for i, t in enumerate(part)
             ]
-            ms._run(store.bulk_add(batch))
+            ms._run(store.memories.writes.bulk_add(batch))
         seconds = time.perf_counter() - started
     path = Path(data_dir) / "lamina.db"
     out = _split(_sizes(path), _vector_bytes(path), n)

@@ -33,8 +33,12 @@ from benchmarks.corpus import sentences
 from lamina.embeddings.local import LocalEmbedder
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.ports import NewMemory, Scope
-from lamina.store.sql.lifecycle import SqlMemoryLifecycle
+from lamina.store.sql.deletion import nothing_to_settle
+from lamina.store.sql.memory_parts import MemoryParts
+from lamina.store.sql.memory_writes import SqlMemoryWrites
 from lamina.store.sqlite import SQLiteStore
+from lamina.store.sqlite.db import SQLITE
+from lamina.store.sqlite.memories import WalCheckpoint, metadata_filter
 from lamina.threads.ports import StoredTask
 
 TENANT = "bench"
@@ -70,7 +74,7 @@ async def measure(size: int, deletes: int, root: Path) -> dict[str, Any]:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     ids = [str(uuid.uuid4()) for _ in range(size)]
     for start in range(0, size, BATCH):
-        await store.bulk_add(
+        await store.memories.writes.bulk_add(
             [
                 NewMemory(ids[i], TENANT, SCOPE, texts[i], {}, vectors[i].tolist())
                 for i in range(start, min(size, start + BATCH))
@@ -85,13 +89,24 @@ async def measure(size: int, deletes: int, root: Path) -> dict[str, Any]:
     timed = []
     for n in range(deletes):
         started = time.perf_counter()
-        await store.delete(TENANT, ids[n * 7])
+        await store.memories.writes.delete(TENANT, ids[n * 7])
         timed.append(time.perf_counter() - started)
+    # The store's writes but for the checkpoint after a delete, and that checkpoint alone.
+    db = store._db
+    parts = MemoryParts.build(
+        db,
+        SQLITE,
+        store.embedder,
+        store.embedding,
+        metadata_filter=metadata_filter,
+        settle=nothing_to_settle,
+    )
+    unsettled, checkpoint = SqlMemoryWrites(parts), WalCheckpoint(db)
     checkpoints = []
     for n in range(deletes):
-        await SqlMemoryLifecycle.delete(store, TENANT, ids[n * 7 + 3])  # no checkpoint
+        await unsettled.delete(TENANT, ids[n * 7 + 3])  # no checkpoint
         started = time.perf_counter()
-        await store._checkpoint(1)  # the step measured alone
+        await checkpoint(1)  # the step measured alone
         checkpoints.append(time.perf_counter() - started)
     size_mb = (root / "lamina.db").stat().st_size / 1e6
     started = time.perf_counter()

@@ -66,7 +66,7 @@ async def load(store: Any, size: int, stale: float) -> float:
     for at in range(0, size, BATCH):
         chunk = texts[at : at + BATCH]
         vectors = unit(rng, len(chunk))
-        await store.bulk_add(
+        await store.memories.writes.bulk_add(
             [
                 NewMemory(
                     str(uuid.uuid4()),
@@ -106,13 +106,15 @@ async def searches(store: Any, n: int) -> dict[str, Any]:
                     window=TimeWindow(include_invalid=bool(window)),
                 )
                 start = time.perf_counter()
-                await store.search(req)
+                await store.memories.reads.search(req)
                 times.append((time.perf_counter() - start) * 1000)
             out[f"{mode.value}_{name}_p50_ms"] = round(statistics.median(times), 2)
     times = []
     for _ in range(20):
         start = time.perf_counter()
-        await store.list("default", scopes=[SCOPE], flt=MetadataFilter(), limit=50, cursor=None)
+        await store.memories.reads.list(
+            "default", scopes=[SCOPE], flt=MetadataFilter(), limit=50, cursor=None
+        )
         times.append((time.perf_counter() - start) * 1000)
     out["list_p50_ms"] = round(statistics.median(times), 2)
     return out

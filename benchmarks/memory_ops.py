@@ -80,7 +80,7 @@ def build_store(size: int, data_dir: str, database_url: str | None = None) -> di
                 NewMemory(str(uuid.uuid4()), "default", scope, texts[i], {"i": i}, vectors[i])
                 for i in range(lo, min(size, lo + 5000))
             ]
-            ms._run(store.bulk_add(batch))
+            ms._run(store.memories.writes.bulk_add(batch))
         rate = size / (time.perf_counter() - start)
     if database_url:  # as after a bulk load (the planner needs the new rows' statistics)
         import psycopg

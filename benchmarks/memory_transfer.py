@@ -91,9 +91,11 @@ def fill(kind: str, target: str, texts: list[str], vectors: np.ndarray) -> float
         )
 
     async def load(store: Any) -> None:
-        async with store.bulk_loading():
+        async with store.memories.transfer.bulk_loading():
             for lo in range(0, size, 5000):
-                await store.bulk_add([memory(i) for i in range(lo, min(size, lo + 5000))])
+                await store.memories.writes.bulk_add(
+                    [memory(i) for i in range(lo, min(size, lo + 5000))]
+                )
 
     start = time.perf_counter()
     with open_lamina(kind, target) as ms:

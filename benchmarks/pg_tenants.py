@@ -12,7 +12,7 @@ numbered) and the real embedding of the 10,000-sentence corpus entry i mod 10,00
 The vector space thus has the structure of real embeddings (clusters by topic, queries near
 their topic), not the uniform spread of random vectors, which is the worst case for HNSW.
 
-The load uses ``PostgresStore.bulk_loading`` (the HNSW index built once after the rows, as
+The load uses ``PostgresStore.bulk.bulk_loading`` (the HNSW index built once after the rows, as
 ``lamina db copy`` does), 1,000 memories per ``bulk_add`` (one tenant per call); the load
 time and rate are printed, index build included, and then ``VACUUM ANALYZE``.
 
@@ -67,14 +67,16 @@ async def load(url: str, tenants: int, per_tenant: int) -> dict[str, Any]:
     start = time.perf_counter()
     rows_done = 0
     async with AsyncExitStack() as stack:
-        deferred = await stack.enter_async_context(store.bulk_loading(index_build_memory="2GB"))
+        deferred = await stack.enter_async_context(
+            store.bulk.bulk_loading(index_build_memory="2GB")
+        )
         for t in range(tenants):
             scope = Scope(MemoryLayer.USER, {"user_id": "bench"}, "bench")
             for lo in range(0, per_tenant, 1000):
                 n = min(1000, per_tenant - lo)
                 first = t * per_tenant + lo
                 vectors = generated_vectors(n, first, base, seed=first)
-                await store.bulk_add(
+                await store.memories.writes.bulk_add(
                     [
                         NewMemory(
                             str(uuid.uuid4()),

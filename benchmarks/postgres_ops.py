@@ -84,9 +84,9 @@ async def load(kind: str, target: str, texts: list[str], vectors: np.ndarray) ->
     start = time.perf_counter()
     async with AsyncExitStack() as stack:
         if kind == "postgresql":
-            await stack.enter_async_context(store.bulk_loading(index_build_memory="4GB"))
+            await stack.enter_async_context(store.bulk.bulk_loading(index_build_memory="4GB"))
         for lo in range(0, len(texts), 5000):
-            await store.bulk_add(
+            await store.memories.writes.bulk_add(
                 [
                     NewMemory(str(uuid.uuid4()), "default", scope, texts[i], {"i": i}, vectors[i])
                     for i in range(lo, min(len(texts), lo + 5000))
@@ -116,7 +116,7 @@ async def incremental_add(kind: str, target: str, count: int = 2000) -> float:
     scope = Scope(MemoryLayer(SCOPE[0]), {"user_id": "other"}, "other")
     start = time.perf_counter()
     for lo in range(0, count, 500):
-        await store.bulk_add(
+        await store.memories.writes.bulk_add(
             [
                 NewMemory(str(uuid.uuid4()), "default", scope, texts[i], {}, vectors[i])
                 for i in range(lo, min(count, lo + 500))
@@ -136,11 +136,13 @@ async def measure(
 ) -> dict[str, Any]:
     store = make_store(kind, target, ef_search)
     await store.initialize()
-    await store.search(layer_search(qvecs[0]))  # connections, caches, the in-process index
+    await store.memories.reads.search(
+        layer_search(qvecs[0])
+    )  # connections, caches, the in-process index
     times, recalls, tie_recalls = [], [], []
     for q in qvecs:
         start = time.perf_counter()
-        hits = (await store.search(layer_search(q))).hits
+        hits = (await store.memories.reads.search(layer_search(q))).hits
         times.append(time.perf_counter() - start)
         scores = vectors @ q
         top = np.argsort(-scores)[:10]
@@ -167,10 +169,10 @@ qvecs = np.load(qfile)
 async def main():
     store = make_store(kind, target)
     await store.initialize()
-    await store.search(layer_search(qvecs[0]))
+    await store.memories.reads.search(layer_search(qvecs[0]))
     done, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-        await store.search(layer_search(qvecs[done % len(qvecs)]))
+        await store.memories.reads.search(layer_search(qvecs[done % len(qvecs)]))
         done += 1
     await store.shutdown()
     print(json.dumps({"queries": done, "seconds": time.perf_counter() - start}))

@@ -1,12 +1,21 @@
 """The layout rules of src/lamina read from its source: no module over 550 lines, no function
 over 80 lines, and no private member (``_name``) used outside the module that defines it,
-whether reached on another object than ``self``/``cls`` or imported by name."""
+whether reached on another object than ``self``/``cls`` or imported by name; and, read from
+its classes, none inheriting from more than 3 of lamina's own (parts are held, not stacked)."""
 
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
+import pkgutil
+import typing
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+
+import pydantic
+
+import lamina
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "lamina"
 MAX_FUNCTION_LINES = 80
@@ -18,6 +27,13 @@ LONG_FOR_NOW: set[str] = set()
 
 #: The public API of ``collections.namedtuple``, underscored so as not to clash with fields.
 NAMEDTUPLE_API = {"_replace", "_asdict", "_fields", "_field_defaults", "_make"}
+
+MAX_OWN_BASES = 3
+
+#: Classes allowed over MAX_OWN_BASES for now ("module.Class"): none since the memory,
+#: knowledge and observational services and the stores hold their parts (issue 34); the
+#: services were listed while they were recomposed in parallel. No class may join it.
+STACKED_FOR_NOW: set[str] = set()
 
 
 def modules() -> Iterator[tuple[str, ast.Module]]:
@@ -73,6 +89,46 @@ def foreign_private_uses(module: str, tree: ast.Module) -> Iterator[str]:
                     yield f"{module}:{node.lineno} from {node.module} import {alias.name}"
 
 
+def counted_base(klass: type) -> bool:
+    """Whether ``klass``, a base of some class, counts as one of lamina's own classes: a
+    class of the package, not a Protocol (ports combine by design), a pydantic model (the
+    argument models) nor a NamedTuple or TypedDict."""
+    return (
+        klass.__module__.split(".")[0] == "lamina"
+        and not getattr(klass, "_is_protocol", False)
+        and not issubclass(klass, pydantic.BaseModel)
+        and not (issubclass(klass, tuple) and "_fields" in vars(klass))
+        and not typing.is_typeddict(klass)
+    )
+
+
+def own_bases(klass: type) -> list[type]:
+    """The classes of lamina that ``klass`` inherits from, however far up (its MRO)."""
+    return [base for base in klass.__mro__[1:] if counted_base(base)]
+
+
+def lamina_classes() -> Iterator[type]:
+    """Every class defined in a module of src/lamina (Protocols aside)."""
+    for found in pkgutil.walk_packages(lamina.__path__, "lamina."):
+        if found.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(found.name)
+        for _, klass in inspect.getmembers(module, inspect.isclass):
+            if klass.__module__ == module.__name__ and not getattr(klass, "_is_protocol", False):
+                yield klass
+
+
+def stacked(classes: Iterable[type], allowed: set[str] = STACKED_FOR_NOW) -> list[str]:
+    """``module.Class (n)`` of each class inheriting from more than MAX_OWN_BASES of
+    lamina's own, but those ``allowed`` for now."""
+    return [
+        f"{name} ({len(own_bases(klass))})"
+        for klass in classes
+        if len(own_bases(klass)) > MAX_OWN_BASES
+        and (name := f"{klass.__module__}.{klass.__qualname__}") not in allowed
+    ]
+
+
 def test_no_module_is_over_550_lines() -> None:
     sources = ((p.relative_to(SRC).as_posix(), p.read_text()) for p in SRC.rglob("*.py"))
     assert list(long_modules(sources)) == []
@@ -115,3 +171,36 @@ def test_the_module_check_sees_a_long_module_and_lets_migrations_be() -> None:
         ("store/postgres/migrations/backfill.py", long),
     ]
     assert list(long_modules(sources)) == ["a/long.py (551 lines)"]
+
+
+def test_no_class_inherits_from_more_than_3_of_laminas_own() -> None:
+    assert stacked(lamina_classes()) == []
+
+
+def test_the_class_check_counts_laminas_own_bases_only() -> None:
+    """Classes of lamina count, however far up; Protocols, pydantic models, NamedTuples,
+    TypedDicts and classes of other packages do not; the allowed ones are let be."""
+
+    def own(name: str, *bases: type, **body: object) -> type:
+        return type(name, bases, {"__module__": "lamina.fake", **body})
+
+    port = typing.cast(type, own("Port", typing.Protocol))
+
+    class Row(typing.NamedTuple):
+        a: int
+
+    class Shape(typing.TypedDict):
+        a: int
+
+    row, shape = Row, Shape
+    row.__module__ = shape.__module__ = "lamina.fake"
+    others = [port, own("Model", pydantic.BaseModel), row, shape, Exception]
+    assert not any(counted_base(k) for k in others)
+    a = own("A")
+    b = own("B", a)
+    c = own("C", b, port)
+    d = own("D", c, row)
+    assert [k.__name__ for k in own_bases(d)] == ["C", "B", "A"]
+    e = own("E", d)
+    assert stacked([a, b, c, d, e]) == ["lamina.fake.E (4)"]
+    assert stacked([e], allowed={"lamina.fake.E"}) == []

@@ -1,10 +1,10 @@
 """The backend: one database holding every domain's data, seen as the ports it implements.
 
-A backend (lamina.store.sqlite.SQLiteStore, lamina.store.postgres.PostgresStore) is the
-memory port itself and hands out the other domains' ports as properties; it also has a
-lifecycle (migrations on ``initialize``), a health check and capabilities. Only the
-composition root (runtime.py) and the doors (server/, cli/) see it whole: each service gets
-the one port it needs.
+A backend (lamina.store.sqlite.SQLiteStore, lamina.store.postgres.PostgresStore) hands out
+each domain's repositories as properties (the memory repositories, one per memory port;
+context items; sessions; threads); it also has a lifecycle (migrations on ``initialize``),
+a health check and capabilities. Only the composition root (runtime.py) and the doors
+(server/, cli/) see it whole: each service gets the repositories it needs.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from lamina.context.ports import ContextItemStore
-from lamina.memory.ports import MemoryPorts, MemoryStore
+from lamina.memory.ports import MemoryPorts
 from lamina.observational.ports import SessionStore
 from lamina.threads.ports import ThreadStore
 
@@ -42,8 +42,8 @@ class HealthStatus:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-class Backend(MemoryStore, Protocol):
-    """Every port of one database, and its lifecycle."""
+class Backend(Protocol):
+    """Every repository of one database, and its lifecycle."""
 
     #: The migration the database is at (0 until ``initialize``).
     schema_version: int

@@ -44,13 +44,13 @@ def add(
     sc: Scope | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> str:
-    vector = h.run(h.store.generate_embedding(tenant, [content]))[0]
+    vector = h.run(h.store.memories.embeddings.generate_embedding(tenant, [content]))[0]
     memory = NewMemory(str(uuid.uuid4()), tenant, sc or scope(), content, metadata or {}, vector)
-    return h.run(h.store.add(memory, actor="writer")).id
+    return h.run(h.store.memories.writes.add(memory, actor="writer")).id
 
 
 def message(h: Harness, content: str, position_of: str, speaker: str = "alice") -> NewMemory:
-    vector = h.run(h.store.generate_embedding(T1, [content]))[0]
+    vector = h.run(h.store.memories.embeddings.generate_embedding(T1, [content]))[0]
     conversation = {"id": position_of, "speaker": speaker, "role": "user"}
     return NewMemory(
         str(uuid.uuid4()), T1, scope(), content, {"conversation": conversation}, vector
@@ -106,10 +106,10 @@ def test_delete_leaves_no_trace_of_the_text(harness: Harness, tmp_path: Path) ->
     mid = add(h, SECRET, metadata={"street": "Vambrelle", "tags": ["zephyrnox"]})
     # The memory holds its vector: no copy in the cache (issue 35).
     assert content_hash(SECRET) not in cached_hashes(h, tmp_path)
-    rewritten = h.run(h.store.generate_embedding(T1, [REWRITTEN]))[0]
+    rewritten = h.run(h.store.memories.embeddings.generate_embedding(T1, [REWRITTEN]))[0]
     assert content_hash(REWRITTEN) in cached_hashes(h, tmp_path)  # not held yet
     h.run(
-        h.store.update(
+        h.store.memories.writes.update(
             T1, mid, content=REWRITTEN, embedding=rewritten, metadata_patch={"note": "glimmerwick"}
         )
     )
@@ -119,16 +119,18 @@ def test_delete_leaves_no_trace_of_the_text(harness: Harness, tmp_path: Path) ->
     assert content_hash(SECRET) not in cached_hashes(h, tmp_path)
     assert content_hash(REWRITTEN) not in cached_hashes(h, tmp_path)
 
-    assert h.run(h.store.delete(T1, mid, actor="dpo")) is True
+    assert h.run(h.store.memories.writes.delete(T1, mid, actor="dpo")) is True
 
     after = raw_text(h, tmp_path)
     assert [m for m in MARKERS if m in after] == []
     hashes = cached_hashes(h, tmp_path)
     assert content_hash(SECRET) not in hashes and content_hash(REWRITTEN) not in hashes
     # The other memory's vector is found through it, as before the delete.
-    found = h.run(h.store.generate_embedding(T1, ["Bob drinks green tea every morning"]))[0]
-    assert h.run(h.store.get(T1, kept)) is not None and found is not None
-    events = h.run(h.store.history(T1, mid))
+    found = h.run(
+        h.store.memories.embeddings.generate_embedding(T1, ["Bob drinks green tea every morning"])
+    )[0]
+    assert h.run(h.store.memories.reads.get(T1, kept)) is not None and found is not None
+    events = h.run(h.store.memories.reads.history(T1, mid))
     assert [(e.operation.value, e.actor) for e in events] == [
         ("add", "writer"),
         ("update", None),
@@ -139,8 +141,11 @@ def test_delete_leaves_no_trace_of_the_text(harness: Harness, tmp_path: Path) ->
     )
     assert events[-1].layer is MemoryLayer.USER and events[-1].at >= events[0].at
     # The other memory keeps its text and history.
-    assert h.run(h.store.get(T1, kept)) is not None
-    assert h.run(h.store.history(T1, kept))[0].new_content == "Bob drinks green tea every morning"
+    assert h.run(h.store.memories.reads.get(T1, kept)) is not None
+    assert (
+        h.run(h.store.memories.reads.history(T1, kept))[0].new_content
+        == "Bob drinks green tea every morning"
+    )
 
 
 def test_a_vector_another_memory_holds_stays_found(harness: Harness, tmp_path: Path) -> None:
@@ -152,12 +157,14 @@ def test_a_vector_another_memory_holds_stays_found(harness: Harness, tmp_path: P
     first, second = add(h, text), add(h, text, sc=scope(user_id="bob"))
     other_tenant = add(h, text, tenant=T2)
     assert cached_hashes(h, tmp_path) == set()
-    h.run(h.store.delete(T1, first))
+    h.run(h.store.memories.writes.delete(T1, first))
     assert "quixotrel" in raw_text(h, tmp_path)  # the second memory holds it
-    h.run(h.store.delete(T1, second))
-    assert h.run(h.store.get(T2, other_tenant)) is not None
+    h.run(h.store.memories.writes.delete(T1, second))
+    assert h.run(h.store.memories.reads.get(T2, other_tenant)) is not None
     assert cached_hashes(h, tmp_path) == set()
-    with_t2 = h.run(h.store.generate_embedding(T2, [text]))  # found through T2's memory
+    with_t2 = h.run(
+        h.store.memories.embeddings.generate_embedding(T2, [text])
+    )  # found through T2's memory
     assert with_t2 is not None and cached_hashes(h, tmp_path) == set()
 
 
@@ -169,12 +176,12 @@ def test_deleted_turns_leave_no_words_in_their_neighbours(harness: Harness, tmp_
         message(h, "Then we walked home", "talk-1"),
         message(h, "It rained all evening", "talk-1", "bob"),
     ]
-    stored = h.run(h.store.add_messages(turns))
+    stored = h.run(h.store.memories.writes.add_messages(turns))
     assert "zephyrnox" in raw_text(h, tmp_path)
-    assert h.run(h.store.delete(T1, stored[1].id)) is True
+    assert h.run(h.store.memories.writes.delete(T1, stored[1].id)) is True
     assert [m for m in MARKERS if m in raw_text(h, tmp_path)] == []
     # Continuing the conversation still works and numbers on.
-    more = h.run(h.store.add_messages([message(h, "Good night", "talk-1")]))
+    more = h.run(h.store.memories.writes.add_messages([message(h, "Good night", "talk-1")]))
     assert more[0].metadata["conversation"]["position"] == 4
 
 
@@ -197,31 +204,55 @@ def test_delete_where_selects_by_identifiers(harness: Harness, tmp_path: Path) -
     ]
     # Only the agent layer: one memory; count_where counts what delete_where deletes.
     one = Selection((MemoryLayer.AGENT,), {"user_id": "alice"})
-    assert h.run(h.store.count_where(T1, one)) == 1
-    assert h.run(h.store.count_where(T1, Selection((), {"user_id": "alice"}))) == 3
-    assert h.run(h.store.count_where(T1, Selection((), {"agent_id": "bot"}))) == 2
-    assert h.run(h.store.count_where(T2, Selection((), {"user_id": "alice"}))) == 1
-    nothing = Selection((MemoryLayer.PROJECT,), {"user_id": "alice"})
-    assert h.run(h.store.count_where(T1, nothing)) == 0
-    assert h.run(h.store.delete_where(T1, one, actor="dpo")) == 1
-    assert h.run(h.store.get(T1, alice[1])) is None
-    # Every layer: the rest of alice's, nothing else.
-    assert h.run(h.store.delete_where(T1, Selection((), {"user_id": "alice"}))) == 2
-    assert h.run(h.store.delete_where(T1, Selection((), {"user_id": "alice"}))) == 0
-    assert all(h.run(h.store.get(T1, m)) is None for m in alice)
-    assert all(h.run(h.store.get(T1, m)) is not None for m in others[:3])
-    assert h.run(h.store.get(T2, others[3])) is not None
-    assert "quixotrel" not in raw_text(h, tmp_path)
-    assert h.run(h.store.history(T1, alice[1]))[-1].actor == "dpo"
-    # An agent: across users; a session id with another key: nothing.
-    assert h.run(h.store.delete_where(T1, Selection((), {"agent_id": "bot"}))) == 1
-    assert h.run(h.store.delete_where(T1, Selection((), {"session_id": "s1"}))) == 0
-    # Identifiers no layer is scoped by together select nothing.
+    assert h.run(h.store.memories.forgetting.count_where(T1, one)) == 1
     assert (
-        h.run(h.store.delete_where(T1, Selection((), {"project_id": "alice", "user_id": "bob"})))
+        h.run(h.store.memories.forgetting.count_where(T1, Selection((), {"user_id": "alice"}))) == 3
+    )
+    assert (
+        h.run(h.store.memories.forgetting.count_where(T1, Selection((), {"agent_id": "bot"}))) == 2
+    )
+    assert (
+        h.run(h.store.memories.forgetting.count_where(T2, Selection((), {"user_id": "alice"}))) == 1
+    )
+    nothing = Selection((MemoryLayer.PROJECT,), {"user_id": "alice"})
+    assert h.run(h.store.memories.forgetting.count_where(T1, nothing)) == 0
+    assert h.run(h.store.memories.forgetting.delete_where(T1, one, actor="dpo")) == 1
+    assert h.run(h.store.memories.reads.get(T1, alice[1])) is None
+    # Every layer: the rest of alice's, nothing else.
+    assert (
+        h.run(h.store.memories.forgetting.delete_where(T1, Selection((), {"user_id": "alice"})))
+        == 2
+    )
+    assert (
+        h.run(h.store.memories.forgetting.delete_where(T1, Selection((), {"user_id": "alice"})))
         == 0
     )
-    assert h.run(h.store.delete_where(T1, Selection((), {"project_id": "alice"}))) == 1
+    assert all(h.run(h.store.memories.reads.get(T1, m)) is None for m in alice)
+    assert all(h.run(h.store.memories.reads.get(T1, m)) is not None for m in others[:3])
+    assert h.run(h.store.memories.reads.get(T2, others[3])) is not None
+    assert "quixotrel" not in raw_text(h, tmp_path)
+    assert h.run(h.store.memories.reads.history(T1, alice[1]))[-1].actor == "dpo"
+    # An agent: across users; a session id with another key: nothing.
+    assert (
+        h.run(h.store.memories.forgetting.delete_where(T1, Selection((), {"agent_id": "bot"}))) == 1
+    )
+    assert (
+        h.run(h.store.memories.forgetting.delete_where(T1, Selection((), {"session_id": "s1"})))
+        == 0
+    )
+    # Identifiers no layer is scoped by together select nothing.
+    assert (
+        h.run(
+            h.store.memories.forgetting.delete_where(
+                T1, Selection((), {"project_id": "alice", "user_id": "bob"})
+            )
+        )
+        == 0
+    )
+    assert (
+        h.run(h.store.memories.forgetting.delete_where(T1, Selection((), {"project_id": "alice"})))
+        == 1
+    )
 
 
 def _session(h: Harness, key: str, words: str, tenant: str = T1) -> None:
@@ -275,7 +306,7 @@ def test_forget_where_takes_the_sessions_of_the_memories(harness: Harness, tmp_p
     assert all(m in before for m in ("zephyrnox", "vambrelle", "glimmerwick"))
 
     done = h.run(
-        h.store.forget_where(
+        h.store.memories.forgetting.forget_where(
             T1, Selection((), {"user_id": "alice"}), session_keys=["s-named"], actor="dpo"
         )
     )
@@ -297,7 +328,7 @@ def test_forget_where_takes_the_sessions_of_the_memories(harness: Harness, tmp_p
     assert [m for m in ("quixotrel", "zephyrnox", "vambrelle", "glimmerwick") if m in after] == []
     assert "bobby" in after and "othertenant" in after
     # Again: nothing left to delete, the sessions given are still reported.
-    again = h.run(h.store.forget_where(T1, Selection((), {"user_id": "alice"})))
+    again = h.run(h.store.memories.forgetting.forget_where(T1, Selection((), {"user_id": "alice"})))
     assert (again.memories, again.sessions, again.session_messages) == (0, [], 0)
 
 
@@ -337,10 +368,10 @@ def test_forgetting_rewrites_the_tasks_and_threads_that_held_the_text(
         scope(user_id="erin"),
         "Zephyrnox lantern story",
         {},
-        h.run(h.store.generate_embedding(T1, ["Zephyrnox lantern story"]))[0],
+        h.run(h.store.memories.embeddings.generate_embedding(T1, ["Zephyrnox lantern story"]))[0],
         lifetime=Lifetime(expires_at=datetime.now(UTC) + timedelta(seconds=1)),
     )
-    expired = h.run(h.store.add(expiring)).id
+    expired = h.run(h.store.memories.writes.add(expiring)).id
     context = {
         "identifiers": {"user_id": "alice"},
         "session_context": {"memories": [{"id": gone, "content": SECRET}]},
@@ -404,7 +435,7 @@ def test_forgetting_rewrites_the_tasks_and_threads_that_held_the_text(
     # Another tenant's task naming the same memory id keeps its text.
     h.run(t.save_task(T2, _task("t-add", add_call, {"id": gone, "content": SECRET})))
 
-    assert h.run(h.store.delete(T1, gone)) is True
+    assert h.run(h.store.memories.writes.delete(T1, gone)) is True
     searched = json.loads(h.run(t.get_task(T1, "t-search")).data)
     results = searched["artifacts"][0]["parts"][0]["data"]["results"]
     assert results == [
@@ -433,10 +464,15 @@ def test_forgetting_rewrites_the_tasks_and_threads_that_held_the_text(
     assert SECRET in h.run(t.get_task(T2, "t-add")).data
 
     assert (
-        h.run(h.store.delete_where(T1, Selection((), {"user_id": "alice"}))) == 2
+        h.run(h.store.memories.forgetting.delete_where(T1, Selection((), {"user_id": "alice"})))
+        == 2
     )  # listed, and kept: alice's too
     assert "Vambrelle" not in h.run(t.get_task(T1, "t-list")).data
-    done = h.run(h.store.forget_where(T1, Selection((), {"user_id": "bob"}), session_keys=["s9"]))
+    done = h.run(
+        h.store.memories.forgetting.forget_where(
+            T1, Selection((), {"user_id": "bob"}), session_keys=["s9"]
+        )
+    )
     assert done.memories == 1
     assert "Glimmerwick" not in h.run(t.get_task(T1, "t-later")).data
     forgotten_session = json.loads(h.run(t.get_task(T1, "t-session")).data)
@@ -446,7 +482,7 @@ def test_forgetting_rewrites_the_tasks_and_threads_that_held_the_text(
         "arguments": {},
     }
     at = datetime.now(UTC) + timedelta(seconds=5)
-    assert h.run(h.store.purge_expired(T1, at, 10)) == 1
+    assert h.run(h.store.memories.forgetting.purge_expired(T1, at, 10)) == 1
     assert "Zephyrnox" not in h.run(t.get_task(T1, "t-expired")).data
 
     # Only the other tenant's task still refers to a memory: deleting a task takes its
@@ -476,7 +512,7 @@ def test_a_task_saved_after_the_delete_is_saved_without_the_text(harness: Harnes
     of the memory (the delete's own answer) is stored as it is."""
     h, t = harness, harness.store.threads
     gone = add(h, SECRET)
-    assert h.run(h.store.delete(T1, gone)) is True
+    assert h.run(h.store.memories.writes.delete(T1, gone)) is True
     context = {
         "turns": [
             {
@@ -523,7 +559,7 @@ def test_tasks_saved_while_the_memory_is_deleted_keep_no_text(harness: Harness) 
             t.save_task(T1, _task(f"t-{round_}-{n}", {"tool": "memory_get"}, result))
             for n in range(12)
         ]
-        await asyncio.gather(*saves[:6], h.store.delete(T1, memory_id), *saves[6:])
+        await asyncio.gather(*saves[:6], h.store.memories.writes.delete(T1, memory_id), *saves[6:])
 
     for round_ in range(4):
         h.run(race(add(h, SECRET), round_))
@@ -550,18 +586,18 @@ def test_forgetting_more_memories_than_a_statement_lists(harness: Harness) -> No
         )
         for i in range(many)
     ]
-    ids = [m.id for m in h.run(h.store.bulk_add(memories, actor="writer"))]
+    ids = [m.id for m in h.run(h.store.memories.writes.bulk_add(memories, actor="writer"))]
     kept = add(h, "Another user's memory", sc=scope(user_id="other"))
     everyone = Selection((), {"user_id": "many"})
-    assert h.run(h.store.count_where(T1, everyone)) == many
+    assert h.run(h.store.memories.forgetting.count_where(T1, everyone)) == many
     first_layer = Selection((MemoryLayer.SESSION,), {"session_id": "s0", "user_id": "many"})
     in_first = len(range(0, many, 3))
-    assert h.run(h.store.delete_where(T1, first_layer, actor="dpo")) == in_first
-    done = h.run(h.store.forget_where(T1, everyone, actor="dpo"))
+    assert h.run(h.store.memories.forgetting.delete_where(T1, first_layer, actor="dpo")) == in_first
+    done = h.run(h.store.memories.forgetting.forget_where(T1, everyone, actor="dpo"))
     assert done.memories == many - in_first
     assert done.sessions == sessions[1:]
-    assert h.run(h.store.count_where(T1, everyone)) == 0
+    assert h.run(h.store.memories.forgetting.count_where(T1, everyone)) == 0
     for memory_id in (ids[0], ids[CHUNK], ids[-1]):
-        events = h.run(h.store.history(T1, memory_id))
+        events = h.run(h.store.memories.reads.history(T1, memory_id))
         assert [e.operation for e in events] == [HistoryOperation.ADD, HistoryOperation.DELETE]
-    assert h.run(h.store.get(T1, kept)) is not None
+    assert h.run(h.store.memories.reads.get(T1, kept)) is not None

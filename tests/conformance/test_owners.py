@@ -20,7 +20,7 @@ EVERYTHING = parse_filter(None, None)
 
 def _add(h: Harness, content: str, sc: Scope, tenant: str = T1, **life: datetime) -> str:
     memory = replace(new(h, content, tenant=tenant, sc=sc), lifetime=Lifetime(**life))
-    return h.run(h.store.add(memory)).id
+    return h.run(h.store.memories.writes.add(memory)).id
 
 
 def _alice_and_bob(h: Harness) -> dict[str, str]:
@@ -48,64 +48,99 @@ def _alice_and_bob(h: Harness) -> dict[str, str]:
     _add(h, "The bot calls Bob 'B'", scope(MemoryLayer.AGENT, agent_id="bot", user_id="bob"))
     _add(h, "Alice of the other tenant", scope(), tenant=T2)
     at = datetime.now(UTC)
-    h.run(h.store.invalidate(T1, [Invalidation(ids["user-2"], at)]))
+    h.run(h.store.memories.writes.invalidate(T1, [Invalidation(ids["user-2"], at)]))
     return ids
 
 
 def test_count_scopes_names_each_owner_of_a_layer_with_its_count(harness: Harness) -> None:
     h = harness
     _alice_and_bob(h)
-    users = h.run(h.store.count_scopes(T1, MemoryLayer.USER, Selection(), after=None, limit=10))
+    users = h.run(
+        h.store.memories.owners.count_scopes(
+            T1, MemoryLayer.USER, Selection(), after=None, limit=10
+        )
+    )
     # Every stored memory counts, as count_where counts: the invalidated and the expired too.
     assert users == [("alice", 3), ("bob", 1)]
-    agents = h.run(h.store.count_scopes(T1, MemoryLayer.AGENT, Selection(), after=None, limit=10))
+    agents = h.run(
+        h.store.memories.owners.count_scopes(
+            T1, MemoryLayer.AGENT, Selection(), after=None, limit=10
+        )
+    )
     assert agents == [("bot\x1falice", 2), ("bot\x1fbob", 1), ("helper\x1falice", 1)]
     # A page at a time, after the last key of the one before.
-    first = h.run(h.store.count_scopes(T1, MemoryLayer.AGENT, Selection(), after=None, limit=2))
+    first = h.run(
+        h.store.memories.owners.count_scopes(
+            T1, MemoryLayer.AGENT, Selection(), after=None, limit=2
+        )
+    )
     assert first == agents[:2]
     rest = h.run(
-        h.store.count_scopes(T1, MemoryLayer.AGENT, Selection(), after=first[-1][0], limit=2)
+        h.store.memories.owners.count_scopes(
+            T1, MemoryLayer.AGENT, Selection(), after=first[-1][0], limit=2
+        )
     )
     assert rest == agents[2:]
     # Narrowed by identifiers: alice's agents, the bot's users.
     alices = Selection((), {"user_id": "alice"})
-    assert h.run(h.store.count_scopes(T1, MemoryLayer.AGENT, alices, after=None, limit=10)) == [
+    assert h.run(
+        h.store.memories.owners.count_scopes(T1, MemoryLayer.AGENT, alices, after=None, limit=10)
+    ) == [
         ("bot\x1falice", 2),
         ("helper\x1falice", 1),
     ]
     bots = Selection((), {"agent_id": "bot"})
     assert [
-        k for k, _ in h.run(h.store.count_scopes(T1, MemoryLayer.AGENT, bots, after=None, limit=10))
+        k
+        for k, _ in h.run(
+            h.store.memories.owners.count_scopes(T1, MemoryLayer.AGENT, bots, after=None, limit=10)
+        )
     ] == [
         "bot\x1falice",
         "bot\x1fbob",
     ]
     # The counts add up to the layer's and to count_where's; other tenants are not seen.
-    assert sum(n for _, n in users) == h.run(h.store.count_by_layer(T1))["user"]
+    assert sum(n for _, n in users) == h.run(h.store.memories.owners.count_by_layer(T1))["user"]
     assert sum(n for _, n in agents[::2]) == h.run(
-        h.store.count_where(T1, Selection((MemoryLayer.AGENT,), {"user_id": "alice"}))
+        h.store.memories.forgetting.count_where(
+            T1, Selection((MemoryLayer.AGENT,), {"user_id": "alice"})
+        )
     )
-    assert h.run(h.store.count_scopes(T2, MemoryLayer.USER, Selection(), after=None, limit=10)) == [
-        ("alice", 1)
-    ]
+    assert h.run(
+        h.store.memories.owners.count_scopes(
+            T2, MemoryLayer.USER, Selection(), after=None, limit=10
+        )
+    ) == [("alice", 1)]
     assert (
-        h.run(h.store.count_scopes(T2, MemoryLayer.AGENT, Selection(), after=None, limit=10)) == []
+        h.run(
+            h.store.memories.owners.count_scopes(
+                T2, MemoryLayer.AGENT, Selection(), after=None, limit=10
+            )
+        )
+        == []
     )
     # Identifiers that do not scope the layer select nothing.
     projects = Selection((), {"project_id": "p"})
-    assert h.run(h.store.count_scopes(T1, MemoryLayer.USER, projects, after=None, limit=10)) == []
+    assert (
+        h.run(
+            h.store.memories.owners.count_scopes(
+                T1, MemoryLayer.USER, projects, after=None, limit=10
+            )
+        )
+        == []
+    )
 
 
 def test_list_of_a_selection_lists_what_count_where_counts(harness: Harness) -> None:
     h = harness
     ids = _alice_and_bob(h)
     alices = Selection((), {"user_id": "alice"})
-    counted = h.run(h.store.count_where(T1, alices))
+    counted = h.run(h.store.memories.forgetting.count_where(T1, alices))
     assert counted == 7
 
     def listed(selection: Selection, window: TimeWindow | None, limit: int = 50) -> list[str]:
         page = h.run(
-            h.store.list(
+            h.store.memories.reads.list(
                 T1,
                 scopes=(),
                 selection=selection,
@@ -129,13 +164,13 @@ def test_list_of_a_selection_lists_what_count_where_counts(harness: Harness) -> 
     assert listed(agents, None) == [ids["helper"], ids["agent-2"], ids["agent-1"]]
     # A page at a time with the cursor, the total counted over the whole selection.
     page = h.run(
-        h.store.list(
+        h.store.memories.reads.list(
             T1, scopes=(), selection=alices, flt=EVERYTHING, limit=2, cursor=None, window=None
         )
     )
     assert page.total_count == 5 and page.next_cursor is not None
     after = h.run(
-        h.store.list(
+        h.store.memories.reads.list(
             T1,
             scopes=(),
             selection=alices,
@@ -148,10 +183,10 @@ def test_list_of_a_selection_lists_what_count_where_counts(harness: Harness) -> 
     assert [m.id for m in page.items + after.items] == valid
     # Nothing of another tenant; identifiers no layer is scoped by together: nothing.
     other = h.run(
-        h.store.list(
+        h.store.memories.reads.list(
             T2, scopes=(), selection=alices, flt=EVERYTHING, limit=10, cursor=None, window=None
         )
     )
     assert [m.content for m in other.items] == ["Alice of the other tenant"]
     odd = Selection((), {"project_id": "p", "user_id": "alice"})
-    assert listed(odd, None) == [] and h.run(h.store.count_where(T1, odd)) == 0
+    assert listed(odd, None) == [] and h.run(h.store.memories.forgetting.count_where(T1, odd)) == 0

@@ -108,7 +108,7 @@ class Stores:
                 )
                 for i, text in enumerate(texts)
             ]
-            self.runner.run(store.bulk_add(rows))
+            self.runner.run(store.memories.writes.bulk_add(rows))
         vectors = list(talk)
         for store in (self.sqlite, self.postgres):
             k = 0
@@ -132,13 +132,15 @@ class Stores:
                         )
                     )
                     k += 1
-                self.runner.run(store.add_messages(batch))
+                self.runner.run(store.memories.writes.add_messages(batch))
         # A few changes, the same on both: deleted and rewritten turns renew neighbours.
         for store in (self.sqlite, self.postgres):
-            self.runner.run(store.bulk_delete(TENANT, ["turn-5", "turn-40", "plain-7"]))
+            self.runner.run(
+                store.memories.writes.bulk_delete(TENANT, ["turn-5", "turn-40", "plain-7"])
+            )
             vector = self.embedder.embed_sync(["I repainted the kitchen in bright yellow"])[0]
             self.runner.run(
-                store.update(
+                store.memories.writes.update(
                     TENANT,
                     "turn-60",
                     content="I repainted the kitchen in bright yellow",
@@ -166,8 +168,8 @@ class Stores:
                         0.5,
                         QuerySignals.of(query),
                     )
-                    a = await self.sqlite.search(request)
-                    b = await self.postgres.search(request)
+                    a = await self.sqlite.memories.reads.search(request)
+                    b = await self.postgres.memories.reads.search(request)
                     what = f"{mode.value} {query!r}"
                     # As many candidates below the threshold (PostgreSQL counts some of
                     # them from bounds on its own cosines).

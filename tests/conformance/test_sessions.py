@@ -161,7 +161,11 @@ def test_a_sessions_system_prompt_is_replaced_cleared_and_forgotten(harness: Har
     assert h.run(s.system_prompt("t2", "a")) == "Other tenant."
     # Forgetting a session takes its prompt; other sessions and tenants keep theirs.
     h.run(s.set_system_prompt("t1", "c", "Session c."))
-    h.run(h.store.forget_where("t1", Selection((), {"user_id": "nobody"}), session_keys=["b"]))
+    h.run(
+        h.store.memories.forgetting.forget_where(
+            "t1", Selection((), {"user_id": "nobody"}), session_keys=["b"]
+        )
+    )
     assert h.run(s.system_prompt("t1", "b")) is None
     assert h.run(s.system_prompt("t1", "c")) == "Session c."
     assert h.run(s.system_prompt("t2", "a")) == "Other tenant."

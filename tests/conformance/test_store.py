@@ -36,7 +36,7 @@ def new(
     sc: Scope | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> NewMemory:
-    vector = h.run(h.store.generate_embedding(tenant, [content]))[0]
+    vector = h.run(h.store.memories.embeddings.generate_embedding(tenant, [content]))[0]
     return NewMemory(str(uuid.uuid4()), tenant, sc or scope(), content, metadata or {}, vector)
 
 
@@ -51,7 +51,7 @@ def search(
     limit: int = 10,
     flt: MetadataFilter | None = None,
 ) -> list[Any]:
-    vector = h.run(h.store.generate_embedding(tenant, [query]))[0]
+    vector = h.run(h.store.memories.embeddings.generate_embedding(tenant, [query]))[0]
     request = LayerSearch(
         tenant,
         sc or scope(),
@@ -64,7 +64,7 @@ def search(
         flt or MetadataFilter(),
         signals=QuerySignals.of(query),
     )
-    return h.run(h.store.search(request)).hits
+    return h.run(h.store.memories.reads.search(request)).hits
 
 
 def test_capabilities_and_health(harness: Harness) -> None:
@@ -87,24 +87,26 @@ def test_capabilities_and_health(harness: Harness) -> None:
 def test_add_get_roundtrip_and_tenant_isolation(harness: Harness) -> None:
     h = harness
     m = new(h, "Prefers dark mode", metadata={"tags": ["ui"], "n": {"deep": [1, 2]}})
-    entry = h.run(h.store.add(m, actor="tester"))
+    entry = h.run(h.store.memories.writes.add(m, actor="tester"))
     assert entry.id == m.id and entry.tenant_id == T1 and entry.layer is MemoryLayer.USER
     assert entry.identifiers == {"user_id": "alice"}
     assert entry.embedding_generated and entry.metadata["n"] == {"deep": [1, 2]}
     assert entry.created_at == entry.updated_at
-    got = h.run(h.store.get(T1, m.id))
+    got = h.run(h.store.memories.reads.get(T1, m.id))
     assert got == entry
-    assert h.run(h.store.get(T2, m.id)) is None
-    assert h.run(h.store.get(T1, "no-such-id")) is None
+    assert h.run(h.store.memories.reads.get(T2, m.id)) is None
+    assert h.run(h.store.memories.reads.get(T1, "no-such-id")) is None
 
 
 def test_generate_embedding_is_normalised_and_stable(harness: Harness) -> None:
     h = harness
-    a = h.run(h.store.generate_embedding(T1, ["same text", "other text", "same text"]))
+    a = h.run(
+        h.store.memories.embeddings.generate_embedding(T1, ["same text", "other text", "same text"])
+    )
     assert a.shape == (3, 384) and a.dtype == np.float32
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
     assert np.array_equal(a[0], a[2])
-    b = h.run(h.store.generate_embedding(T1, ["same text"]))
+    b = h.run(h.store.memories.embeddings.generate_embedding(T1, ["same text"]))
     assert np.array_equal(a[0], b[0])
 
 
@@ -117,9 +119,11 @@ def test_semantic_search_scope_threshold_order_limit(harness: Harness) -> None:
         "Quarterly taxes are due in April",
     ]
     for t in texts:
-        h.run(h.store.add(new(h, t)))
-    h.run(h.store.add(new(h, "Dark editor theme preferred", sc=scope(user_id="bob"))))
-    h.run(h.store.add(new(h, "Dark editor theme preferred", tenant=T2)))
+        h.run(h.store.memories.writes.add(new(h, t)))
+    h.run(
+        h.store.memories.writes.add(new(h, "Dark editor theme preferred", sc=scope(user_id="bob")))
+    )
+    h.run(h.store.memories.writes.add(new(h, "Dark editor theme preferred", tenant=T2)))
     hits = search(h, "dark editor theme", threshold=-1.0)
     assert len(hits) == 4
     assert all(hit.entry.identifiers == {"user_id": "alice"} for hit in hits)
@@ -135,8 +139,8 @@ def test_semantic_search_scope_threshold_order_limit(harness: Harness) -> None:
 
 def test_keyword_search_stems_and_scores(harness: Harness) -> None:
     h = harness
-    h.run(h.store.add(new(h, "Editors should always use dark themes")))
-    h.run(h.store.add(new(h, "The deployment runs on Fridays")))
+    h.run(h.store.memories.writes.add(new(h, "Editors should always use dark themes")))
+    h.run(h.store.memories.writes.add(new(h, "The deployment runs on Fridays")))
     hits = search(h, "editor theme", mode=SearchMode.KEYWORD)
     assert [hit.entry.content for hit in hits] == ["Editors should always use dark themes"]
     assert hits[0].keyword_score is not None and hits[0].score >= 0
@@ -151,7 +155,7 @@ def test_hybrid_scores_fused_in_unit_range(harness: Harness) -> None:
         "Night-time colour schemes for IDEs",
         "The deployment runs on Fridays",
     ]:
-        h.run(h.store.add(new(h, t)))
+        h.run(h.store.memories.writes.add(new(h, t)))
     hits = search(h, "dark editor themes", mode=SearchMode.HYBRID, threshold=0.0)
     assert hits[0].entry.content == "Editors should always use dark themes"
     assert all(0.0 <= hit.score <= 1.0 for hit in hits)
@@ -210,13 +214,15 @@ FILTER_CASES: list[tuple[Any, Any]] = [
 def test_filters_agree_with_reference_semantics(harness: Harness) -> None:
     h = harness
     entries = [
-        h.run(h.store.add(new(h, f"filter document {i}", metadata=meta)))
+        h.run(h.store.memories.writes.add(new(h, f"filter document {i}", metadata=meta)))
         for i, meta in enumerate(FILTER_DOCS)
     ]
     for tags, filters in FILTER_CASES:
         flt = parse_filter(tags, filters)
         expected = {e.id for e in entries if matches(flt, e.metadata)}
-        page = h.run(h.store.list(T1, scopes=[scope()], flt=flt, limit=100, cursor=None))
+        page = h.run(
+            h.store.memories.reads.list(T1, scopes=[scope()], flt=flt, limit=100, cursor=None)
+        )
         assert {e.id for e in page.items} == expected, (tags, filters)
         assert page.total_count == len(expected)
         found = search(h, "filter document", threshold=-1.0, limit=100, flt=flt)
@@ -227,73 +233,95 @@ def test_filters_agree_with_reference_semantics(harness: Harness) -> None:
 
 def test_update_content_metadata_and_not_found(harness: Harness) -> None:
     h = harness
-    entry = h.run(h.store.add(new(h, "The office is in Berlin", metadata={"a": 1, "b": 2})))
-    meta_only = h.run(h.store.update(T1, entry.id, metadata_patch={"b": None, "c": 3}))
+    entry = h.run(
+        h.store.memories.writes.add(new(h, "The office is in Berlin", metadata={"a": 1, "b": 2}))
+    )
+    meta_only = h.run(
+        h.store.memories.writes.update(T1, entry.id, metadata_patch={"b": None, "c": 3})
+    )
     assert meta_only.metadata == {"a": 1, "c": 3} and meta_only.content == entry.content
     assert meta_only.updated_at > entry.updated_at
-    vector = h.run(h.store.generate_embedding(T1, ["The office moved to Lisbon"]))[0]
+    vector = h.run(
+        h.store.memories.embeddings.generate_embedding(T1, ["The office moved to Lisbon"])
+    )[0]
     changed = h.run(
-        h.store.update(T1, entry.id, content="The office moved to Lisbon", embedding=vector)
+        h.store.memories.writes.update(
+            T1, entry.id, content="The office moved to Lisbon", embedding=vector
+        )
     )
     assert changed.updated_at > meta_only.updated_at
-    assert h.run(h.store.get(T1, entry.id)) == changed
+    assert h.run(h.store.memories.reads.get(T1, entry.id)) == changed
     assert [s.entry.id for s in search(h, "Lisbon", mode=SearchMode.KEYWORD)] == [entry.id]
     assert search(h, "Berlin", mode=SearchMode.KEYWORD) == []
     top = search(h, "The office moved to Lisbon", threshold=0.9)
     assert [s.entry.id for s in top] == [entry.id]
     with pytest.raises(LaminaError) as err:
-        h.run(h.store.update(T1, "missing", metadata_patch={"x": 1}))
+        h.run(h.store.memories.writes.update(T1, "missing", metadata_patch={"x": 1}))
     assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
     with pytest.raises(LaminaError) as err:
-        h.run(h.store.update(T2, entry.id, metadata_patch={"x": 1}))
+        h.run(h.store.memories.writes.update(T2, entry.id, metadata_patch={"x": 1}))
     assert err.value.code is ErrorCode.MEMORY_NOT_FOUND
 
 
 def test_delete_idempotent_and_history_kept(harness: Harness) -> None:
     h = harness
-    entry = h.run(h.store.add(new(h, "Temporary note about lunch"), actor="ann"))
-    assert h.run(h.store.delete(T2, entry.id)) is False
-    assert h.run(h.store.get(T1, entry.id)) is not None
-    assert h.run(h.store.delete(T1, entry.id, actor="bob")) is True
-    assert h.run(h.store.delete(T1, entry.id)) is False
-    assert h.run(h.store.get(T1, entry.id)) is None
+    entry = h.run(h.store.memories.writes.add(new(h, "Temporary note about lunch"), actor="ann"))
+    assert h.run(h.store.memories.writes.delete(T2, entry.id)) is False
+    assert h.run(h.store.memories.reads.get(T1, entry.id)) is not None
+    assert h.run(h.store.memories.writes.delete(T1, entry.id, actor="bob")) is True
+    assert h.run(h.store.memories.writes.delete(T1, entry.id)) is False
+    assert h.run(h.store.memories.reads.get(T1, entry.id)) is None
     assert search(h, "Temporary note about lunch", threshold=-1.0) == []
     assert search(h, "lunch", mode=SearchMode.KEYWORD) == []
-    events = h.run(h.store.history(T1, entry.id))
+    events = h.run(h.store.memories.reads.history(T1, entry.id))
     assert [(e.operation.value, e.actor) for e in events] == [("add", "ann"), ("delete", "bob")]
     # Forgotten: the events say what happened, when and by whom, never the content.
     assert all(e.old_content is None and e.new_content is None for e in events)
     assert all(e.old_metadata is None and e.new_metadata is None for e in events)
-    assert h.run(h.store.history(T2, entry.id)) == []
+    assert h.run(h.store.memories.reads.history(T2, entry.id)) == []
 
 
 def test_bulk_add_and_bulk_delete(harness: Harness) -> None:
     h = harness
     items = [new(h, f"bulk memory number {i}") for i in range(30)]
-    entries = h.run(h.store.bulk_add(items))
+    entries = h.run(h.store.memories.writes.bulk_add(items))
     assert [e.id for e in entries] == [m.id for m in items]
-    page = h.run(h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None))
+    page = h.run(
+        h.store.memories.reads.list(
+            T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None
+        )
+    )
     assert page.total_count == 30
-    removed = h.run(h.store.bulk_delete(T1, [m.id for m in items[:10]] + ["absent"]))
+    removed = h.run(
+        h.store.memories.writes.bulk_delete(T1, [m.id for m in items[:10]] + ["absent"])
+    )
     assert removed == 10
-    page = h.run(h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None))
+    page = h.run(
+        h.store.memories.reads.list(
+            T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None
+        )
+    )
     assert page.total_count == 20
     duplicate = items[15]
     with pytest.raises(LaminaError) as err:
-        h.run(h.store.bulk_add([new(h, "fresh one"), duplicate]))
+        h.run(h.store.memories.writes.bulk_add([new(h, "fresh one"), duplicate]))
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
-    page = h.run(h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None))
+    page = h.run(
+        h.store.memories.reads.list(
+            T1, scopes=[scope()], flt=MetadataFilter(), limit=100, cursor=None
+        )
+    )
     assert page.total_count == 20  # all or nothing
     # A count limit stops counting there, and says so; at or above the total it is exact.
     capped = h.run(
-        h.store.list(
+        h.store.memories.reads.list(
             T1, scopes=[scope()], flt=MetadataFilter(), limit=5, cursor=None, count_limit=7
         )
     )
     assert (capped.total_count, capped.total_exact, len(capped.items)) == (7, False, 5)
     for cap in (20, 21):
         exact = h.run(
-            h.store.list(
+            h.store.memories.reads.list(
                 T1, scopes=[scope()], flt=MetadataFilter(), limit=5, cursor=None, count_limit=cap
             )
         )
@@ -303,23 +331,27 @@ def test_bulk_add_and_bulk_delete(harness: Harness) -> None:
 def test_list_pages_are_stable_while_others_insert(harness: Harness) -> None:
     h = harness
     for i in range(25):
-        h.run(h.store.add(new(h, f"listed memory {i}")))
+        h.run(h.store.memories.writes.add(new(h, f"listed memory {i}")))
     seen: list[str] = []
     cursor = None
     counter = itertools.count()
     while True:
         page = h.run(
-            h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=7, cursor=cursor)
+            h.store.memories.reads.list(
+                T1, scopes=[scope()], flt=MetadataFilter(), limit=7, cursor=cursor
+            )
         )
         seen += [e.content for e in page.items]
-        h.run(h.store.add(new(h, f"inserted meanwhile {next(counter)}")))
+        h.run(h.store.memories.writes.add(new(h, f"inserted meanwhile {next(counter)}")))
         if page.next_cursor is None:
             break
         cursor = page.next_cursor
     assert seen == [f"listed memory {i}" for i in reversed(range(25))]
     with pytest.raises(LaminaError) as err:
         h.run(
-            h.store.list(T1, scopes=[scope()], flt=MetadataFilter(), limit=5, cursor="not-a-cursor")
+            h.store.memories.reads.list(
+                T1, scopes=[scope()], flt=MetadataFilter(), limit=5, cursor="not-a-cursor"
+            )
         )
     assert err.value.code is ErrorCode.INVALID_ARGUMENT
 
@@ -327,42 +359,51 @@ def test_list_pages_are_stable_while_others_insert(harness: Harness) -> None:
 def test_list_across_scopes(harness: Harness) -> None:
     h = harness
     project = scope(MemoryLayer.PROJECT, project_id="p1")
-    h.run(h.store.add(new(h, "user memory")))
-    h.run(h.store.add(new(h, "project memory", sc=project)))
-    h.run(h.store.add(new(h, "other project", sc=scope(MemoryLayer.PROJECT, project_id="p2"))))
+    h.run(h.store.memories.writes.add(new(h, "user memory")))
+    h.run(h.store.memories.writes.add(new(h, "project memory", sc=project)))
+    h.run(
+        h.store.memories.writes.add(
+            new(h, "other project", sc=scope(MemoryLayer.PROJECT, project_id="p2"))
+        )
+    )
     page = h.run(
-        h.store.list(T1, scopes=[scope(), project], flt=MetadataFilter(), limit=10, cursor=None)
+        h.store.memories.reads.list(
+            T1, scopes=[scope(), project], flt=MetadataFilter(), limit=10, cursor=None
+        )
     )
     assert sorted(e.content for e in page.items) == ["project memory", "user memory"]
-    counts = h.run(h.store.count_by_layer(T1))
+    counts = h.run(h.store.memories.owners.count_by_layer(T1))
     assert counts == {"user": 1, "project": 2}
 
 
 def test_hierarchy_links_and_defaults(harness: Harness) -> None:
     h = harness
-    assert h.run(h.store.get_parent(T1, "project", "p1")) is None
-    h.run(h.store.set_parent(T1, "project", "*", "team-default"))
-    assert h.run(h.store.get_parent(T1, "project", "p1")) == "team-default"
-    h.run(h.store.set_parent(T1, "project", "p1", "team-a"))
-    assert h.run(h.store.get_parent(T1, "project", "p1")) == "team-a"
-    assert h.run(h.store.get_parent(T2, "project", "p1")) is None
+    assert h.run(h.store.memories.owners.get_parent(T1, "project", "p1")) is None
+    h.run(h.store.memories.owners.set_parent(T1, "project", "*", "team-default"))
+    assert h.run(h.store.memories.owners.get_parent(T1, "project", "p1")) == "team-default"
+    h.run(h.store.memories.owners.set_parent(T1, "project", "p1", "team-a"))
+    assert h.run(h.store.memories.owners.get_parent(T1, "project", "p1")) == "team-a"
+    assert h.run(h.store.memories.owners.get_parent(T2, "project", "p1")) is None
 
 
 def test_second_instance_sees_writes_of_the_first(harness: Harness) -> None:
     h = harness
     other = h.reopen()
     assert search(h, "shared memory", threshold=-1.0) == []  # index loaded before the writes
-    first = h.run(other.add(new(h, "a shared memory written elsewhere")))
+    first = h.run(other.memories.writes.add(new(h, "a shared memory written elsewhere")))
     assert [s.entry.id for s in search(h, "shared memory", threshold=-1.0)] == [first.id]
-    h.run(other.delete(T1, first.id))
+    h.run(other.memories.writes.delete(T1, first.id))
     assert search(h, "shared memory", threshold=-1.0) == []
 
 
 def test_timestamps_are_aware_and_ordered(harness: Harness) -> None:
     h = harness
-    entry = h.run(h.store.add(new(h, "timestamped")))
+    entry = h.run(h.store.memories.writes.add(new(h, "timestamped")))
     assert isinstance(entry.created_at, datetime) and entry.created_at.tzinfo is not None
-    updates = [h.run(h.store.update(T1, entry.id, metadata_patch={"i": i})) for i in range(5)]
+    updates = [
+        h.run(h.store.memories.writes.update(T1, entry.id, metadata_patch={"i": i}))
+        for i in range(5)
+    ]
     stamps = [u.updated_at for u in updates]
     assert stamps == sorted(stamps) and len(set(stamps)) == 5
 
@@ -376,30 +417,44 @@ def test_memories_can_wait_for_their_embedding(harness: Harness) -> None:
     h = harness
     scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
     entry = h.run(
-        h.store.add(NewMemory("late", "t1", scope, "the deploy waits for tests", {}, None))
+        h.store.memories.writes.add(
+            NewMemory("late", "t1", scope, "the deploy waits for tests", {}, None)
+        )
     )
     assert entry.embedding_generated is False and entry.embedding_model is None
-    assert h.run(h.store.unembedded("t1", 10)) == [("late", "the deploy waits for tests")]
-    assert h.run(h.store.unembedded("t2", 10)) == []
+    assert h.run(h.store.memories.embeddings.unembedded("t1", 10)) == [
+        ("late", "the deploy waits for tests")
+    ]
+    assert h.run(h.store.memories.embeddings.unembedded("t2", 10)) == []
     vector = h.embedder.embed_sync(["the deploy waits for tests"])[0]
 
     def search(mode: SearchMode) -> list[str]:
         req = LayerSearch(
             "t1", scope, mode, "deploy tests", vector, ("deploy", "test"), None, 5, MetadataFilter()
         )
-        return [s.entry.id for s in h.run(h.store.search(req)).hits]
+        return [s.entry.id for s in h.run(h.store.memories.reads.search(req)).hits]
 
     assert search(SearchMode.KEYWORD) == ["late"] and search(SearchMode.SEMANTIC) == []
     # A stale write (the content changed meanwhile) stores nothing.
-    assert h.run(h.store.set_embeddings("t1", [("late", "other text", vector)])) == 0
     assert (
-        h.run(h.store.set_embeddings("t1", [("late", "the deploy waits for tests", vector)])) == 1
+        h.run(h.store.memories.embeddings.set_embeddings("t1", [("late", "other text", vector)]))
+        == 0
     )
-    assert h.run(h.store.unembedded("t1", 10)) == []
+    assert (
+        h.run(
+            h.store.memories.embeddings.set_embeddings(
+                "t1", [("late", "the deploy waits for tests", vector)]
+            )
+        )
+        == 1
+    )
+    assert h.run(h.store.memories.embeddings.unembedded("t1", 10)) == []
     assert search(SearchMode.SEMANTIC) == ["late"]
-    got = h.run(h.store.get("t1", "late"))
+    got = h.run(h.store.memories.reads.get("t1", "late"))
     assert got is not None and got.embedding_generated
-    assert [e.operation.value for e in h.run(h.store.history("t1", "late"))] == ["add"]
+    assert [e.operation.value for e in h.run(h.store.memories.reads.history("t1", "late"))] == [
+        "add"
+    ]
 
 
 def test_add_messages_continues_positions_per_conversation_and_tenant(
@@ -417,15 +472,17 @@ def test_add_messages_continues_positions_per_conversation_and_tenant(
             for e in entries
         ]
 
-    first = h.run(h.store.add_messages([turn("c1"), turn("c2"), turn("c1"), turn("c1")]))
+    first = h.run(
+        h.store.memories.writes.add_messages([turn("c1"), turn("c2"), turn("c1"), turn("c1")])
+    )
     assert positions(first) == [("c1", 0), ("c2", 0), ("c1", 1), ("c1", 2)]
-    stored = h.run(h.store.get(T1, first[3].id))
+    stored = h.run(h.store.memories.reads.get(T1, first[3].id))
     assert stored is not None and stored.metadata["conversation"]["position"] == 2
     # Deleting the last message frees no position.
-    assert h.run(h.store.delete(T1, first[3].id))
-    assert positions(h.run(h.store.add_messages([turn("c1")]))) == [("c1", 3)]
-    assert positions(h.run(h.store.add_messages([turn("c1", T2)]))) == [("c1", 0)]
-    assert h.run(h.store.add_messages([])) == []
+    assert h.run(h.store.memories.writes.delete(T1, first[3].id))
+    assert positions(h.run(h.store.memories.writes.add_messages([turn("c1")]))) == [("c1", 3)]
+    assert positions(h.run(h.store.memories.writes.add_messages([turn("c1", T2)]))) == [("c1", 0)]
+    assert h.run(h.store.memories.writes.add_messages([])) == []
 
 
 def test_concurrent_add_messages_get_distinct_positions(harness: Harness) -> None:
@@ -438,7 +495,9 @@ def test_concurrent_add_messages_get_distinct_positions(harness: Harness) -> Non
     batches = [turns(3) for _ in range(6)]
 
     async def together() -> list[list[MemoryEntry]]:
-        return list(await asyncio.gather(*(h.store.add_messages(b) for b in batches)))
+        return list(
+            await asyncio.gather(*(h.store.memories.writes.add_messages(b) for b in batches))
+        )
 
     calls = h.run(together())
     got = [[e.metadata["conversation"]["position"] for e in call] for call in calls]

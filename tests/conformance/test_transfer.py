@@ -20,7 +20,7 @@ T1, T2 = "tenant-one", "tenant-two"
 
 
 def memory(h: Harness, content: str, sc: Scope | None = None, **metadata: object) -> NewMemory:
-    vector = h.run(h.store.generate_embedding(T1, [content]))[0]
+    vector = h.run(h.store.memories.embeddings.generate_embedding(T1, [content]))[0]
     return NewMemory(str(uuid.uuid4()), T1, sc or scope(), content, dict(metadata), vector)
 
 
@@ -29,7 +29,7 @@ def export_all(h: Harness, tenant: str, size: int = 2) -> list[StoredMemory]:
     cursor = None
     while True:
         page, cursor = h.run(
-            h.store.export_page(
+            h.store.memories.transfer.export_page(
                 tenant, Selection(), cursor=cursor, limit=size, vectors=True, history=True
             )
         )
@@ -40,10 +40,12 @@ def export_all(h: Harness, tenant: str, size: int = 2) -> list[StoredMemory]:
 
 def test_export_then_import_into_another_tenant(harness: Harness) -> None:
     h = harness
-    plain = h.run(h.store.add(memory(h, "Alice likes aisle seats", n=1), actor="ann"))
-    h.run(h.store.update(T1, plain.id, metadata_patch={"n": 2}, actor="bob"))
+    plain = h.run(
+        h.store.memories.writes.add(memory(h, "Alice likes aisle seats", n=1), actor="ann")
+    )
+    h.run(h.store.memories.writes.update(T1, plain.id, metadata_patch={"n": 2}, actor="bob"))
     h.run(
-        h.store.add(
+        h.store.memories.writes.add(
             memory(h, "Project builds on Fridays", scope(MemoryLayer.PROJECT, project_id="p"))
         )
     )
@@ -55,7 +57,7 @@ def test_export_then_import_into_another_tenant(harness: Harness) -> None:
         ),
         memory(h, "Yes, in Seville", conversation={"id": "c1", "speaker": "bob"}),
     ]
-    h.run(h.store.add_messages(talk))
+    h.run(h.store.memories.writes.add_messages(talk))
     exported = export_all(h, T1)
     assert [m.entry.content for m in exported][:2] == [
         "Alice likes aisle seats",
@@ -64,7 +66,7 @@ def test_export_then_import_into_another_tenant(harness: Harness) -> None:
     assert [e.operation.value for e in exported[0].history or []] == ["add", "update"]
     assert all(m.vector is not None and m.vector.shape == (384,) for m in exported)
     only = h.run(
-        h.store.export_page(
+        h.store.memories.transfer.export_page(
             T1,
             Selection((MemoryLayer.PROJECT,), {}),
             cursor=None,
@@ -80,9 +82,9 @@ def test_export_then_import_into_another_tenant(harness: Harness) -> None:
         StoredMemory(m.entry.model_copy(update={"tenant_id": T2}), m.vector, m.history)
         for m in exported
     ]
-    stored = h.run(h.store.import_memories(T2, moved, actor="import"))
+    stored = h.run(h.store.memories.transfer.import_memories(T2, moved, actor="import"))
     assert stored == [m.entry.id for m in exported]
-    assert h.run(h.store.import_memories(T2, moved)) == []
+    assert h.run(h.store.memories.transfer.import_memories(T2, moved)) == []
     back = export_all(h, T2, size=3)
     assert [m.entry.model_copy(update={"tenant_id": T1}) for m in back] == [
         m.entry for m in exported
@@ -103,14 +105,14 @@ def test_export_then_import_into_another_tenant(harness: Harness) -> None:
             MetadataFilter(),
             signals=QuerySignals.of("marmalade"),
         )
-        hits = h.run(h.store.search(request)).hits
+        hits = h.run(h.store.memories.reads.search(request)).hits
         assert {hit.entry.content for hit in hits} == {
             "We talked about the marmalade festival",
             "Yes, in Seville",
         }
     # The imported conversation continues after its last position.
     more = h.run(
-        h.store.add_messages(
+        h.store.memories.writes.add_messages(
             [
                 NewMemory(
                     str(uuid.uuid4()), T2, scope(), "Next", {"conversation": {"id": "c1"}}, None

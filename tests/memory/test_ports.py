@@ -1,9 +1,10 @@
-"""The memory ports: ``MemoryStore`` is exactly its small ports by concern, each method in
-one of them, and ``ContextItemStore`` is ``ItemStore`` (what the knowledge index names) and
-the one thing only the context layers do."""
+"""The memory ports: ``MemoryPorts`` holds one repository per small port by concern, each
+method in one of them, and ``ContextItemStore`` is ``ItemStore`` (what the knowledge index
+names) and the one thing only the context layers do."""
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 
 from lamina.context.ports import ContextItemStore
@@ -12,8 +13,8 @@ from lamina.memory.ports import (
     MemoryEmbeddingStore,
     MemoryForgettingStore,
     MemoryOwnerStore,
+    MemoryPorts,
     MemoryReadStore,
-    MemoryStore,
     MemoryTransferStore,
     MemoryWriteStore,
 )
@@ -41,11 +42,13 @@ def every_method(port: type) -> set[str]:
     return {name for klass in port.__mro__ if klass is not object for name in methods(klass)}
 
 
-def test_memory_store_is_its_narrow_ports_each_method_in_one() -> None:
-    assert methods(MemoryStore) == set()
+def test_memory_ports_hold_one_repository_per_narrow_port_each_method_in_one() -> None:
+    # The annotations are strings (``from __future__ import annotations``).
+    fields = [field.type for field in dataclasses.fields(MemoryPorts)]
+    assert fields == [port.__name__ for port in NARROW]
     declared = [name for port in NARROW for name in methods(port)]
     assert len(declared) == len(set(declared))
-    assert set(declared) == every_method(MemoryStore)
+    assert set(declared) == {name for port in NARROW for name in every_method(port)}
     assert len(declared) == 30
     assert all(1 <= len(methods(port)) <= 8 for port in NARROW)
 

@@ -529,7 +529,9 @@ def test_the_embedding_buffer_embeds_memories_in_the_background(
         store = SQLiteStore(data_dir / "lamina.db", LocalEmbedder())
         await store.initialize()
         scope = Scope(MemoryLayer.USER, {"user_id": "u1"}, "u1")
-        await store.add(NewMemory("crashed", "default", scope, "left behind", {}, None))
+        await store.memories.writes.add(
+            NewMemory("crashed", "default", scope, "left behind", {}, None)
+        )
         await store.shutdown()
 
     asyncio.run(crash())

@@ -544,16 +544,16 @@ def test_bulk_loading_defers_the_vector_index_only_when_empty(pg_url: str, tmp_p
         await store.initialize()
         scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
         texts = [f"bulk loaded memory {i}" for i in range(50)]
-        vectors = await store.generate_embedding("default", texts)
-        async with store.bulk_loading() as first:
+        vectors = await store.memories.embeddings.generate_embedding("default", texts)
+        async with store.memories.transfer.bulk_loading() as first:
             during = index_exists()
-            await store.bulk_add(
+            await store.memories.writes.bulk_add(
                 [
                     NewMemory(f"id-{i}", "default", scope, t, {}, vectors[i])
                     for i, t in enumerate(texts)
                 ]
             )
-        async with store.bulk_loading() as second:
+        async with store.memories.transfer.bulk_loading() as second:
             pass
         await store.shutdown()
         return first and not during, second, index_exists()

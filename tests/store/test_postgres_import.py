@@ -327,7 +327,7 @@ def test_batches_in_flight_are_stored_in_order_and_none_after_a_failure(
 
     async def concurrently(store: Any, *batches: list[StoredMemory]) -> list[Any]:
         """Each batch's outcome (ids stored, or the error); committed when none failed."""
-        async with store.atomic_import("default") as write:
+        async with store.memories.transfer.atomic_import("default") as write:
             assert write is not None
             tasks = [asyncio.create_task(write(b, "importer")) for b in batches]
             await asyncio.wait(tasks)

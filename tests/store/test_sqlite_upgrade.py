@@ -73,8 +73,10 @@ def test_upgrading_schema_1_keeps_every_row(data_dir: Path) -> None:
         await old.initialize()
         assert old.schema_version == 1
         texts = [f"old memory {i}" for i in range(20)]
-        vectors = await old.generate_embedding("default", texts)
-        edited = (await old.generate_embedding("default", ["old memory zero, edited"]))[0]
+        vectors = await old.memories.embeddings.generate_embedding("default", texts)
+        edited = (
+            await old.memories.embeddings.generate_embedding("default", ["old memory zero, edited"])
+        )[0]
         await old.shutdown()
         with sqlite3.connect(path) as conn:
             for i, text in enumerate(texts):

@@ -182,7 +182,7 @@ async def copy_sqlite_to_postgres(
         try:
             _check_model(dst)
             report: dict[str, dict[str, int]] = {}
-            async with dst.bulk_loading():
+            async with dst.bulk.bulk_loading():
                 await _copy_tenants(src, dst, tenants, report, on_progress)
         finally:
             await dst.shutdown()
@@ -221,7 +221,7 @@ async def _copy_tenants(
     total = sum(src.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in TABLES)  # noqa: S608
     done = 0
     for tenant in tenants:
-        existing = await dst.table_counts(tenant)
+        existing = await dst.bulk.table_counts(tenant)
         if any(existing.values()):
             raise LaminaError(
                 ErrorCode.CONFIGURATION_ERROR,
@@ -230,9 +230,9 @@ async def _copy_tenants(
                 details={"tenant": tenant, "counts": existing},
             )
         rows = _read_tenant(src, tenant)
-        await dst.import_tenant(tenant, rows)
+        await dst.bulk.import_tenant(tenant, rows)
         expected = {table: len(rows[table]) for table in TABLES}
-        copied = await dst.table_counts(tenant)
+        copied = await dst.bulk.table_counts(tenant)
         if copied != expected:
             raise LaminaError(
                 ErrorCode.INTERNAL_ERROR,

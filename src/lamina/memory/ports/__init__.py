@@ -31,7 +31,6 @@ from lamina.memory.ports.store import (
     MemoryOwnerStore,
     MemoryPorts,
     MemoryReadStore,
-    MemoryStore,
     MemoryTransferStore,
     MemoryWriteStore,
 )
@@ -54,7 +53,6 @@ __all__ = [
     "MemoryOwnerStore",
     "MemoryPorts",
     "MemoryReadStore",
-    "MemoryStore",
     "MemoryTransferStore",
     "MemoryWriteStore",
     "NewMemory",

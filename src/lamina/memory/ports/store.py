@@ -1,5 +1,6 @@
 """The memory ports: a few small Protocols by concern (reads, writes, forgetting, transfer,
-embeddings, owners and counts), and ``MemoryStore``, all of them at once.
+embeddings, owners and counts), and ``MemoryPorts``, the repositories a store hands out,
+one per port.
 
 Stores speak in tenants, layers and scope keys; the memory service above them resolves
 identifiers, validates input, retries and merges. ``tests/conformance`` runs one suite
@@ -229,20 +230,6 @@ class MemoryOwnerStore(Protocol):
         ``selection`` (its layers are not used), each with how many (every stored memory, as
         ``count_where`` counts): in key order, after ``after``, at most ``limit``."""
         ...
-
-
-class MemoryStore(
-    MemoryReadStore,
-    MemoryWriteStore,
-    MemoryForgettingStore,
-    MemoryTransferStore,
-    MemoryEmbeddingStore,
-    MemoryOwnerStore,
-    Protocol,
-):
-    """Persistence and search of memories, their history, embeddings and hierarchy: every
-    memory port at once, what a store implements (a part that needs only some of it can name
-    the narrow ports instead)."""
 
 
 @dataclass(frozen=True)

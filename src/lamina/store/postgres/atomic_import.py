@@ -1,7 +1,8 @@
-"""The transaction of an atomic import on PostgreSQL (``PostgresStore.atomic_import``):
-how it begins (locks, the block triggers off, ``memory_terms``' key dropped), how its
-batches are stored in order, and how it ends (the key and the blocks of postings made in
-one pass, the vector index built) before its commit."""
+"""The transaction of an atomic import on PostgreSQL (the memory transfer repository's
+``atomic_import``, from ``BulkLoading``): how it begins (locks, the block triggers off,
+``memory_terms``' key dropped), how its batches are stored in order, and how it ends (the
+key and the blocks of postings made in one pass, the vector index built) before its
+commit."""
 
 from __future__ import annotations
 

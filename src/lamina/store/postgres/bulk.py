@@ -1,4 +1,6 @@
-"""Bulk loading and tenant import on PostgreSQL (``lamina db copy``, benchmarks)."""
+"""Bulk loading and tenant import on PostgreSQL (``lamina db copy``, benchmarks): the
+store's ``bulk`` repository, and the ``Loading`` of its memory transfer repository
+(lamina.store.sql.transfer)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,12 @@ from typing import Any
 import psycopg
 from psycopg.types.json import Jsonb
 
-from lamina.memory.ports import ImportWriter, StoredMemory
+from lamina.memory.ports import ImportWriter
 from lamina.store.postgres.atomic_import import ImportBatches, begin_atomic, finish_atomic
 from lamina.store.postgres.db import POSTGRES, Database, translate
 from lamina.store.postgres.filters import to_pg_vector
-from lamina.store.sql.program import Program
 from lamina.store.sql.timing import HISTORY_NAMES
+from lamina.store.sql.transfer import MemoryImport
 from lamina.text import decode_terms
 
 #: Every table holding tenant rows (what ``db copy`` moves and verifies).
@@ -91,11 +93,12 @@ _ADAPT: dict[str, Callable[[Any], Any]] = {
 
 
 class BulkLoading:
-    """Loading many rows at once into the store's database (a mixin of PostgresStore)."""
+    """Loading many rows at once into the store's database (``PostgresStore.bulk``)."""
 
-    _db: Database
-    #: The shared SQL of an import (lamina.store.sql.lifecycle).
-    _import: Callable[[str, list[StoredMemory], str | None, set[str]], Program[list[str]]]
+    def __init__(self, db: Database, importing: MemoryImport) -> None:
+        self._db = db
+        #: The shared SQL of an import's batch (lamina.store.sql.transfer).
+        self._importing = importing
 
     @asynccontextmanager
     async def bulk_loading(self, index_build_memory: str = "1GB") -> AsyncIterator[bool]:
@@ -170,7 +173,7 @@ class BulkLoading:
                 yield None
                 return
 
-            batches = ImportBatches(conn, tenant_id, self._import)
+            batches = ImportBatches(conn, tenant_id, self._importing.program)
             yield batches  # an error rolls back: the connection closes without a commit
             await finish_atomic(conn, atomic, index_build_memory)
 

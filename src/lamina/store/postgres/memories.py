@@ -1,6 +1,8 @@
-"""Memories in PostgreSQL: the shared SQL; pgvector (HNSW, cosine) for semantic search,
-BM25 over postings kept by triggers (``memory_terms``, ``memory_scope_stats``: migration
-0008) for keywords, JSONB metadata filters (filters.py)."""
+"""Memories in PostgreSQL: what differs from the shared SQL (lamina.store.sql). The reads
+repository searches with pgvector (HNSW, cosine) and BM25 over postings kept by triggers
+(``memory_terms``, ``memory_scope_stats``: migration 0008), with JSONB metadata filters
+(filters.py); the owners repository counts in SQL; the writes repository takes one
+tenant per ``bulk_add``; row-level security has expired tenants named by a function."""
 
 from __future__ import annotations
 
@@ -9,18 +11,18 @@ from typing import Any
 
 import numpy as np
 
-from lamina.embeddings.base import Embedder, Vector
+from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.bm25 import KeywordScores, Postings, keyword_scores
-from lamina.memory.filters import MetadataFilter
 from lamina.memory.models import MemoryEntry, SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch, NewMemory
 from lamina.memory.scoring import Candidate, Ranked, exact_needed
-from lamina.store.postgres.db import POSTGRES, Database
+from lamina.store.postgres.db import Database
 from lamina.store.postgres.filters import filter_sql
-from lamina.store.sql.lifecycle import SqlMemoryLifecycle
-from lamina.store.sql.memory_reads import cosines, ranked_chunks
-from lamina.store.sql.memory_rows import Row
+from lamina.store.sql.memory_reads import SqlMemoryReads, cosines, ranked_chunks
+from lamina.store.sql.memory_rows import MemoryRows, Row
+from lamina.store.sql.memory_writes import SqlMemoryWrites
+from lamina.store.sql.owners import SqlMemoryOwners
 from lamina.store.sql.rows import EntryRow, ScoringRow
 
 #: Candidates checked against a metadata filter per round trip.
@@ -40,18 +42,15 @@ def _postings(packed: bytes) -> Postings:
     )
 
 
-class PostgresMemories(SqlMemoryLifecycle):
-    # Row-level security hides every tenant from a transaction without one: a function
-    # (migration 0011) names the tenants with expired memories.
-    expired_tenants_sql = "SELECT tenant_id FROM lamina_expired_tenants(%s, %s)"
+#: Tenants with expired memories (the forgetting repository's ``expired_tenants``): row-level
+#: security hides every tenant from a transaction without one, so a function (migration
+#: 0011) names them.
+EXPIRED_TENANTS = "SELECT tenant_id FROM lamina_expired_tenants(%s, %s)"
 
-    def __init__(self, db: Database, embedder: Embedder, ef_search: int) -> None:
-        super().__init__(db, POSTGRES, embedder)
-        self._db = db
-        self._ef_search = ef_search
 
-    def _filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
-        return filter_sql(flt)
+class PostgresMemoryWrites(SqlMemoryWrites):
+    """The writes repository; a ``bulk_add`` writes one tenant's memories (one tenant per
+    transaction, as row-level security sets it)."""
 
     async def bulk_add(
         self, memories: Sequence[NewMemory], *, actor: str | None = None
@@ -59,6 +58,14 @@ class PostgresMemories(SqlMemoryLifecycle):
         if len({m.tenant_id for m in memories}) > 1:
             raise LaminaError(ErrorCode.INVALID_ARGUMENT, "bulk_add takes one tenant per call")
         return await super().bulk_add(memories, actor=actor)
+
+
+class PostgresOwners(SqlMemoryOwners):
+    """The owners repository; the counts by layer in SQL (across tenants: a function)."""
+
+    def __init__(self, rows: MemoryRows, db: Database) -> None:
+        super().__init__(rows)
+        self._db = db
 
     async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]:
         async with self._db.transaction(tenant_id, "count_by_layer") as conn:
@@ -73,7 +80,14 @@ class PostgresMemories(SqlMemoryLifecycle):
                 ).fetchall()
         return {str(layer): int(n) for layer, n in rows}
 
-    # -- search -----------------------------------------------------------------------------
+
+class PostgresMemoryReads(SqlMemoryReads):
+    """The reads repository, searching with pgvector and the BM25 postings."""
+
+    def __init__(self, rows: MemoryRows, db: Database, ef_search: int) -> None:
+        super().__init__(rows)
+        self._db = db
+        self._ef_search = ef_search
 
     async def search(self, request: LayerSearch) -> LayerHits:
         """Candidates: the ``pool`` nearest by vector (HNSW, or the scope's rows when the
@@ -177,7 +191,7 @@ class PostgresMemories(SqlMemoryLifecycle):
     def _conditions(self, req: LayerSearch) -> tuple[str, list[Any]]:
         """The metadata filter and the time window of a search, over ``memories``."""
         where, params = filter_sql(req.filter)
-        timing, times = self._candidates(req)
+        timing, times = self._rows.candidates(req)
         return f"{where} AND {timing}", [*params, *times]
 
     def _cosine_columns(self, table: str, query: Vector | None) -> tuple[str, list[Any]]:

@@ -1,8 +1,11 @@
 """The PostgreSQL store: every port on one database that many processes and replicas share.
 
-It is the memory port itself (memories.py) and hands out the other domains' ports: context
-items, sessions and threads. Every call is one transaction as lamina_app that first sets
-``lamina.tenant_id``; the row-level security policies then hide every other tenant.
+It opens, checks and closes the database, and hands out every domain's repositories: the
+memory repositories (``memories``: one per memory port, built from the shared SQL's parts
+with PostgreSQL's search, counts and filters: memories.py, vectors.py, bulk.py), context
+items, sessions, threads, and ``bulk`` (loading many rows: ``lamina db copy``). Every
+call is one transaction as lamina_app that first sets ``lamina.tenant_id``; the
+row-level security policies then hide every other tenant.
 """
 
 from __future__ import annotations
@@ -19,15 +22,25 @@ from lamina.memory.ports import MemoryPorts
 from lamina.store.postgres.bulk import BulkLoading
 from lamina.store.postgres.context_items import PostgresContextItems
 from lamina.store.postgres.db import POSTGRES, Database, translate
-from lamina.store.postgres.memories import PostgresMemories
+from lamina.store.postgres.filters import filter_sql
+from lamina.store.postgres.memories import (
+    EXPIRED_TENANTS,
+    PostgresMemoryReads,
+    PostgresMemoryWrites,
+    PostgresOwners,
+)
 from lamina.store.postgres.threads import PostgresThreads
 from lamina.store.postgres.vectors import VectorColumns
-from lamina.store.sql.meta import capabilities
+from lamina.store.sql.deletion import nothing_to_settle
+from lamina.store.sql.forgetting import SqlMemoryForgetting
+from lamina.store.sql.memory_parts import MemoryParts
+from lamina.store.sql.meta import EmbeddingState, capabilities
 from lamina.store.sql.sessions import SqlSessions
+from lamina.store.sql.transfer import MemoryImport, SqlMemoryTransfer
 
 
-class PostgresStore(PostgresMemories, BulkLoading, VectorColumns):
-    """Every port on PostgreSQL with pgvector."""
+class PostgresStore:
+    """Every repository on PostgreSQL with pgvector."""
 
     def __init__(
         self,
@@ -49,15 +62,35 @@ class PostgresStore(PostgresMemories, BulkLoading, VectorColumns):
             connect_timeout=connect_timeout,
         )
         ef_search = max(1, min(1000, int(ef_search)))
-        super().__init__(db, embedder, ef_search)
+        self._db = db
         self.url = db.url
+        self.embedder = embedder
+        #: The model of the stored vectors against the embedder's (read when the store opens).
+        self.embedding = EmbeddingState(embedder)
         self._schema_target = schema_target  # None: the newest schema (tests pin older ones)
         self.schema_version = 0
         self.context_items = PostgresContextItems(db, ef_search, self.embedding)
         self.sessions = SqlSessions(db, POSTGRES)
         self.threads = PostgresThreads(db)
-        # One object per concern is the goal (issue 34); for now the store is each of them.
-        self.memories = MemoryPorts(self, self, self, self, self, self)
+        parts = MemoryParts.build(
+            db,
+            POSTGRES,
+            embedder,
+            self.embedding,
+            metadata_filter=filter_sql,
+            settle=nothing_to_settle,
+        )
+        importing = MemoryImport(parts)
+        #: Loading many rows at once (``lamina db copy``, benchmarks).
+        self.bulk = BulkLoading(db, importing)
+        self.memories = MemoryPorts(
+            reads=PostgresMemoryReads(parts.rows, db, ef_search),
+            writes=PostgresMemoryWrites(parts),
+            forgetting=SqlMemoryForgetting(parts, expired_tenants_sql=EXPIRED_TENANTS),
+            transfer=SqlMemoryTransfer(parts, importing, self.bulk),
+            embeddings=VectorColumns(parts, self.context_items, db),
+            owners=PostgresOwners(parts.rows, db),
+        )
 
     async def initialize(self) -> None:
         try:

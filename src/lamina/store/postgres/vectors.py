@@ -21,6 +21,8 @@ import psycopg
 from psycopg_pool import PoolTimeout
 
 from lamina.store.postgres.db import MIGRATION_LOCK, Database, translate
+from lamina.store.sql.context_items import SqlContextItems
+from lamina.store.sql.memory_parts import MemoryParts
 from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET
 from lamina.store.sql.reembed import Reembedding
 
@@ -39,8 +41,13 @@ _INDEXES = (
 
 
 class VectorColumns(Reembedding):
-    _db: Database
+    """The embeddings repository of the PostgreSQL store."""
+
     _VECTOR_DIMS = "vector_dims(embedding)"
+
+    def __init__(self, parts: MemoryParts, context_items: SqlContextItems, db: Database) -> None:
+        super().__init__(parts, context_items)
+        self._db = db
 
     @asynccontextmanager
     async def _owner(self, operation: str) -> AsyncIterator[Any]:

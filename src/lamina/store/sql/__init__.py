@@ -3,6 +3,7 @@
 ``program.py`` runs that SQL on either backend (a program yields statements, the backend's
 driver executes them: SQLite in its worker thread, PostgreSQL awaiting each); ``dialect.py``
 names what differs between the two (placeholders, JSON, timestamps, row locks, …). The
-domain modules (``memories.py``, ``context_items.py``, ``sessions.py``, ``threads.py``) hold
-the logic each backend subclasses; search, which really differs, stays in the backends.
+domain modules hold the logic: the memory repositories, one per memory port, built from
+the parts of ``memory_parts.py``; ``context_items.py``, ``sessions.py``, ``threads.py``.
+Search, which really differs, stays in the backends (a small subclass each).
 """

@@ -1,6 +1,7 @@
 """Conversation neighbourhoods of memories in SQL, for both backends: a message's place in
 its conversation, the neighbourhood (the words and vectors of the turns around it) search
-scores it with, the locks that keep it consistent, and its renewal when a turn changes."""
+scores it with, the locks that keep it consistent, and its renewal when a turn changes
+(``Conversations``, a part the writes, deletes, imports and re-embedding hold)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 from lamina.embeddings.base import Vector
 from lamina.memory.ports import NewMemory
 from lamina.memory.scoring import neighbourhood_terms, neighbourhood_vector
-from lamina.store.sql.memory_rows import SqlMemoryRows
+from lamina.store.sql.memory_rows import MemoryRows
 from lamina.store.sql.program import Program, row, rows
 
 #: The metadata key of a conversation message (``lamina.memory.messages``).
@@ -107,10 +108,14 @@ def neighbourhood_of(
     )
 
 
-class SqlConversations(SqlMemoryRows):
-    """The neighbourhood work of writes and deletes."""
+class Conversations:
+    """The neighbourhood work of writes, deletes, imports and re-embedding."""
 
-    def _lock_conversations(self, tenant_id: str, conversation_ids: set[str]) -> Program[None]:
+    def __init__(self, rows: MemoryRows) -> None:
+        self._d = rows.dialect
+        self.embedder = rows.embedder
+
+    def lock(self, tenant_id: str, conversation_ids: set[str]) -> Program[None]:
         """Hold the ``conversations`` rows (as ``add_messages`` does) before changing turns,
         in one order: no neighbourhood is computed from turns that change meanwhile."""
         for conversation_id in sorted(conversation_ids):
@@ -121,18 +126,18 @@ class SqlConversations(SqlMemoryRows):
                 conversation_id,
             )
 
-    def _sized(self, vector: Vector | None) -> Vector | None:
-        """``vector`` if it is of the configured model's size (as ``_vector_of`` reads it)."""
+    def sized(self, vector: Vector | None) -> Vector | None:
+        """``vector`` if it is of the configured model's size (as ``vector_of`` reads it)."""
         return vector if vector is not None and len(vector) == self.embedder.dimensions else None
 
-    def _vector_of(self, value: Any, model: str | None) -> Vector | None:
+    def vector_of(self, value: Any, model: str | None) -> Vector | None:
         """A stored vector if it is of the configured model and size, else None (vectors of
         two models never meet)."""
         if value is None or model != self.embedder.model_id:
             return None
-        return self._sized(self._d.from_vector(value))
+        return self.sized(self._d.from_vector(value))
 
-    def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:
+    def renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:
         """Recompute the neighbourhood of the ``count_`` turns (None: all) of ``thread``
         after position ``after``, and of the ``FOLLOWING`` turns at or before it (whose next
         turns those are), from the turns now around them: after turns were added, deleted
@@ -173,7 +178,7 @@ class SqlConversations(SqlMemoryRows):
         memory_id, position, content, metadata, vector, model = stored
         conversation = self._d.from_json(metadata).get(CONVERSATION, {})
         return _Turn(
-            str(memory_id), position, str(content), conversation, self._vector_of(vector, model)
+            str(memory_id), position, str(content), conversation, self.vector_of(vector, model)
         )
 
     def _write_renewed(
@@ -188,19 +193,19 @@ class SqlConversations(SqlMemoryRows):
         updates = []
         names: list[str] = []
         for turn, i in zip(targets, at, strict=True):
-            values = self._neighbourhood_columns(turn.content, _around(thread, turns, i))
+            values = self.neighbourhood_columns(turn.content, _around(thread, turns, i))
             names = list(values)
             updates.append((*values.values(), thread.tenant_id, turn.id))
         if updates:
             yield self._d.update("memories", names, ("tenant_id", "id"), updates)
 
-    def _new_turns(
+    def new_turns(
         self, memories: Sequence[NewMemory], vectors: Sequence[Vector | None]
     ) -> Program[list[Neighbourhood | None]]:
         """The neighbourhoods of memories about to be written (an import's batch, an
         ``add_messages`` call; ``vectors``: as they are stored), None for those that are no
         conversation message: from the stored turns around them and from each other. The
-        stored turns they become neighbours of are renewed (those ``_renew`` renews after a
+        stored turns they become neighbours of are renewed (those ``renew`` renews after a
         thread's first new turn); the memories are written with theirs, instead of written,
         then renewed."""
         threads: dict[ConversationScope, list[tuple[int, int]]] = {}
@@ -218,7 +223,7 @@ class SqlConversations(SqlMemoryRows):
                     position,
                     memories[i].content,
                     memories[i].metadata.get(CONVERSATION, {}),
-                    self._sized(vectors[i]),
+                    self.sized(vectors[i]),
                 )
                 for i, position in mine
             ]
@@ -236,7 +241,7 @@ class SqlConversations(SqlMemoryRows):
             )
         return out
 
-    def _neighbourhood_columns(self, content: str, n: Neighbourhood | None) -> dict[str, Any]:
+    def neighbourhood_columns(self, content: str, n: Neighbourhood | None) -> dict[str, Any]:
         """The index columns of a row; a conversation message's also name its place and
         neighbourhood (other rows leave those columns out: stores of an older schema, which
         tests fill, lack them)."""

@@ -18,7 +18,7 @@ import numpy as np
 
 from lamina.embeddings.base import Vector
 from lamina.store.sql.dialect import CHUNK, Dialect
-from lamina.store.sql.memory_rows import SqlMemoryRows
+from lamina.store.sql.memory_rows import MemoryRows
 from lamina.store.sql.program import Program, count, every, many, rows
 
 #: The indexed expression finding the memories holding a text (migrations 0008 / 0010).
@@ -30,8 +30,15 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-class SqlEmbeddingCache(SqlMemoryRows):
-    """generate_embedding, unembedded and set_embeddings, and the cache's upkeep."""
+class EmbeddingCache:
+    """generate_embedding, unembedded and set_embeddings, and the cache's upkeep (a part
+    the embeddings repository, writes and deletes hold)."""
+
+    def __init__(self, rows: MemoryRows) -> None:
+        self._exec = rows.executor
+        self._d = rows.dialect
+        self.embedder = rows.embedder
+        self.embedding = rows.embedding
 
     async def generate_embedding(
         self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
@@ -137,7 +144,7 @@ class SqlEmbeddingCache(SqlMemoryRows):
 
         return await self._exec.write(tenant_id, "set embeddings", write())
 
-    def _drop_vectors(self, tenant_id: str, texts: set[str]) -> Program[None]:
+    def drop_vectors(self, tenant_id: str, texts: set[str]) -> Program[None]:
         """Drop the cached vectors of ``texts`` that no memory of the tenant holds (found by
         the ``memories_content_prefix`` index, then compared whole)."""
         ordered = sorted(texts)

@@ -1,8 +1,10 @@
-"""Reads of memories in SQL, for both backends: get, history, listing by page, the
-hierarchy of scopes, and the ranking of search candidates both backends' searches share."""
+"""Reads of memories in SQL, for both backends (``SqlMemoryReads``, the reads repository):
+get, history, listing by page, and the ranking of search candidates both backends'
+searches share; each backend adds its search (sqlite/memories.py, postgres/memories.py)."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence, Sized
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -26,10 +28,9 @@ from lamina.memory.ports import (
 )
 from lamina.memory.scoring import Candidate, Ranked, rank
 from lamina.store.cursors import decode_cursor, encode_cursor
-from lamina.store.sql.memory_rows import Row
-from lamina.store.sql.program import Program, count, every, first, row, rows
+from lamina.store.sql.memory_rows import MemoryRows, Row
+from lamina.store.sql.program import Program, every, first, row, rows
 from lamina.store.sql.rows import HISTORY_COLUMNS, EntryRow, ScoringRow
-from lamina.store.sql.timing import SqlTiming
 
 #: Matches of a listing past which its page walks the scope in order (``window_sql``).
 _WALK_FROM = 2_000
@@ -66,12 +67,22 @@ def ranked_chunks(
         cap *= 8
 
 
-class SqlMemoryReads(SqlTiming):
-    """get, history, list, the hierarchy, and search's shared ranking.
+class SqlMemoryReads(ABC):
+    """get, history, list and search (lamina.memory.ports.MemoryReadStore); search is the
+    backend's, on the ranking shared here.
 
     A search reads its candidates in two steps: what ranking needs (``_scoring_columns``:
     vectors, content, speaker, conversation, event time), for every candidate; then whole
     rows (``_hit_rows``) for the few that rank among the hits."""
+
+    def __init__(self, rows: MemoryRows) -> None:
+        self._rows = rows
+        self._exec = rows.executor
+        self._d = rows.dialect
+        self.embedding = rows.embedding
+
+    @abstractmethod
+    async def search(self, request: LayerSearch) -> LayerHits: ...
 
     def _scoring_columns(self, table: str = "", vectors: str | None = None) -> str:
         """The columns of a candidate row after its key (``{seq}``), ``table``-qualified:
@@ -96,14 +107,14 @@ class SqlMemoryReads(SqlTiming):
         condition, params = self._d.any_of(self._d.seq, keys)
         # By key, never through an index on the tenant (SQLite would walk its every row).
         tenant = self._d.unindexed("tenant_id")
-        timing, times = self._candidates(req)
+        timing, times = self._rows.candidates(req)
         sql = (
-            f"SELECT {self._columns}{extra} FROM memories "  # noqa: S608
+            f"SELECT {self._rows.columns}{extra} FROM memories "  # noqa: S608
             f"WHERE {condition} AND {tenant} = %s AND {timing}"
         )
         params += [req.tenant_id, *times]
         if not req.filter.empty:
-            matching, values = self._filter(req.filter)
+            matching, values = self._rows.filter(req.filter)
             sql += f" AND {matching}"
             params += values
         return sql, params
@@ -111,7 +122,7 @@ class SqlMemoryReads(SqlTiming):
     def _scored(self, values: Sequence[Any], parts: ScoreParts) -> ScoredMemory:
         # Vectors of two models must never meet (near-duplicate checks compare them).
         vector = None if self.embedding.stale else self._d.from_vector(EntryRow(*values).embedding)
-        return ScoredMemory(self._entry(values), parts, vector)
+        return ScoredMemory(self._rows.entry(values), parts, vector)
 
     def _rank(self, req: LayerSearch, found: dict[Any, Row], keyword: dict[Any, float]) -> Ranked:
         """Score the candidate rows ``found`` (by key; each row is the key, then
@@ -180,8 +191,8 @@ class SqlMemoryReads(SqlTiming):
     async def get(self, tenant_id: str, memory_id: str) -> MemoryEntry | None:
         """The memory (also once invalidated), None when absent or expired."""
         get = first(
-            self._entry,
-            f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s "  # noqa: S608
+            self._rows.entry,
+            f"SELECT {self._rows.columns} FROM memories WHERE tenant_id = %s AND id = %s "  # noqa: S608
             "AND (expires_at IS NULL OR expires_at > %s)",
             tenant_id,
             memory_id,
@@ -191,7 +202,7 @@ class SqlMemoryReads(SqlTiming):
 
     async def history(self, tenant_id: str, memory_id: str) -> list[HistoryEvent]:
         read = every(
-            self._event,
+            self._rows.event,
             f"SELECT {HISTORY_COLUMNS} FROM memory_history WHERE tenant_id = %s "  # noqa: S608
             "AND memory_id = %s ORDER BY seq",
             tenant_id,
@@ -207,7 +218,7 @@ class SqlMemoryReads(SqlTiming):
         selection = listing.get("selection")
         params: list[Any] = [tenant_id]
         if selection is not None:  # each term names the tenant
-            where, params = self._selected(selection, tenant_id)
+            where, params = self._rows.selected(selection, tenant_id)
         elif not scopes:
             return MemoryPage(items=[], next_cursor=None, total_count=0)
         else:
@@ -216,11 +227,11 @@ class SqlMemoryReads(SqlTiming):
             for scope in scopes:
                 params += [scope.layer.value, scope.key]
         if not flt.empty:
-            condition, values = self._filter(flt)
+            condition, values = self._rows.filter(flt)
             where += f" AND {condition}"
             params += values
-        timing, values = self._window(window)
-        walking, _ = self._window(window, walk=True)
+        timing, values = self._rows.window(window)
+        walking, _ = self._rows.window(window, walk=True)
         walk_where = f"{where} AND {walking}"
         where += f" AND {timing}"
         params += values
@@ -247,7 +258,7 @@ class SqlMemoryReads(SqlTiming):
             page_where = chosen + ("" if before is None else f" AND {seq} < %s")
             page_params = params + ([] if before is None else [before])
             found = yield rows(
-                f"SELECT {self._columns} FROM memories WHERE {page_where} "  # noqa: S608
+                f"SELECT {self._rows.columns} FROM memories WHERE {page_where} "  # noqa: S608
                 f"ORDER BY {seq} DESC LIMIT %s",
                 *page_params,
                 limit + 1,
@@ -259,39 +270,13 @@ class SqlMemoryReads(SqlTiming):
             more = len(found) > limit
             found = found[:limit]
             return MemoryPage(
-                items=[self._entry(r) for r in found],
+                items=[self._rows.entry(r) for r in found],
                 next_cursor=encode_cursor(found[-1][0]) if more else None,
                 total_count=total[0] if count_limit is None else min(total[0], count_limit),
                 total_exact=count_limit is None or total[0] <= count_limit,
             )
 
         return await self._exec.read(tenant_id, "list", page(), snapshot=True)
-
-    async def set_parent(self, tenant_id: str, level: str, child_id: str, parent_id: str) -> None:
-        def write() -> Program[None]:
-            yield count(
-                "INSERT INTO hierarchy VALUES (%s, %s, %s, %s, %s) ON CONFLICT "
-                "(tenant_id, level, child_id) DO UPDATE SET parent_id = excluded.parent_id, "
-                "updated_at = excluded.updated_at",
-                tenant_id,
-                level,
-                child_id,
-                parent_id,
-                self._d.time(datetime.now(UTC)),
-            )
-
-        await self._exec.write(tenant_id, "set_parent", write())
-
-    async def get_parent(self, tenant_id: str, level: str, child_id: str) -> str | None:
-        read = first(
-            lambda found: str(found[0]),
-            "SELECT parent_id FROM hierarchy WHERE tenant_id = %s AND level = %s "
-            "AND child_id IN (%s, '*') ORDER BY child_id = '*' LIMIT 1",
-            tenant_id,
-            level,
-            child_id,
-        )
-        return await self._exec.read(tenant_id, "get_parent", read)
 
 
 def cosines(query: Vector | None, vectors: Sequence[Vector | None]) -> list[float | None]:

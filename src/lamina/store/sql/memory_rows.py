@@ -1,12 +1,11 @@
-"""The rows of memories in SQL, for both backends: their columns, the entry and history
-event a row makes, and the base class every memory module (timing.py, memory_writes.py,
-memory_reads.py, conversations.py, embedding_cache.py, forgetting.py, invalidation.py)
-builds on."""
+"""The rows of memories in SQL, for both backends: the part every memory repository holds
+(``MemoryRows``): the executor, the dialect, the embedder and its state, the backend's
+metadata filter, and what a row means (the entry and history event it makes, the
+conditions selecting rows by scope and by time)."""
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -18,45 +17,48 @@ from lamina.memory.models import (
     HistoryOperation,
     MemoryEntry,
 )
-from lamina.memory.ports import (
-    EmbeddingStatus,
-    LayerHits,
-    LayerSearch,
-    Selection,
-)
+from lamina.memory.ports import LayerSearch, Selection
+from lamina.memory.timing import TimeWindow
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.meta import EmbeddingState
 from lamina.store.sql.program import Executor
 from lamina.store.sql.rows import ENTRY, EntryRow, HistoryRow
+from lamina.store.sql.timing import window_sql
 
 #: A row as the driver returns it.
 Row = tuple[Any, ...]
 
+#: The backend's SQL of a non-empty metadata filter: its condition and parameters
+#: (SQLite: ``ms_match``, PostgreSQL: JSONB operators).
+FilterSql = Callable[[MetadataFilter], tuple[str, list[Any]]]
 
-class SqlMemoryRows(ABC):
-    """What every memory module stands on: the executor, the dialect, the embedder and its
-    state, and the entry a row makes."""
 
-    def __init__(self, executor: Executor, dialect: Dialect, embedder: Embedder) -> None:
-        self._exec = executor
-        self._d = dialect
+class MemoryRows:
+    """What every memory repository stands on: the executor, the dialect, the embedder
+    and its state (shared with the store's context items), and the rows' meaning."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        dialect: Dialect,
+        embedder: Embedder,
+        embedding: EmbeddingState,
+        metadata_filter: FilterSql,
+    ) -> None:
+        self.executor = executor
+        self.dialect = dialect
         self.embedder = embedder
         #: The model of the stored vectors against the embedder's (set when the store opens).
-        self.embedding = EmbeddingState(embedder)
+        self.embedding = embedding
+        self._filter = metadata_filter
         #: Every column a query reads: the row sequence, then ``ENTRY``.
-        self._columns = f"{dialect.seq}, {ENTRY}"
+        self.columns = f"{dialect.seq}, {ENTRY}"
 
-    @abstractmethod
-    async def search(self, request: LayerSearch) -> LayerHits: ...
-
-    @abstractmethod
-    async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
-
-    @abstractmethod
-    def _filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
+    def filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
         """The SQL condition of a non-empty metadata filter, and its parameters."""
+        return self._filter(flt)
 
-    def _selected_terms(self, selection: Selection) -> list[tuple[str, list[Any]]]:
+    def selected_terms(self, selection: Selection) -> list[tuple[str, list[Any]]]:
         """The conditions selecting memories (lamina.memory.ports.Selection), one per layer,
         with their parameters: per layer, its scope key when the identifiers name the whole
         scope, else each identifier's value; a layer the identifiers cannot scope selects
@@ -75,22 +77,22 @@ class SqlMemoryRows(ABC):
                 )
             else:
                 names = sorted(given)
-                parts = " AND ".join(f"{self._d.json_text('identifiers', n)} = %s" for n in names)
+                parts = " AND ".join(
+                    f"{self.dialect.json_text('identifiers', n)} = %s" for n in names
+                )
                 terms.append(
                     (f"(layer = %s AND {parts})", [layer.value, *(given[n] for n in names)])
                 )
         return terms
 
-    def _selected(
-        self, selection: Selection, tenant_id: str | None = None
-    ) -> tuple[str, list[Any]]:
-        """The condition selecting memories (``_selected_terms`` joined), and its parameters.
+    def selected(self, selection: Selection, tenant_id: str | None = None) -> tuple[str, list[Any]]:
+        """The condition selecting memories (``selected_terms`` joined), and its parameters.
         Given ``tenant_id``, each term names the tenant (the condition then needs no other
         tenant check): SQLite looks each one up in its own index (a user's agent, user and
         session memories) instead of reading the tenant's rows."""
-        terms = self._selected_terms(selection)
+        terms = self.selected_terms(selection)
         if not terms:
-            return self._d.false, []
+            return self.dialect.false, []
         if tenant_id is None:
             params = [p for _, values in terms for p in values]
             return f"({' OR '.join(t for t, _ in terms)})", params
@@ -98,8 +100,8 @@ class SqlMemoryRows(ABC):
         joined = " OR ".join(f"(tenant_id = %s AND {t})" for t, _ in terms)
         return f"({joined})", params
 
-    def _entry(self, values: Sequence[Any]) -> MemoryEntry:
-        d, r = self._d, EntryRow(*values)
+    def entry(self, values: Sequence[Any]) -> MemoryEntry:
+        d, r = self.dialect, EntryRow(*values)
         return MemoryEntry(
             id=r.id,
             tenant_id=r.tenant_id,
@@ -112,17 +114,22 @@ class SqlMemoryRows(ABC):
             updated_at=d.from_time(r.updated_at),
             embedding_generated=r.embedding is not None,
             event_at=d.from_time(r.event_at or r.created_at),
-            valid_from=self._time(r.valid_from),
-            valid_until=self._time(r.valid_until),
-            expires_at=self._time(r.expires_at),
+            valid_from=self.time(r.valid_from),
+            valid_until=self.time(r.valid_until),
+            expires_at=self.time(r.expires_at),
         )
 
-    def _time(self, value: Any) -> datetime | None:
-        return None if value is None else self._d.from_time(value)
+    def time(self, value: Any) -> datetime | None:
+        """A stored time, or None."""
+        return None if value is None else self.dialect.from_time(value)
 
-    def _event(self, values: Sequence[Any]) -> HistoryEvent:
+    def param(self, value: datetime | None) -> Any:
+        """A time as a statement's parameter, or None."""
+        return None if value is None else self.dialect.time(value)
+
+    def event(self, values: Sequence[Any]) -> HistoryEvent:
         """A history event of its row (``HISTORY_COLUMNS``)."""
-        d, r = self._d, HistoryRow(*values)
+        d, r = self.dialect, HistoryRow(*values)
         return HistoryEvent(
             memory_id=r.memory_id,
             operation=HistoryOperation(r.operation),
@@ -135,5 +142,15 @@ class SqlMemoryRows(ABC):
             actor=r.actor,
         )
 
-    def embedding_status(self) -> EmbeddingStatus:
-        return self.embedding.status
+    def window(self, window: TimeWindow | None, *, walk: bool = False) -> tuple[str, list[Any]]:
+        """The condition of a time window (None: now, valid only) and its parameters."""
+        return window_sql(self.dialect, window or TimeWindow(), walk=walk)
+
+    def candidates(self, req: LayerSearch) -> tuple[str, list[Any]]:
+        """The condition a search's candidates meet besides the metadata filter: its time
+        window, and when it wants facts only, not a conversation message nor a keyed item
+        (neither has a content key)."""
+        condition, params = self.window(req.window)
+        if not req.messages:
+            condition += " AND conversation_id IS NULL AND content_key IS NOT NULL"
+        return condition, params

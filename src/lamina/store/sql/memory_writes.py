@@ -1,21 +1,23 @@
-"""The write path of memories in SQL, for both backends: add, bulk add, conversation
-messages (numbered and given their neighbourhood) and update, each with its history."""
+"""The write path of memories in SQL, for both backends (``SqlMemoryWrites``, the writes
+repository): add, bulk add, conversation messages (numbered and given their
+neighbourhood), update, delete by id, invalidation and consolidation's one transaction,
+each with its history."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Unpack
 
 from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.layers import scope_key
-from lamina.memory.models import (
-    HistoryEvent,
-    MemoryEntry,
-)
+from lamina.memory.models import MemoryEntry
 from lamina.memory.ports import (
+    Consolidated,
+    Consolidation,
+    Invalidation,
     MemoryChange,
     NewMemory,
     updated_entry,
@@ -25,25 +27,37 @@ from lamina.store.sql.conversations import (
     CONVERSATION,
     NEIGHBOURS,
     ConversationScope,
-    Neighbourhood,
-    SqlConversations,
     place_of,
 )
-from lamina.store.sql.embedding_cache import SqlEmbeddingCache, drop_held
+from lamina.store.sql.embedding_cache import drop_held
+from lamina.store.sql.memory_parts import MemoryParts
 from lamina.store.sql.program import Program, count, row
-from lamina.store.sql.timing import HISTORY, HISTORY_NAMES, SqlTiming, conflict, missing
+from lamina.store.sql.timing import HISTORY, conflict, missing
 
 
-class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
-    """add, bulk_add, add_messages and update."""
+class SqlMemoryWrites:
+    """add, bulk_add, add_messages, update, delete, bulk_delete, invalidate and
+    consolidate (lamina.memory.ports.MemoryWriteStore)."""
+
+    def __init__(self, parts: MemoryParts) -> None:
+        self._rows = parts.rows
+        self._exec = parts.rows.executor
+        self._d = parts.rows.dialect
+        self.embedder = parts.rows.embedder
+        self.embedding = parts.rows.embedding
+        self._conversations = parts.conversations
+        self._cache = parts.cache
+        self._inserts = parts.inserts
+        self._deletion = parts.deletion
 
     async def add(self, memory: NewMemory, *, actor: str | None = None) -> MemoryEntry:
-        return (await self._exec.write(memory.tenant_id, "add", self._insert([memory], actor)))[0]
+        program = self._inserts.insert([memory], actor)
+        return (await self._exec.write(memory.tenant_id, "add", program))[0]
 
     async def bulk_add(
         self, memories: Sequence[NewMemory], *, actor: str | None = None
     ) -> list[MemoryEntry]:
-        return await self._write_all("bulk_add", memories, lambda m: self._insert(m, actor))
+        return await self._write_all("bulk_add", memories, lambda m: self._inserts.insert(m, actor))
 
     async def add_messages(
         self, memories: Sequence[NewMemory], *, actor: str | None = None
@@ -98,145 +112,10 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         # Each message's neighbourhood from the stored turns before it and the call's own;
         # the last stored turns gain next turns (renewed). The vectors as they are stored
         # (none while the store waits for re-embedding).
-        vectors = [m.embedding for m in self._storable(numbered)]
-        neighbourhoods = yield from self._new_turns(numbered, vectors)
-        entries = yield from self._insert(numbered, actor, neighbourhoods)
+        vectors = [m.embedding for m in self._inserts.storable(numbered)]
+        neighbourhoods = yield from self._conversations.new_turns(numbered, vectors)
+        entries = yield from self._inserts.insert(numbered, actor, neighbourhoods)
         return entries
-
-    def _insert(
-        self,
-        memories: list[NewMemory],
-        actor: str | None,
-        neighbourhoods: Sequence[Neighbourhood | None] | None = None,
-    ) -> Program[list[MemoryEntry]]:
-        """Insert ``memories`` (times: theirs, else now), each with one ``add`` event. Those
-        asking for dedup that have an exact duplicate stored, or earlier in the list, return
-        that one instead."""
-        now = datetime.now(UTC)
-        model = self.embedder.model_id
-        memories = self._storable(memories)
-        around: list[Neighbourhood | None] = (
-            list(neighbourhoods) if neighbourhoods else [None] * len(memories)
-        )
-        same = yield from self._duplicates(memories, now)
-        fresh = [i for i in range(len(memories)) if i not in same]
-        yield from self._write_rows(
-            [memories[i] for i in fresh], actor, now, [around[i] for i in fresh]
-        )
-        entries: dict[int, MemoryEntry] = {
-            i: MemoryEntry(
-                id=m.id,
-                tenant_id=m.tenant_id,
-                layer=m.scope.layer,
-                identifiers=m.scope.identifiers,
-                content=m.content,
-                metadata=m.metadata,
-                created_at=m.created_at or now,
-                updated_at=m.updated_at or m.created_at or now,
-                embedding_generated=m.embedding is not None,
-                embedding_model=None if m.embedding is None else model,
-                event_at=m.lifetime.event_at or m.created_at or now,
-                valid_from=m.lifetime.valid_from,
-                valid_until=m.lifetime.valid_until,
-                expires_at=m.lifetime.expires_at,
-            )
-            for i, m in ((i, memories[i]) for i in fresh)
-        }
-        out = []
-        for i in range(len(memories)):
-            dup = same.get(i)
-            if dup is None:
-                out.append(entries[i])
-            elif isinstance(dup, int):  # a duplicate of an earlier one of this call
-                out.append(entries[dup].model_copy(update={"deduplicated": True}))
-            else:
-                out.append(dup)
-        return out
-
-    def _storable(self, memories: list[NewMemory]) -> list[NewMemory]:
-        """``memories`` as they are stored: while the store needs re-embedding, new vectors
-        wait (pending) for ``reembed``."""
-        if self.embedding.stale:
-            return [replace(m, embedding=None) for m in memories]
-        return memories
-
-    def _write_rows(
-        self,
-        memories: list[NewMemory],
-        actor: str | None,
-        now: datetime,
-        around: Sequence[Neighbourhood | None],
-        histories: Sequence[list[HistoryEvent] | None] | None = None,
-    ) -> Program[None]:
-        """Insert the rows of ``memories`` (``around``: their neighbourhoods) and their
-        history: the events given (``histories``, by memory; an import), else one ``add``
-        event each. One statement per table on PostgreSQL (Dialect.insert)."""
-        if not memories:
-            return
-        d = self._d
-        stored = [self._row(m, n, now) for m, n in zip(memories, around, strict=True)]
-        names = list(dict.fromkeys(k for values in stored for k in values))
-        if any(len(values) != len(names) for values in stored):  # messages among memories
-            stored = [{k: values.get(k) for k in names} for values in stored]
-        memories_insert = d.insert("memories", names, [tuple(values.values()) for values in stored])
-        # Every value is made before the first statement (an atomic import makes a batch's
-        # values while the batch before it is stored).
-        events: list[tuple[Any, ...]] = []
-        for n, v in enumerate(stored):
-            given = None if histories is None else histories[n]
-            if given is None:
-                events.append(
-                    (
-                        *(v["tenant_id"], v["id"], "add", v["layer"], None, v["content"]),
-                        *(None, v["metadata"], actor, v["created_at"]),
-                    )
-                )
-                continue
-            events += [
-                (
-                    *(v["tenant_id"], v["id"], e.operation.value, e.layer.value),
-                    *(e.old_content, e.new_content),
-                    *(None if e.old_metadata is None else d.json(e.old_metadata),),
-                    *(None if e.new_metadata is None else d.json(e.new_metadata),),
-                    *(e.actor, d.time(e.at)),
-                )
-                for e in given
-            ]
-        yield memories_insert
-        if events:
-            yield d.insert("memory_history", HISTORY_NAMES, events)
-        held = [m.content for m in memories if m.embedding is not None]
-        if held:  # the memories hold these vectors now: no second copy in the cache
-            yield from drop_held(d, memories[0].tenant_id, self.embedder.model_id, held)
-
-    def _row(self, m: NewMemory, n: Neighbourhood | None, now: datetime) -> dict[str, Any]:
-        """The columns of a new memory's row."""
-        d = self._d
-        life = m.lifetime
-        created = m.created_at or now
-        updated = m.updated_at or created
-        event = life.event_at or created
-        created_at = d.time(created)
-        return {
-            "tenant_id": m.tenant_id,
-            "id": m.id,
-            "layer": m.scope.layer.value,
-            "scope_key": m.scope.key,
-            "identifiers": d.json(m.scope.identifiers),
-            "content": m.content,
-            "metadata": d.json(m.metadata),
-            "embedding": None if m.embedding is None else d.vector(m.embedding),
-            **self._neighbourhood_columns(m.content, n),
-            "embedding_model": None if m.embedding is None else self.embedder.model_id,
-            "created_at": created_at,
-            # The same time is converted once (an import's three times usually are).
-            "updated_at": created_at if _same_time(updated, created) else d.time(updated),
-            "event_at": created_at if _same_time(event, created) else d.time(event),
-            "valid_from": self._param(life.valid_from),
-            "valid_until": self._param(life.valid_until),
-            "expires_at": self._param(life.expires_at),
-            "content_key": None if m.keyed or place_of(m.metadata) else content_key(m.content),
-        }
 
     async def update(
         self, tenant_id: str, memory_id: str, **change: Unpack[MemoryChange]
@@ -262,7 +141,7 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
             return False
         place = place_of(self._d.from_json(before[0]))
         if place is not None:
-            yield from self._lock_conversations(tenant_id, {place[0]})
+            yield from self._conversations.lock(tenant_id, {place[0]})
         return before[1] is None
 
     def _update(
@@ -335,7 +214,7 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         if locks_conversation:
             keyless = yield from self._before_change(tenant_id, memory_id)
         found = yield row(
-            f"SELECT {self._columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
+            f"SELECT {self._rows.columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
             f"{d.for_update}",
             tenant_id,
             memory_id,
@@ -346,7 +225,7 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
                 f"memory {memory_id!r} not found",
                 details={"id": memory_id},
             )
-        old = self._entry(found)
+        old = self._rows.entry(found)
         if old.expires_at is not None and old.expires_at <= datetime.now(UTC):
             raise missing(memory_id, " (its time to live is over)")
         if seen is not None and old.updated_at != seen:
@@ -393,16 +272,108 @@ class SqlMemoryWrites(SqlConversations, SqlEmbeddingCache, SqlTiming):
         """Drop the cached vectors of replaced content; renew the neighbourhoods around a
         conversation message whose words or vector changed."""
         if content is not None and content != old.content:
-            yield from self._drop_vectors(tenant_id, {old.content})
+            yield from self._cache.drop_vectors(tenant_id, {old.content})
         place = place_of(old.metadata)
         if place is not None and (content is not None or embedding is not None):
             # Its own neighbourhood vector holds its vector; the turns around it hold its
             # words (and their vectors its vector).
             key = scope_key(old.layer, old.identifiers)
             thread = ConversationScope(tenant_id, place[0], old.layer.value, key)
-            yield from self._renew(thread, place[1] - 1, NEIGHBOURS + 1)
+            yield from self._conversations.renew(thread, place[1] - 1, NEIGHBOURS + 1)
 
+    # -- deletes by id (lamina.store.sql.forgetting) ----------------------------------------
 
-def _same_time(a: datetime, b: datetime) -> bool:
-    """Whether two times are written the same (the same instant at the same offset)."""
-    return a is b or (a == b and a.utcoffset() == b.utcoffset())
+    async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
+        program = self._deletion.delete(tenant_id, [memory_id], actor)
+        deleted = await self._exec.write(tenant_id, "delete", program)
+        await self._deletion.settle(deleted)
+        return deleted == 1
+
+    async def bulk_delete(
+        self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
+    ) -> int:
+        program = self._deletion.delete(tenant_id, list(memory_ids), actor)
+        deleted = await self._exec.write(tenant_id, "bulk_delete", program)
+        await self._deletion.settle(deleted)
+        return deleted
+
+    # -- invalidation and consolidation -----------------------------------------------------
+
+    async def invalidate(
+        self, tenant_id: str, invalidations: Sequence[Invalidation], *, actor: str | None = None
+    ) -> list[MemoryEntry]:
+        return await self._exec.write(
+            tenant_id, "invalidate", self._invalidate(tenant_id, list(invalidations), actor)
+        )
+
+    def _invalidate(
+        self, tenant_id: str, invalidations: list[Invalidation], actor: str | None
+    ) -> Program[list[MemoryEntry]]:
+        d = self._d
+        out = []
+        for inv in invalidations:
+            found = yield row(
+                f"SELECT {self._rows.columns} FROM memories WHERE tenant_id = %s AND id = %s"  # noqa: S608
+                f"{d.for_update}",
+                tenant_id,
+                inv.memory_id,
+            )
+            if found is None:
+                raise missing(inv.memory_id)
+            old = self._rows.entry(found)
+            if old.expires_at is not None and old.expires_at <= datetime.now(UTC):
+                raise missing(inv.memory_id)
+            if inv.seen is not None and old.updated_at != inv.seen:
+                raise conflict(inv.memory_id)
+            if old.valid_until is not None and old.valid_until <= inv.at:
+                out.append(old)  # no longer valid by then already: nothing changes
+                continue
+            updated = max(datetime.now(UTC), old.updated_at + timedelta(microseconds=1))
+            yield count(
+                "UPDATE memories SET valid_until = %s, updated_at = %s "
+                "WHERE tenant_id = %s AND id = %s",
+                d.time(inv.at),
+                d.time(updated),
+                tenant_id,
+                inv.memory_id,
+            )
+            metadata = d.json(old.metadata)
+            yield count(
+                HISTORY,
+                *(tenant_id, old.id, "invalidate", old.layer.value, old.content, old.content),
+                *(metadata, metadata, actor, d.time(updated)),
+            )
+            out.append(old.model_copy(update={"valid_until": inv.at, "updated_at": updated}))
+        return out
+
+    async def consolidate(self, change: Consolidation, *, actor: str | None = None) -> Consolidated:
+        return await self._exec.write(
+            change.tenant_id, "consolidate", self._consolidate(change, actor)
+        )
+
+    def _consolidate(self, change: Consolidation, actor: str | None) -> Program[Consolidated]:
+        tenant = change.tenant_id
+        messages = (
+            (yield from self._add_messages(list(change.messages), actor))
+            if (change.messages)
+            else []
+        )
+        revised = []
+        for r in change.revised:
+            revised.append(
+                (
+                    yield from self._update(
+                        tenant,
+                        r.memory_id,
+                        r.content,
+                        r.embedding,
+                        r.metadata_patch,
+                        actor,
+                        r.seen,
+                        event_at=r.event_at,
+                    )
+                )
+            )
+        invalidated = yield from self._invalidate(tenant, list(change.invalidated), actor)
+        added = (yield from self._inserts.insert(list(change.added), actor)) if change.added else []
+        return Consolidated(messages, added, revised, invalidated)

@@ -1,4 +1,6 @@
-"""Re-embedding a store with another model (``MemoryStore.reembed``), for both backends.
+"""The embeddings repository of a SQL store (``Reembedding``): the embedding status, the
+cache (embedding_cache.py) and pending vectors, and re-embedding a store with another
+model (``reembed``), for both backends.
 
 Resumable, batch by batch, tenant by tenant: a memory is done when its ``embedding_model``
 is the target and its vector has the target's dimensions (OpenAI's ``dimensions`` changes
@@ -6,7 +8,8 @@ them under one model id); context items (their vectors cleared once, when a re-e
 a target starts) are done when they have a vector again. ``store_meta`` records the target while the
 work is under way and the new model at the end, when nothing is left to do. What differs per
 backend (listing every tenant, writing ``store_meta``, PostgreSQL's vector column types and
-HNSW indexes) are the hooks at the bottom.
+HNSW indexes) are the hooks at the bottom, which each backend's small subclass fills
+(sqlite/reembed.py, postgres/vectors.py).
 """
 
 from __future__ import annotations
@@ -16,16 +19,16 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from lamina.embeddings.base import Embedder, Vector
+from lamina.embeddings.base import Vector
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.items import ContextRecord
-from lamina.memory.ports import ItemText, ReembedProgress
+from lamina.memory.ports import EmbeddingStatus, ItemText, ReembedProgress
 from lamina.store.sql.context_items import SqlContextItems
 from lamina.store.sql.conversations import ConversationScope
-from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.embedding_cache import drop_held
-from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, EmbeddingState
-from lamina.store.sql.program import Executor, Program, count, every, row, rows
+from lamina.store.sql.memory_parts import MemoryParts
+from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET
+from lamina.store.sql.program import Program, count, every, row, rows
 from lamina.store.sql.rows import RECORD, RecordRow
 
 #: Context items without a vector of their own (the knowledge index's state row).
@@ -42,32 +45,39 @@ _PASSES = 3
 
 
 class Reembedding(ABC):
-    """``reembed`` on a store whose memories and context items share one executor."""
+    """embedding_status, generate_embedding, unembedded, set_embeddings and reembed
+    (lamina.memory.ports.MemoryEmbeddingStore), on a store whose memories and context
+    items share one executor."""
 
-    _exec: Executor
-    _d: Dialect
-    embedder: Embedder
-    embedding: EmbeddingState
-    context_items: SqlContextItems
     #: The dimensions of a row's ``embedding`` in SQL (SQLite: float32 blobs).
     _VECTOR_DIMS = "length(embedding) / 4"
 
-    @abstractmethod
+    def __init__(self, parts: MemoryParts, context_items: SqlContextItems) -> None:
+        self._exec = parts.rows.executor
+        self._d = parts.rows.dialect
+        self.embedder = parts.rows.embedder
+        self.embedding = parts.rows.embedding
+        self._cache = parts.cache
+        self._conversations = parts.conversations
+        self._context_items = context_items
+
+    def embedding_status(self) -> EmbeddingStatus:
+        return self.embedding.status
+
     async def generate_embedding(
         self, tenant_id: str, texts: Sequence[str], *, cache: bool = True
-    ) -> Vector: ...
+    ) -> Vector:
+        return await self._cache.generate_embedding(tenant_id, texts, cache=cache)
+
+    async def unembedded(self, tenant_id: str, limit: int) -> list[tuple[str, str]]:
+        return await self._cache.unembedded(tenant_id, limit)
+
+    async def set_embeddings(self, tenant_id: str, items: Sequence[tuple[str, str, Vector]]) -> int:
+        return await self._cache.set_embeddings(tenant_id, items)
 
     def _item_record(self, values: Sequence[Any]) -> ContextRecord:
         """A context item's row (sequence, record columns, embedding) as a record."""
-        return self.context_items.record_of_row(values)
-
-    @abstractmethod
-    def _renew(self, thread: ConversationScope, after: int, count_: int | None) -> Program[None]:
-        """Recompute conversation messages' neighbourhoods (lamina.store.sql.conversations)."""
-
-    @abstractmethod
-    def _lock_conversations(self, tenant_id: str, conversation_ids: set[str]) -> Program[None]:
-        """Hold conversations against concurrent changes of their turns."""
+        return self._context_items.record_of_row(values)
 
     def _lacking_neighbourhoods(self, tenant: str) -> Program[list[ConversationScope]]:
         """Conversations (per scope) holding a message that has a vector but no
@@ -87,8 +97,8 @@ class Reembedding(ABC):
         )
 
     def _renew_conversation(self, thread: ConversationScope) -> Program[None]:
-        yield from self._lock_conversations(thread.tenant_id, {thread.conversation_id})
-        yield from self._renew(thread, -1, None)
+        yield from self._conversations.lock(thread.tenant_id, {thread.conversation_id})
+        yield from self._conversations.renew(thread, -1, None)
 
     async def _renew_neighbourhoods(self, tenant: str) -> None:
         """Neighbourhood vectors again, from the re-embedded vectors: one transaction per

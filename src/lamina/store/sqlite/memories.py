@@ -1,28 +1,28 @@
-"""Memories in the SQLite file: the shared SQL, searched through in-process indexes.
+"""Memories in the SQLite file: what differs from the shared SQL (lamina.store.sql).
 
 SQLite holds everything durably; each process keeps an exact vector index and a BM25 keyword
 index per scope in memory (indexes.py), loaded on first search and kept in step with every
-committed write, its own or another process's. Metadata filters run in SQL through the
-``ms_match`` function (lamina.memory.filters semantics).
+committed write, its own or another process's: the reads repository searches them
+(``SQLiteMemoryReads``) and the owners repository counts with them (``SQLiteOwners``).
+Metadata filters run in SQL through the ``ms_match`` function (``metadata_filter``,
+lamina.memory.filters semantics), and deleted text leaves the write-ahead log
+(``WalCheckpoint``, what a delete settles with).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
-from contextlib import asynccontextmanager
-from datetime import datetime
+from collections.abc import Callable, Sequence
 from functools import lru_cache
-from typing import Any, Unpack
+from typing import Any
 
-from lamina.embeddings.base import Embedder
 from lamina.memory.filters import Condition, MetadataFilter, matches
-from lamina.memory.models import ForgetResult, SearchMode
-from lamina.memory.ports import Forgetting, ImportWriter, LayerHits, LayerSearch, Selection
-from lamina.store.sql.lifecycle import SqlMemoryLifecycle
-from lamina.store.sql.memory_reads import ranked_chunks
-from lamina.store.sql.memory_rows import Row
-from lamina.store.sqlite.db import REBUILD, SQLITE, Database, dumps
+from lamina.memory.models import SearchMode
+from lamina.memory.ports import LayerHits, LayerSearch
+from lamina.store.sql.memory_reads import SqlMemoryReads, ranked_chunks
+from lamina.store.sql.memory_rows import MemoryRows, Row
+from lamina.store.sql.owners import SqlMemoryOwners
+from lamina.store.sqlite.db import REBUILD, Database, dumps
 from lamina.store.sqlite.indexes import SyncedIndexes
 
 #: Rows read per round while filtering index hits.
@@ -108,75 +108,23 @@ def match_udf(metadata: str, flt: str) -> int:
     return 1 if matches(_filter_from_json(flt), json.loads(metadata)) else 0
 
 
-class SQLiteMemories(SqlMemoryLifecycle):
-    def __init__(self, db: Database, indexes: SyncedIndexes, embedder: Embedder) -> None:
-        super().__init__(db, SQLITE, embedder)
+def metadata_filter(flt: MetadataFilter) -> tuple[str, list[Any]]:
+    """The SQL condition of a non-empty metadata filter: the ``prefilter`` fragments, then
+    ``ms_match``; and its parameters."""
+    groups = prefilter(flt)
+    checks = [" OR ".join(["instr(metadata, %s) > 0"] * len(g)) for g in groups]
+    sql = " AND ".join([f"({c})" for c in checks] + ["ms_match(metadata, %s)"])
+    return sql, [*(f for g in groups for f in g), _filter_json(flt)]
+
+
+class WalCheckpoint:
+    """What a delete settles with on SQLite (lamina.store.sql.deletion.Settle): deleted
+    text leaves the write-ahead log too."""
+
+    def __init__(self, db: Database) -> None:
         self._db = db
-        self._indexes = indexes
 
-    def _filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
-        groups = prefilter(flt)
-        checks = [" OR ".join(["instr(metadata, %s) > 0"] * len(g)) for g in groups]
-        sql = " AND ".join([f"({c})" for c in checks] + ["ms_match(metadata, %s)"])
-        return sql, [*(f for g in groups for f in g), _filter_json(flt)]
-
-    async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]:
-        def run() -> dict[str, int]:
-            self._indexes.sync()
-            return self._indexes.counts_by_layer(tenant_id)
-
-        return await self._db.call("count_by_layer", run)
-
-    # -- search -----------------------------------------------------------------------------
-
-    @asynccontextmanager
-    async def bulk_loading(self) -> AsyncIterator[bool]:
-        """Nothing to put off: the in-process indexes catch up on the next search."""
-        yield False
-
-    @asynccontextmanager
-    async def atomic_import(self, tenant_id: str) -> AsyncIterator[ImportWriter | None]:
-        """None: an import is stored batch by batch (each batch one transaction)."""
-        yield None
-
-    # -- forgetting: deleted text leaves the write-ahead log too ----------------------------
-
-    async def delete(self, tenant_id: str, memory_id: str, *, actor: str | None = None) -> bool:
-        deleted = await super().delete(tenant_id, memory_id, actor=actor)
-        await self._checkpoint(deleted)
-        return deleted
-
-    async def bulk_delete(
-        self, tenant_id: str, memory_ids: Sequence[str], *, actor: str | None = None
-    ) -> int:
-        deleted = await super().bulk_delete(tenant_id, memory_ids, actor=actor)
-        await self._checkpoint(deleted)
-        return deleted
-
-    async def delete_where(
-        self, tenant_id: str, selection: Selection, *, actor: str | None = None
-    ) -> int:
-        deleted = await super().delete_where(tenant_id, selection, actor=actor)
-        await self._checkpoint(deleted)
-        return deleted
-
-    async def forget_where(
-        self, tenant_id: str, selection: Selection, **forgetting: Unpack[Forgetting]
-    ) -> ForgetResult:
-        done = await super().forget_where(tenant_id, selection, **forgetting)
-        await self._checkpoint(
-            done.memories + done.session_messages + done.observations + done.reflections
-        )
-        return done
-
-    async def purge_expired(
-        self, tenant_id: str, at: datetime, limit: int, *, actor: str | None = None
-    ) -> int:
-        deleted = await super().purge_expired(tenant_id, at, limit, actor=actor)
-        await self._checkpoint(deleted)
-        return deleted
-
-    async def _checkpoint(self, deleted: int) -> None:
+    async def __call__(self, deleted: int) -> None:
         """After a delete: copy the log into the file (where secure_delete zeroed the freed
         content) and empty the log, whose old pages still held the deleted text. A reader
         in the middle of a transaction (another process) can keep the log from emptying
@@ -191,15 +139,40 @@ class SQLiteMemories(SqlMemoryLifecycle):
             conn.execute("INSERT OR REPLACE INTO store_meta VALUES (?, '1')", (REBUILD,))
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+
+class SQLiteOwners(SqlMemoryOwners):
+    """The owners repository; the counts by layer come from the in-process indexes."""
+
+    def __init__(self, rows: MemoryRows, db: Database, indexes: SyncedIndexes) -> None:
+        super().__init__(rows)
+        self._db = db
+        self._indexes = indexes
+
+    async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]:
+        def run() -> dict[str, int]:
+            self._indexes.sync()
+            return self._indexes.counts_by_layer(tenant_id)
+
+        return await self._db.call("count_by_layer", run)
+
+
+class SQLiteMemoryReads(SqlMemoryReads):
+    """The reads repository, searching through the in-process indexes."""
+
+    def __init__(self, rows: MemoryRows, db: Database, indexes: SyncedIndexes) -> None:
+        super().__init__(rows)
+        self._db = db
+        self._indexes = indexes
+
     async def search(self, request: LayerSearch) -> LayerHits:
         request = await request.resolved()
         return await self._db.call("search", self._search, self._searchable(request))
 
-    def _rows(self, pks: Sequence[int], req: LayerSearch) -> dict[int, Row]:
+    def _candidate_rows(self, pks: Sequence[int], req: LayerSearch) -> dict[int, Row]:
         if not pks:
             return {}
         marks = ",".join("?" * len(pks))
-        timing, params = self._candidates(req)
+        timing, params = self._rows.candidates(req)
         sql = (
             f"SELECT pk, {self._scoring_columns()} FROM memories "  # noqa: S608
             f"WHERE pk IN ({marks}) AND {timing.replace('%s', '?')}"
@@ -222,7 +195,7 @@ class SQLiteMemories(SqlMemoryLifecycle):
         already (an earlier ranking's), not read again."""
         out: dict[int, Row] = {}
         for chunk in ranked_chunks(ranking, want, not req.filter.empty, out, _CHUNK):
-            rows = self._rows([pk for pk in chunk if pk not in known], req)
+            rows = self._candidate_rows([pk for pk in chunk if pk not in known], req)
             rows.update((pk, known[pk]) for pk in chunk if pk in known)
             for pk in chunk:
                 if pk in rows and len(out) < want:

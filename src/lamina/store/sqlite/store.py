@@ -1,14 +1,15 @@
 """The embedded store: one SQLite file (WAL) and in-process vector and BM25 indexes.
 
-It is the memory port itself (memories.py) and hands out the other domains' ports:
-context items, sessions and threads, all in the same file.
+It opens, checks and closes the file, and hands out every domain's repositories, all on
+that file: the memory repositories (``memories``: one per memory port, built from the
+shared SQL's parts with SQLite's search, counts, filter and checkpoint: memories.py,
+reembed.py), context items, sessions and threads.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Sequence
 from pathlib import Path
 
 from lamina.backend import HealthStatus, StoreCapabilities
@@ -16,14 +17,23 @@ from lamina.embeddings.base import Embedder
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.ports import MemoryPorts
 from lamina.store.sql.embedding_cache import content_hash
-from lamina.store.sql.meta import REEMBED_ITEMS_CLEARED, REEMBED_TARGET, capabilities
-from lamina.store.sql.program import Program, rows
-from lamina.store.sql.reembed import Reembedding
+from lamina.store.sql.forgetting import SqlMemoryForgetting
+from lamina.store.sql.memory_parts import MemoryParts
+from lamina.store.sql.memory_writes import SqlMemoryWrites
+from lamina.store.sql.meta import EmbeddingState, capabilities
 from lamina.store.sql.sessions import SqlSessions
+from lamina.store.sql.transfer import LoadingInPlace, MemoryImport, SqlMemoryTransfer
 from lamina.store.sqlite.context_items import SQLiteContextItems
 from lamina.store.sqlite.db import REBUILD, SQLITE, Database
 from lamina.store.sqlite.indexes import CONTEXT_ITEMS, MEMORIES, IndexedTable, SyncedIndexes
-from lamina.store.sqlite.memories import SQLiteMemories, match_udf
+from lamina.store.sqlite.memories import (
+    SQLiteMemoryReads,
+    SQLiteOwners,
+    WalCheckpoint,
+    match_udf,
+    metadata_filter,
+)
+from lamina.store.sqlite.reembed import SQLiteReembedding
 from lamina.store.sqlite.threads import SQLiteThreads
 from lamina.threads.forgetting import link_key
 
@@ -44,8 +54,8 @@ def _prune_log(conn: sqlite3.Connection, source: IndexedTable) -> None:
         )
 
 
-class SQLiteStore(SQLiteMemories, Reembedding):
-    """Every port on one SQLite file. Safe for many threads and processes."""
+class SQLiteStore:
+    """Every repository on one SQLite file. Safe for many threads and processes."""
 
     def __init__(
         self,
@@ -57,7 +67,7 @@ class SQLiteStore(SQLiteMemories, Reembedding):
     ) -> None:
         self.path = Path(path)
         self._schema_target = schema_target  # None: the newest schema (tests pin older ones)
-        db = Database(
+        self._db = db = Database(
             self.path,
             {
                 "ms_match": (2, match_udf),
@@ -66,14 +76,15 @@ class SQLiteStore(SQLiteMemories, Reembedding):
             },
             busy_timeout,
         )
-        super().__init__(db, SyncedIndexes(db, embedder.dimensions), embedder)
+        self.embedder = embedder
+        #: The model of the stored vectors against the embedder's (read when the store opens).
+        self.embedding = EmbeddingState(embedder)
         self.context_items = SQLiteContextItems(
             db, SyncedIndexes(db, embedder.dimensions, CONTEXT_ITEMS), self.embedding
         )
         self.sessions = SqlSessions(db, SQLITE)
         self.threads = SQLiteThreads(db)
-        # One object per concern is the goal (issue 34); for now the store is each of them.
-        self.memories = MemoryPorts(self, self, self, self, self, self)
+        self.memories = _memory_repositories(db, embedder, self.embedding, self.context_items)
         self.schema_version = 0
 
     async def initialize(self) -> None:
@@ -131,47 +142,26 @@ class SQLiteStore(SQLiteMemories, Reembedding):
     def capabilities(self) -> StoreCapabilities:
         return capabilities(self.embedder)
 
-    # -- re-embedding (lamina.store.sql.reembed) ----------------------------------------------
 
-    async def _tenants(self) -> list[str]:
-        def read() -> Program[list[str]]:
-            found = yield rows(
-                "SELECT tenant_id FROM memories UNION SELECT tenant_id FROM context_items "
-                "UNION SELECT tenant_id FROM embedding_cache ORDER BY 1"
-            )
-            return [str(r[0]) for r in found]
-
-        return await self._db.read(None, "reembed", read())
-
-    async def _write_meta(self, values: dict[str, str], remove: Sequence[str]) -> None:
-        def write() -> None:
-            with self._db.write_transaction() as conn:
-                _set_meta(conn, values, remove)
-
-        await self._db.call("reembed", write)
-
-    async def _finish(self, model: str, dims: int, resized: bool) -> bool:
-        def finish() -> bool:
-            with self._db.write_transaction() as conn:
-                left = conn.execute(
-                    self._remaining_sql().replace("%s", "?"), (model, dims)
-                ).fetchone()[0]
-                if left:
-                    return False
-                conn.execute(
-                    "DELETE FROM embedding_cache WHERE model <> ? OR length(vector) <> ?",
-                    (model, 4 * dims),
-                )
-                _set_meta(
-                    conn,
-                    {"embedding_model": model, "embedding_dimensions": str(dims)},
-                    (REEMBED_TARGET, REEMBED_ITEMS_CLEARED),
-                )
-                return True
-
-        return await self._db.call("reembed", finish)
-
-
-def _set_meta(conn: sqlite3.Connection, values: dict[str, str], remove: Sequence[str]) -> None:
-    conn.executemany("INSERT OR REPLACE INTO store_meta VALUES (?, ?)", list(values.items()))
-    conn.executemany("DELETE FROM store_meta WHERE key = ?", [(k,) for k in remove])
+def _memory_repositories(
+    db: Database, embedder: Embedder, embedding: EmbeddingState, items: SQLiteContextItems
+) -> MemoryPorts:
+    """The memory repositories on the file: the shared SQL's, searched and counted through
+    the in-process indexes of memories."""
+    parts = MemoryParts.build(
+        db,
+        SQLITE,
+        embedder,
+        embedding,
+        metadata_filter=metadata_filter,
+        settle=WalCheckpoint(db),
+    )
+    indexes = SyncedIndexes(db, embedder.dimensions)
+    return MemoryPorts(
+        reads=SQLiteMemoryReads(parts.rows, db, indexes),
+        writes=SqlMemoryWrites(parts),
+        forgetting=SqlMemoryForgetting(parts),
+        transfer=SqlMemoryTransfer(parts, MemoryImport(parts), LoadingInPlace()),
+        embeddings=SQLiteReembedding(parts, items, db),
+        owners=SQLiteOwners(parts.rows, db, indexes),
+    )
