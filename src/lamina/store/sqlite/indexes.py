@@ -1,7 +1,8 @@
 """The embedded store's in-process indexes, kept in step with the SQLite file.
 
-Each process holds an exact vector index and a BM25 keyword index per partition (a memory
-scope, or a kind of context item). Triggers append every change of a row's vector, terms or
+Each process holds a vector index (compact vectors, ranked exactly from the float32 vectors
+of the file: vector_index.py) and a BM25 keyword index per partition (a memory scope, or a
+kind of context item). Triggers append every change of a row's vector, terms or
 partition to a log table; ``sync`` applies the entries this process has not seen, whoever
 wrote them, before every search. The same machinery serves every indexed table.
 """
@@ -20,8 +21,11 @@ from lamina.embeddings.base import Vector
 from lamina.memory.bm25 import KeywordScores
 from lamina.store.sqlite.db import Database
 from lamina.store.sqlite.lexical_index import LexicalIndex
-from lamina.store.sqlite.vector_index import PartitionKey, VectorIndex
+from lamina.store.sqlite.vector_index import PartitionKey, Pks, VectorIndex
 from lamina.text import decode_terms
+
+#: Keys read per statement by ``_stored`` (below SQLite's limit on parameters).
+_READ = 500
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,8 @@ class SyncedIndexes:
     def __init__(self, db: Database, dimensions: int, source: IndexedTable = MEMORIES) -> None:
         self._db = db
         self._source = source
-        self._vectors = VectorIndex(dimensions)
+        self._dimensions = dimensions
+        self._vectors = VectorIndex(dimensions, self._stored)
         self._blob_size = 4 * dimensions  # float32
         self._lexicon = LexicalIndex()
         self._lock = threading.Lock()
@@ -133,6 +138,25 @@ class SyncedIndexes:
             self._applied_seq = top
         self._loaded = True
 
+    def _stored(self, pks: Pks) -> Vector:
+        """The float32 vectors the file holds for ``pks`` (NaN rows: none, or another
+        model's), read by the vector index for the few it ranks exactly."""
+        out: Vector = np.full((len(pks), self._dimensions), np.nan, dtype=np.float32)
+        place = {pk: i for i, pk in enumerate(pks.tolist())}
+        conn = self._db.connection()
+        keys = list(place)
+        for start in range(0, len(keys), _READ):
+            chunk = keys[start : start + _READ]
+            found = conn.execute(
+                f"SELECT pk, embedding FROM {self._source.table} "  # noqa: S608
+                f"WHERE pk IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            for pk, blob in found:
+                if blob is not None and len(blob) == self._blob_size:
+                    out[place[pk]] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
     def vector_hits(
         self, key: PartitionKey, query: Vector, min_score: float | None, limit: int | None
     ) -> list[tuple[int, float]]:
@@ -152,10 +176,14 @@ class SyncedIndexes:
     def cosines(self, pks: Iterable[int], query: Vector) -> dict[int, float | None]:
         """Cosine of ``query`` with each stored vector (None for a memory without one)."""
         out: dict[int, float | None] = {}
+        pks = list(pks)
         with self._lock:
-            for pk in pks:
-                vector = self._vectors.vector(pk)
-                out[pk] = None if vector is None else float(vector @ query)
+            known = np.array([pk for pk in pks if pk in self._vectors], dtype=np.int64)
+            scores = np.vecdot(self._stored(known), query) if len(known) else known
+            found = {int(pk): float(s) for pk, s in zip(known, scores, strict=True)}
+        for pk in pks:
+            score = found.get(pk)
+            out[pk] = None if score is None or np.isnan(score) else score
         return out
 
     def counts_by_layer(self, tenant_id: str | None) -> dict[str, int]:

@@ -1,47 +1,77 @@
 """An in-process vector index, partitioned by (tenant, layer, scope key).
 
-A search only ever looks inside one scope, so each scope's vectors sit in one contiguous
-float32 matrix and a query is a single matrix-vector product over that scope alone.
-Vectors are unit length: the dot product is the cosine similarity.
+A search only ever looks inside one scope, so each scope's vectors sit in contiguous arrays
+and a query is scored over that scope alone. Vectors are unit length: the dot product is the
+cosine similarity.
 
-A large scope (TWO_PASS_FROM vectors or more) is searched in two passes, because the exact
-scan of its float32 matrix is bound by memory bandwidth (100k x 384 floats are 154 MB a
-query). Each vector also has a binary code: one bit per dimension, set where the vector is
-above the scope's mean vector (48 bytes at 384 dimensions, a 32nd of the floats). The first
-pass counts the bits in which each code differs from the query's (Hamming distance,
+The index keeps the one in-memory copy of each vector, compact (compact.py: int8 codes, a
+scale and the length of the rounding error, 392 bytes at 384 dimensions). A search scores
+the codes, then reads the float32 vectors of the few that may belong to the exact result
+(``exact``, the stored vectors of the SQLite file) and ranks those exactly: with a limit, the
+result is the exact scan's. Only when more than ``max(FINALISTS x limit, FINALISTS_MIN)``
+might belong does it keep the best of them by code (likely exact, no longer certain).
+
+A large scope (TWO_PASS_FROM vectors or more) is searched in two passes, because even the
+int8 scan grows with the scope. Each vector also has a binary code: one bit per dimension,
+set where the vector is above the scope's mean vector (48 bytes at 384 dimensions). The
+first pass counts the bits in which each code differs from the query's (Hamming distance,
 ``np.bitwise_count``) and keeps every vector within the smallest distance that holds at
-least ``max(OVERSAMPLE x limit, FIRST_PASS_MIN)`` of them; the second pass scores those
-exactly in float32 and keeps the best ``limit``. The result is the exact one unless a true
-top-``limit`` vector lies outside that pool (at 100k memories of the benchmark corpus,
-none did for 200 queries: docs/operations.md). Smaller scopes, searches without a limit and
-searches with a minimum score are exact scans.
+least ``max(OVERSAMPLE x limit, FIRST_PASS_MIN)`` of them; the second pass scores those as
+above. The result is the exact one unless a true top-``limit`` vector lies outside that
+pool (at 100k memories of the benchmark corpus, none did for 200 queries:
+docs/operations.md). Smaller scopes, searches without a limit and searches with a minimum
+score score every code. Without a limit, the first ``UNLIMITED_EXACT`` are ranked exactly and
+the rest follow in the order of their codes.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 
 from lamina.embeddings.base import Vector
+from lamina.store.sqlite.compact import (
+    Codes,
+    Slots,
+    approximate,
+    binary_codes,
+    dequantize,
+    finalists,
+    hamming_within,
+    quantize,
+    slack,
+    words,
+)
 
 PartitionKey = tuple[str, str, str]
-Codes = npt.NDArray[np.uint64]
+Pks = npt.NDArray[np.int64]
+#: The float32 vectors stored for ``pks`` (len(pks) x dim), a row of NaN for one that is no
+#: longer stored (deleted or rewritten since the index last caught up).
+Exact = Callable[[Pks], Vector]
 
 #: Scopes with at least this many vectors are searched in two passes (module docstring).
 TWO_PASS_FROM = 20_000
 #: The first pass keeps at least OVERSAMPLE x limit vectors, and at least FIRST_PASS_MIN.
 OVERSAMPLE = 20
 FIRST_PASS_MIN = 1_000
+#: At most max(FINALISTS x limit, FINALISTS_MIN) vectors are read and scored exactly.
+FINALISTS = 4
+FINALISTS_MIN = 256
+#: A search without a limit ranks this many exactly (module docstring).
+UNLIMITED_EXACT = 200
 
 
 class _Partition:
-    __slots__ = ("center", "codes", "pks", "size", "vectors")
+    __slots__ = ("center", "codes", "errors", "int8", "pks", "scales", "size")
 
     def __init__(self, dim: int, capacity: int = 8) -> None:
-        self.vectors: Vector = np.empty((capacity, dim), dtype=np.float32)
-        self.pks: npt.NDArray[np.int64] = np.empty(capacity, dtype=np.int64)
+        self.int8 = np.empty((capacity, dim), dtype=np.int8)
+        self.scales = np.empty(capacity, dtype=np.float32)
+        self.errors = np.empty(capacity, dtype=np.float32)
+        self.pks: Pks = np.empty(capacity, dtype=np.int64)
         self.size = 0
         #: Binary codes, one column per slot (words x capacity), made by the first search
         #: that needs them and kept in step from then on; and the vector they are taken
@@ -50,20 +80,22 @@ class _Partition:
         self.center: Vector | None = None
 
     def resize(self, capacity: int) -> None:
-        vectors = np.empty((capacity, self.vectors.shape[1]), dtype=np.float32)
-        vectors[: self.size] = self.vectors[: self.size]
-        pks = np.empty(capacity, dtype=np.int64)
-        pks[: self.size] = self.pks[: self.size]
-        self.vectors, self.pks = vectors, pks
+        n = self.size
+        for name in ("int8", "scales", "errors", "pks"):
+            old = getattr(self, name)
+            new = np.empty((capacity, *old.shape[1:]), dtype=old.dtype)
+            new[:n] = old[:n]
+            setattr(self, name, new)
         if self.codes is not None:
             codes = np.empty((self.codes.shape[0], capacity), dtype=np.uint64)
-            codes[:, : self.size] = self.codes[:, : self.size]
+            codes[:, :n] = self.codes[:, :n]
             self.codes = codes
 
     def set(self, slot: int, vector: Vector) -> None:
-        self.vectors[slot] = vector
+        int8, scales, errors = quantize(vector[None, :])
+        self.int8[slot], self.scales[slot], self.errors[slot] = int8[0], scales[0], errors[0]
         if self.codes is not None and self.center is not None:
-            self.codes[:, slot] = binary_codes(vector[None, :], self.center)[:, 0]
+            self.codes[:, slot] = binary_codes(dequantize(int8, scales), self.center)[:, 0]
 
     def append(self, pk: int, vector: Vector) -> int:
         if self.size == len(self.pks):
@@ -79,58 +111,47 @@ class _Partition:
         last = self.size - 1
         moved: int | None = None
         if slot != last:
-            self.vectors[slot] = self.vectors[last]
-            self.pks[slot] = self.pks[last]
+            for array in (self.int8, self.scales, self.errors, self.pks):
+                array[slot] = array[last]
             if self.codes is not None:
                 self.codes[:, slot] = self.codes[:, last]
             moved = int(self.pks[slot])
         self.size -= 1
         return moved
 
+    def live(self, start: int = 0, stop: int | None = None) -> Vector:
+        """The vectors of slots ``start:stop`` as their codes give them (float32)."""
+        stop = self.size if stop is None else min(stop, self.size)
+        return dequantize(self.int8[start:stop], self.scales[start:stop])
+
     def coded(self) -> tuple[Codes, Vector]:
         """The binary codes of every slot and their center, made now if need be."""
         if self.codes is None or self.center is None:
-            live = self.vectors[: self.size]
-            center: Vector = live.mean(axis=0, dtype=np.float32)
-            codes = np.empty((_words(live.shape[1]), len(self.pks)), dtype=np.uint64)
+            total = np.zeros(self.int8.shape[1], dtype=np.float64)
             for start in range(0, self.size, 8192):  # bounded temporaries
-                chunk = live[start : start + 8192]
+                total += self.live(start, start + 8192).sum(axis=0)
+            center: Vector = (total / max(self.size, 1)).astype(np.float32)
+            codes = np.empty((words(self.int8.shape[1]), len(self.pks)), dtype=np.uint64)
+            for start in range(0, self.size, 8192):
+                chunk = self.live(start, start + 8192)
                 codes[:, start : start + len(chunk)] = binary_codes(chunk, center)
             self.codes, self.center = codes, center
         return self.codes, self.center
 
-    def nearest_slots(self, query: Vector, want: int) -> npt.NDArray[np.intp]:
+    def nearest_slots(self, query: Vector, want: int) -> Slots:
         """Slots of the first pass, ascending: every vector whose code is within the
         smallest Hamming distance of the query's that holds at least ``want`` of them."""
         codes, center = self.coded()
-        mine = binary_codes(query[None, :], center)[:, 0]
-        distance = np.bitwise_count(codes[0, : self.size] ^ mine[0]).astype(np.uint16)
-        for word in range(1, len(mine)):
-            distance += np.bitwise_count(codes[word, : self.size] ^ mine[word])
-        within = np.cumsum(np.bincount(distance))
-        radius = int(np.searchsorted(within, want))
-        slots: npt.NDArray[np.intp] = np.flatnonzero(distance <= radius)
-        return slots
-
-
-def _words(dim: int) -> int:
-    return (dim + 63) // 64
-
-
-def binary_codes(vectors: Vector, center: Vector) -> Codes:
-    """One bit per dimension (set: above ``center``), packed in 64-bit words, one column
-    per vector (words x n: each word of every code is contiguous)."""
-    bits = np.packbits(vectors > center, axis=1)
-    padded = np.zeros((len(vectors), _words(vectors.shape[1]) * 8), dtype=np.uint8)
-    padded[:, : bits.shape[1]] = bits
-    return np.ascontiguousarray(padded.view(np.uint64).T)
+        return hamming_within(codes, self.size, query, center, want)
 
 
 class VectorIndex:
-    """Not thread-safe by itself: the owning store serialises access."""
+    """Not thread-safe by itself: the owning store serialises access. ``exact`` reads the
+    float32 vectors of the few a search ranks exactly (module docstring)."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, exact: Exact) -> None:
         self.dim = dim
+        self._exact = exact
         self._parts: dict[PartitionKey, _Partition] = {}
         self._where: dict[int, tuple[PartitionKey, int]] = {}
 
@@ -174,13 +195,8 @@ class VectorIndex:
         if part.size == 0:
             del self._parts[key]
 
-    def vector(self, pk: int) -> Vector | None:
-        found = self._where.get(pk)
-        if found is None:
-            return None
-        key, slot = found
-        row: Vector = self._parts[key].vectors[slot].copy()
-        return row
+    def __contains__(self, pk: int) -> bool:
+        return pk in self._where
 
     def search(
         self, key: PartitionKey, query: Vector, min_score: float | None, limit: int | None
@@ -189,26 +205,45 @@ class VectorIndex:
         part = self._parts.get(key)
         if part is None or part.size == 0:
             return []
-        slots: npt.NDArray[np.intp] | None = None
+        query = np.asarray(query, dtype=np.float32)
+        slots: Slots | None = None
         if min_score is None and limit is not None and part.size >= TWO_PASS_FROM:
             want = max(limit * OVERSAMPLE, FIRST_PASS_MIN)
             if want * 4 <= part.size:
                 slots = part.nearest_slots(query, want)
-        # np.vecdot, not the BLAS matrix product: BLAS spreads a product of this size over
-        # threads that spin while they wait, which costs several times the product's own
-        # CPU (and its wall time) when the cores are busy, as a server's are.
-        rows = part.vectors[slots] if slots is not None else part.vectors[: part.size]
-        scores = np.vecdot(rows, query)
-        if min_score is not None:
-            (candidates,) = np.nonzero(scores >= min_score)
+        if slots is None:
+            slots = np.arange(part.size)
+            approx, off = approximate(part.int8[: part.size], part.scales[: part.size], query)
         else:
-            candidates = np.arange(len(scores))
-        if limit is not None and len(candidates) > limit:
-            top = np.argpartition(-scores[candidates], limit - 1)[:limit]
-            candidates = candidates[top]
-        ordered = candidates[np.argsort(-scores[candidates], kind="stable")]
-        pks = part.pks[ordered if slots is None else slots[ordered]]
-        return [(int(pk), float(s)) for pk, s in zip(pks, scores[ordered], strict=True)]
+            approx, off = approximate(part.int8[slots], part.scales[slots], query)
+        bound = slack(part.errors[slots], query, off)
+        if min_score is not None:
+            chosen: Slots = np.flatnonzero(approx + bound >= min_score)
+        else:
+            k = min(len(slots), limit if limit is not None else UNLIMITED_EXACT)
+            chosen = finalists(approx, bound, k, max(FINALISTS * k, FINALISTS_MIN))
+        ranked = self._ranked(part, slots[chosen], query)
+        if min_score is not None:
+            return [(pk, s) for pk, s in ranked if s >= min_score]
+        if limit is not None:
+            return ranked[:limit]
+        rest = np.setdiff1d(np.arange(len(slots)), chosen, assume_unique=True)
+        rest = rest[np.argsort(-approx[rest], kind="stable")]
+        return ranked + [
+            (int(pk), float(s)) for pk, s in zip(part.pks[slots[rest]], approx[rest], strict=True)
+        ]
+
+    def _ranked(self, part: _Partition, slots: Slots, query: Vector) -> list[tuple[int, float]]:
+        """(pk, exact cosine) of ``slots`` still stored, best first (ties: in slot order)."""
+        if len(slots) == 0:
+            return []
+        slots = np.sort(slots)
+        pks = part.pks[slots]
+        scores = np.vecdot(self._exact(pks), query)
+        stored = ~np.isnan(scores)
+        pks, scores = pks[stored], scores[stored]
+        order = np.argsort(-scores, kind="stable")
+        return [(int(pk), float(s)) for pk, s in zip(pks[order], scores[order], strict=True)]
 
     def counts_by_layer(self, tenant_id: str | None = None) -> dict[str, int]:
         counts: Counter[str] = Counter()
