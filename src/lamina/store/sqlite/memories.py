@@ -187,6 +187,7 @@ class SQLiteMemories(SqlMemoryLifecycle):
 
     def _settle_deletion(self) -> None:
         conn = self._db.connection()
+        self._indexes.drop_saved()  # no saved vector graph keeps a deleted vector
         if self._db.forgot():
             conn.execute("INSERT OR REPLACE INTO store_meta VALUES (?, '1')", (REBUILD,))
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -56,7 +56,11 @@ class SQLiteStore(SQLiteMemories, Reembedding):
         self.path = Path(path)
         self._schema_target = schema_target  # None: the newest schema (tests pin older ones)
         db = Database(self.path, {"ms_match": (2, match_udf)}, busy_timeout)
-        super().__init__(db, SyncedIndexes(db, embedder.dimensions), embedder)
+        # The HNSW graphs of large scopes are saved beside the file (graph.py).
+        graphs = (
+            None if str(path) == ":memory:" else self.path.with_name(f"{self.path.name}-vectors")
+        )
+        super().__init__(db, SyncedIndexes(db, embedder.dimensions, graphs=graphs), embedder)
         self.context_items = SQLiteContextItems(
             db, SyncedIndexes(db, embedder.dimensions, CONTEXT_ITEMS), self.embedding
         )
@@ -95,6 +99,7 @@ class SQLiteStore(SQLiteMemories, Reembedding):
                     _prune_log(conn, source)
 
     async def shutdown(self) -> None:
+        await self._db.call("shutdown", self._indexes.close)
         self._db.close()
 
     async def health_check(self) -> HealthStatus:

@@ -27,12 +27,14 @@ the rest follow in the order of their codes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 
 from lamina.embeddings.base import Vector
+from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.compact import (
     Codes,
     Slots,
@@ -45,6 +47,7 @@ from lamina.store.sqlite.compact import (
     slack,
     words,
 )
+from lamina.store.sqlite.graph import Graph
 
 PartitionKey = tuple[str, str, str]
 Pks = npt.NDArray[np.int64]
@@ -62,6 +65,8 @@ FINALISTS = 4
 FINALISTS_MIN = 256
 #: A search without a limit ranks this many exactly (module docstring).
 UNLIMITED_EXACT = 200
+#: How far below a minimum score a graph's cosine of codes may be and its exact one not.
+GRAPH_SLACK = 0.05
 
 
 class _Partition:
@@ -147,28 +152,48 @@ class _Partition:
 
 class VectorIndex:
     """Not thread-safe by itself: the owning store serialises access. ``exact`` reads the
-    float32 vectors of the few a search ranks exactly (module docstring)."""
+    float32 vectors of the few a search ranks exactly (module docstring). With ``graphs``,
+    scopes of ``GRAPH_FROM`` vectors or more move to an HNSW graph (graph.py)."""
 
-    def __init__(self, dim: int, exact: Exact) -> None:
+    def __init__(self, dim: int, exact: Exact, *, graphs: bool = False) -> None:
         self.dim = dim
         self._exact = exact
+        self._use_graphs = graphs
         self._parts: dict[PartitionKey, _Partition] = {}
         self._where: dict[int, tuple[PartitionKey, int]] = {}
+        #: Scopes searched through a graph; their pks are in the graph, not in ``_where``.
+        self._graphs: dict[PartitionKey, Graph] = {}
+        #: While loading, large scopes wait for ``finish_load`` to become graphs at once.
+        self.loading = False
+        #: pks of restored graphs that the load found stored (``adopt``).
+        self._seen: dict[PartitionKey, list[int]] = {}
+        #: A scope became a graph since the graphs were last saved.
+        self.graphs_built = False
 
     def __len__(self) -> int:
-        return len(self._where)
+        return len(self._where) + sum(len(g) for g in self._graphs.values())
 
     def clear(self) -> None:
         self._parts.clear()
         self._where.clear()
+        self._graphs.clear()
+        self._seen.clear()
 
     def reserve(self, key: PartitionKey, capacity: int) -> None:
         """Make room for ``capacity`` vectors in one scope (a bulk load sizes it exactly)."""
+        if key in self._graphs:
+            return
         part = self._parts.get(key)
         if part is None:
             self._parts[key] = _Partition(self.dim, capacity)
         elif len(part.pks) < capacity:
             part.resize(capacity)
+
+    def _graph_of(self, pk: int) -> PartitionKey | None:
+        for key, graph in self._graphs.items():
+            if pk in graph:
+                return key
+        return None
 
     def upsert(self, pk: int, key: PartitionKey, vector: Vector) -> None:
         found = self._where.get(pk)
@@ -178,14 +203,26 @@ class VectorIndex:
                 self._parts[key].set(slot, vector)
                 return
             self.remove(pk)
+        elif self._graphs and self._graph_of(pk) not in (None, key):
+            self.remove(pk)
+        graph = self._graphs.get(key)
+        if graph is not None:
+            self._seen.get(key, []).append(pk)
+            graph.put(pk, quantize(vector[None, :])[0][0])
+            return
         part = self._parts.get(key)
         if part is None:
             part = self._parts[key] = _Partition(self.dim)
         self._where[pk] = (key, part.append(pk, vector))
+        if self._use_graphs and not self.loading and part.size >= hnsw.GRAPH_FROM:
+            self._promote(key)
 
     def remove(self, pk: int) -> None:
         found = self._where.pop(pk, None)
         if found is None:
+            owner = self._graph_of(pk) if self._graphs else None
+            if owner is not None:
+                self._graphs[owner].remove(pk)
             return
         key, slot = found
         part = self._parts[key]
@@ -196,16 +233,65 @@ class VectorIndex:
             del self._parts[key]
 
     def __contains__(self, pk: int) -> bool:
-        return pk in self._where
+        return pk in self._where or (bool(self._graphs) and self._graph_of(pk) is not None)
+
+    # -- graphs (graph.py) ------------------------------------------------------------------
+
+    def _promote(self, key: PartitionKey) -> None:
+        """Move a scope's codes into a new graph (their one copy from then on)."""
+        part = self._parts.pop(key)
+        pks = part.pks[: part.size].copy()
+        self._graphs[key] = Graph.build(self.dim, pks, part.int8[: part.size])
+        self.graphs_built = True
+        for pk in pks.tolist():
+            del self._where[pk]
+
+    def restore(self, key: PartitionKey, graph: Graph) -> None:
+        """Take a saved graph of a scope; the load then ``adopt``s its stored pks."""
+        self._graphs[key] = graph
+        self._seen[key] = []
+
+    def adopt(self, pk: int, key: PartitionKey) -> None:
+        """During a load: ``pk`` is stored in restored scope ``key``, unchanged since."""
+        self._seen[key].append(pk)
+
+    def finish_load(self) -> None:
+        """After a load: restored graphs lose what is no longer stored in their scope, and
+        scopes large enough become graphs."""
+        for key, seen in self._seen.items():
+            graph = self._graphs[key]
+            keys = graph.keys()
+            for pk in keys[~np.isin(keys, np.array(seen, dtype=np.int64))].tolist():
+                graph.remove(pk)
+        self._seen.clear()
+        self.loading = False
+        if self._use_graphs:
+            for key in [k for k, p in self._parts.items() if p.size >= hnsw.GRAPH_FROM]:
+                self._promote(key)
+
+    def save_graphs(self, folder: Path, seq: int) -> None:
+        """Save the graphs changed since saved, as of log ``seq``; a graph that lost a
+        vector is never saved (its files are removed instead: graph.py)."""
+        self.graphs_built = False
+        for key, graph in self._graphs.items():
+            if graph.forgot:
+                Graph.drop(folder, key)
+            elif graph.dirty:
+                graph.save(folder, key, seq)
+
+    # -- search -----------------------------------------------------------------------------
 
     def search(
         self, key: PartitionKey, query: Vector, min_score: float | None, limit: int | None
     ) -> list[tuple[int, float]]:
         """(pk, cosine) pairs, best first: at most ``limit``, none below ``min_score``."""
+        query = np.asarray(query, dtype=np.float32)
+        graph = self._graphs.get(key)
+        if graph is not None:
+            return self._graph_search(graph, query, min_score, limit)
         part = self._parts.get(key)
         if part is None or part.size == 0:
             return []
-        query = np.asarray(query, dtype=np.float32)
         slots: Slots | None = None
         if min_score is None and limit is not None and part.size >= TWO_PASS_FROM:
             want = max(limit * OVERSAMPLE, FIRST_PASS_MIN)
@@ -222,32 +308,57 @@ class VectorIndex:
         else:
             k = min(len(slots), limit if limit is not None else UNLIMITED_EXACT)
             chosen = finalists(approx, bound, k, max(FINALISTS * k, FINALISTS_MIN))
-        ranked = self._ranked(part, slots[chosen], query)
+        ranked = self._ranked(part.pks[np.sort(slots[chosen])], query)
         if min_score is not None:
             return [(pk, s) for pk, s in ranked if s >= min_score]
         if limit is not None:
             return ranked[:limit]
         rest = np.setdiff1d(np.arange(len(slots)), chosen, assume_unique=True)
         rest = rest[np.argsort(-approx[rest], kind="stable")]
-        return ranked + [
-            (int(pk), float(s)) for pk, s in zip(part.pks[slots[rest]], approx[rest], strict=True)
-        ]
+        return ranked + _pairs(part.pks[slots[rest]], approx[rest])
 
-    def _ranked(self, part: _Partition, slots: Slots, query: Vector) -> list[tuple[int, float]]:
-        """(pk, exact cosine) of ``slots`` still stored, best first (ties: in slot order)."""
-        if len(slots) == 0:
+    def _graph_search(
+        self, graph: Graph, query: Vector, min_score: float | None, limit: int | None
+    ) -> list[tuple[int, float]]:
+        """A graph's best by the cosine of the codes, ranked exactly: with a limit, the
+        ``max(FINALISTS x limit, FINALISTS_MIN)`` the graph finds; else every vector by an
+        exhaustive scan of the codes (the first ``UNLIMITED_EXACT``, or those within
+        ``GRAPH_SLACK`` of ``min_score``, ranked exactly)."""
+        if len(graph) == 0:
             return []
-        slots = np.sort(slots)
-        pks = part.pks[slots]
+        codes = quantize(query[None, :])[0][0]
+        if limit is not None and min_score is None:
+            count = min(len(graph), max(FINALISTS * limit, FINALISTS_MIN))
+            pks, _ = graph.search(codes, count)
+            return self._ranked(np.sort(pks), query)[:limit]
+        pks, approx = graph.search(codes, len(graph), exact=True)
+        if min_score is not None:
+            near = np.sort(pks[approx >= min_score - GRAPH_SLACK])
+            return [(pk, s) for pk, s in self._ranked(near, query) if s >= min_score]
+        head = self._ranked(np.sort(pks[:UNLIMITED_EXACT]), query)
+        return head + _pairs(pks[UNLIMITED_EXACT:], approx[UNLIMITED_EXACT:])
+
+    def _ranked(self, pks: Pks, query: Vector) -> list[tuple[int, float]]:
+        """(pk, exact cosine) of ``pks`` still stored, best first (ties: in the given order)."""
+        if len(pks) == 0:
+            return []
         scores = np.vecdot(self._exact(pks), query)
         stored = ~np.isnan(scores)
         pks, scores = pks[stored], scores[stored]
         order = np.argsort(-scores, kind="stable")
-        return [(int(pk), float(s)) for pk, s in zip(pks[order], scores[order], strict=True)]
+        return _pairs(pks[order], scores[order])
 
     def counts_by_layer(self, tenant_id: str | None = None) -> dict[str, int]:
         counts: Counter[str] = Counter()
-        for (tenant, layer, _), part in self._parts.items():
+        sizes: Iterable[tuple[PartitionKey, int]] = [
+            *((k, p.size) for k, p in self._parts.items()),
+            *((k, len(g)) for k, g in self._graphs.items()),
+        ]
+        for (tenant, layer, _), size in sizes:
             if tenant_id is None or tenant == tenant_id:
-                counts[layer] += part.size
+                counts[layer] += size
         return dict(counts)
+
+
+def _pairs(pks: Pks, scores: npt.NDArray[np.float32]) -> list[tuple[int, float]]:
+    return [(int(pk), float(s)) for pk, s in zip(pks, scores, strict=True)]
