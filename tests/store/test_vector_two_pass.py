@@ -142,6 +142,9 @@ def test_small_scopes_unlimited_and_thresholded_searches_are_exact_scans(
     unlimited = index.search(KEY, query, None, None)
     assert len(unlimited) == len(vectors)
     assert_exact(unlimited[: vector_index.UNLIMITED_EXACT], stored, query, 200)
+    # Read on (as a filtered search does), it stays exact, down to the last.
+    assert_exact(list(unlimited[:2_500]), stored, query, 2_500)
+    assert_exact(list(index.search(KEY, query, None, None)), stored, query, len(vectors))
     assert index._parts[KEY].codes is None
     # Past the (lowered) size, a limited search takes two passes, with the same answer.
     assert_exact(index.search(KEY, query, None, 10), stored, query, 10)

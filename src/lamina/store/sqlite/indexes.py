@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.db import Database
 from lamina.store.sqlite.graph import Graph
 from lamina.store.sqlite.lexical_index import LexicalIndex
-from lamina.store.sqlite.vector_index import PartitionKey, Pks, VectorIndex
+from lamina.store.sqlite.vector_index import PartitionKey, Pks, Ranking, VectorIndex
 from lamina.text import decode_terms
 
 log = logging.getLogger(__name__)
@@ -241,7 +241,13 @@ class SyncedIndexes:
         self, key: PartitionKey, query: Vector, min_score: float | None, limit: int | None
     ) -> list[tuple[int, float]]:
         with self._lock:
-            return self._vectors.search(key, query, min_score, limit)
+            return list(self._vectors.search(key, query, min_score, limit))
+
+    def nearest(self, key: PartitionKey, query: Vector, limit: int | None) -> Sequence[int]:
+        """The pks of the best ``limit`` by vector (None: all, exact as far as read)."""
+        with self._lock:
+            found = self._vectors.search(key, query, None, limit)
+        return found.pks() if isinstance(found, Ranking) else [pk for pk, _ in found]
 
     def keyword_hits(
         self, key: PartitionKey, terms: list[str], limit: int | None

@@ -213,7 +213,7 @@ class SQLiteMemories(SqlMemoryLifecycle):
 
     def _passing(
         self,
-        ranking: Callable[[int | None], list[int]],
+        ranking: Callable[[int | None], Sequence[int]],
         req: LayerSearch,
         want: int,
         known: dict[int, Row],
@@ -241,8 +241,8 @@ class SQLiteMemories(SqlMemoryLifecycle):
         query = req.vector
         if query is not None and req.mode is not SearchMode.KEYWORD:
 
-            def nearest(cap: int | None) -> list[int]:
-                return [pk for pk, _ in self._indexes.vector_hits(key, query, None, cap)]
+            def nearest(cap: int | None) -> Sequence[int]:
+                return self._indexes.nearest(key, query, cap)
 
             found.update(self._passing(nearest, req, pool, found))
         keywords = {}

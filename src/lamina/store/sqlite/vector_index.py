@@ -27,8 +27,9 @@ the rest follow in the order of their codes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import overload
 
 import numpy as np
 import numpy.typing as npt
@@ -283,8 +284,9 @@ class VectorIndex:
 
     def search(
         self, key: PartitionKey, query: Vector, min_score: float | None, limit: int | None
-    ) -> list[tuple[int, float]]:
-        """(pk, cosine) pairs, best first: at most ``limit``, none below ``min_score``."""
+    ) -> Sequence[tuple[int, float]]:
+        """(pk, cosine) pairs, best first: at most ``limit``, none below ``min_score``.
+        Without either, a ``Ranking``: exact as far as it is read."""
         query = np.asarray(query, dtype=np.float32)
         graph = self._graphs.get(key)
         if graph is not None:
@@ -305,25 +307,23 @@ class VectorIndex:
         bound = slack(part.errors[slots], query, off)
         if min_score is not None:
             chosen: Slots = np.flatnonzero(approx + bound >= min_score)
+        elif limit is None:
+            return Ranking(part.pks[slots], approx, bound, self._exact, query)
         else:
-            k = min(len(slots), limit if limit is not None else UNLIMITED_EXACT)
+            k = min(len(slots), limit)
             chosen = finalists(approx, bound, k, max(FINALISTS * k, FINALISTS_MIN))
         ranked = self._ranked(part.pks[np.sort(slots[chosen])], query)
         if min_score is not None:
             return [(pk, s) for pk, s in ranked if s >= min_score]
-        if limit is not None:
-            return ranked[:limit]
-        rest = np.setdiff1d(np.arange(len(slots)), chosen, assume_unique=True)
-        rest = rest[np.argsort(-approx[rest], kind="stable")]
-        return ranked + _pairs(part.pks[slots[rest]], approx[rest])
+        return ranked[:limit]
 
     def _graph_search(
         self, graph: Graph, query: Vector, min_score: float | None, limit: int | None
-    ) -> list[tuple[int, float]]:
+    ) -> Sequence[tuple[int, float]]:
         """A graph's best by the cosine of the codes, ranked exactly: with a limit, the
         ``max(FINALISTS x limit, FINALISTS_MIN)`` the graph finds; else every vector by an
-        exhaustive scan of the codes (the first ``UNLIMITED_EXACT``, or those within
-        ``GRAPH_SLACK`` of ``min_score``, ranked exactly)."""
+        exhaustive scan of the codes (ranked exactly as far as it is read, or those within
+        ``GRAPH_SLACK`` of ``min_score``)."""
         if len(graph) == 0:
             return []
         codes = quantize(query[None, :])[0][0]
@@ -335,8 +335,8 @@ class VectorIndex:
         if min_score is not None:
             near = np.sort(pks[approx >= min_score - GRAPH_SLACK])
             return [(pk, s) for pk, s in self._ranked(near, query) if s >= min_score]
-        head = self._ranked(np.sort(pks[:UNLIMITED_EXACT]), query)
-        return head + _pairs(pks[UNLIMITED_EXACT:], approx[UNLIMITED_EXACT:])
+        bound = np.full(len(pks), GRAPH_SLACK, dtype=np.float32)
+        return Ranking(pks, approx, bound, self._exact, query)
 
     def _ranked(self, pks: Pks, query: Vector) -> list[tuple[int, float]]:
         """(pk, exact cosine) of ``pks`` still stored, best first (ties: in the given order)."""
@@ -358,6 +358,73 @@ class VectorIndex:
             if tenant_id is None or tenant == tenant_id:
                 counts[layer] += size
         return dict(counts)
+
+
+class Ranking(Sequence[tuple[int, float]]):
+    """Every vector of a scope, best first, ranked exactly as far as it is read: reading
+    the first ``m`` ranks exactly every vector whose upper bound reaches the ``m``-th best
+    lower bound (reading on doubles ``m``). A search with a metadata filter reads it until
+    enough pass. It holds copies of the scope's pks and approximate cosines, not the index:
+    it stays valid while the index changes. A vector no longer stored is left out (the
+    length counts it until the ranking reaches it)."""
+
+    def __init__(
+        self, pks: Pks, approx: npt.NDArray[np.float32], bound: npt.NDArray[np.float32],
+        exact: Exact, query: Vector,
+    ) -> None:  # fmt: skip
+        self._pks, self._approx, self._bound = pks, approx, bound
+        self._exact, self._query = exact, query
+        self._done: list[tuple[int, float]] = []
+        self._reached = 0
+
+    def __len__(self) -> int:
+        return len(self._pks)
+
+    def _reach(self, m: int) -> None:
+        if m <= self._reached:
+            return
+        m = min(max(m, 2 * self._reached, UNLIMITED_EXACT), len(self._pks))
+        chosen = finalists(self._approx, self._bound, m, len(self._pks))
+        order = np.sort(chosen)  # ties: in scope order
+        scores = np.vecdot(self._exact(self._pks[order]), self._query)
+        stored = ~np.isnan(scores)
+        pks, scores = self._pks[order][stored], scores[stored]
+        best = np.argsort(-scores, kind="stable")
+        self._done = _pairs(pks[best], scores[best])[:m]
+        self._reached = m
+
+    @overload
+    def __getitem__(self, i: int) -> tuple[int, float]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[tuple[int, float]]: ...
+    def __getitem__(self, i: int | slice) -> tuple[int, float] | list[tuple[int, float]]:
+        if isinstance(i, slice):
+            stop = len(self._pks) if i.stop is None else i.stop
+            self._reach(stop if stop >= 0 else len(self._pks))
+            return self._done[i]
+        self._reach(i + 1 if i >= 0 else len(self._pks))
+        return self._done[i]
+
+    def pks(self) -> Sequence[int]:
+        """The pks alone, as lazily."""
+        return _Pks(self)
+
+
+class _Pks(Sequence[int]):
+    def __init__(self, ranking: Ranking) -> None:
+        self._ranking = ranking
+
+    def __len__(self) -> int:
+        return len(self._ranking)
+
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[int]: ...
+    def __getitem__(self, i: int | slice) -> int | list[int]:
+        if isinstance(i, slice):
+            return [pk for pk, _ in self._ranking[i]]
+        return self._ranking[i][0]
 
 
 def _pairs(pks: Pks, scores: npt.NDArray[np.float32]) -> list[tuple[int, float]]:
