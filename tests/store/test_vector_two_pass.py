@@ -1,5 +1,9 @@
-"""Large scopes are searched in two passes (binary codes, then exact float32 rescoring):
-the results must be those of the exact scan, and the codes must follow every change."""
+"""Large scopes are searched in two passes (binary codes, then the int8 codes, then exact
+float32 rescoring of the finalists): the results must be those of the exact scan, and the
+codes must follow every change.
+
+The index keeps no float32 copy: it reads the finalists' vectors from the store, here a dict
+(``Stored``), as the embedded store reads them from its SQLite file."""
 
 from __future__ import annotations
 
@@ -7,10 +11,25 @@ import numpy as np
 import pytest
 
 from lamina.store.sqlite import vector_index
-from lamina.store.sqlite.vector_index import TWO_PASS_FROM, VectorIndex, binary_codes
+from lamina.store.sqlite.compact import binary_codes
+from lamina.store.sqlite.vector_index import TWO_PASS_FROM, VectorIndex
 
 KEY = ("t", "user", "big")
 DIM = 384
+
+
+class Stored(dict[int, np.ndarray]):
+    """The float32 vectors "on disk", read by the index for its finalists (counted)."""
+
+    reads = 0
+
+    def __call__(self, pks: np.ndarray) -> np.ndarray:
+        self.reads += len(pks)
+        out = np.full((len(pks), DIM), np.nan, dtype=np.float32)
+        for i, pk in enumerate(pks.tolist()):
+            if pk in self:
+                out[i] = self[pk]
+        return out
 
 
 def corpus(n: int, seed: int = 3) -> np.ndarray:
@@ -51,60 +70,64 @@ def queries(vectors: np.ndarray, count: int, seed: int = 5) -> np.ndarray:
 def test_a_large_scope_gives_the_exact_results() -> None:
     n = TWO_PASS_FROM + 5_000
     vectors = corpus(n)
-    index = VectorIndex(DIM)
+    stored = Stored(enumerate(vectors))
+    index = VectorIndex(DIM, stored)
     index.reserve(KEY, n)
     for pk, vector in enumerate(vectors):
         index.upsert(pk, KEY, vector)
-    stored = dict(enumerate(vectors))
     for query in queries(vectors, 30):
         for limit in (10, 50, 100):
+            stored.reads = 0
             assert_exact(index.search(KEY, query, None, limit), stored, query, limit)
+            # Only the finalists' float32 vectors were read.
+            assert stored.reads <= max(vector_index.FINALISTS * limit, vector_index.FINALISTS_MIN)
     assert index._parts[KEY].codes is not None  # the two-pass search did run
 
 
 def test_codes_follow_inserts_updates_moves_and_removals() -> None:
     n = TWO_PASS_FROM + 1_000
     vectors = corpus(n + 3_000, seed=11)
-    index = VectorIndex(DIM)
+    stored = Stored({pk: vectors[pk] for pk in range(n)})
+    index = VectorIndex(DIM, stored)
     for pk in range(n):
         index.upsert(pk, KEY, vectors[pk])
-    stored = {pk: vectors[pk] for pk in range(n)}
     first = queries(vectors[:n], 1)[0]
     assert_exact(index.search(KEY, first, None, 10), stored, first, 10)
     rng = np.random.default_rng(2)
     # After the codes exist: appends (growing the matrix), rewrites, swap-removals and
     # moves to another scope must keep each slot's code that of its vector.
+    here = dict(stored)  # the vectors of scope KEY (``stored`` keeps the moved ones too)
     for step, pk in enumerate(range(n, n + 3_000)):
         index.upsert(pk, KEY, vectors[pk])
-        stored[pk] = vectors[pk]
+        stored[pk] = here[pk] = vectors[pk]
         if step % 3 == 0:
-            victim = int(rng.choice(list(stored)))
+            victim = int(rng.choice(list(here)))
             index.remove(victim)
-            del stored[victim]
+            del stored[victim], here[victim]
         if step % 5 == 0:
-            target = int(rng.choice(list(stored)))
-            stored[target] = vectors[int(rng.integers(0, len(vectors)))]
+            target = int(rng.choice(list(here)))
+            stored[target] = here[target] = vectors[int(rng.integers(0, len(vectors)))]
             index.upsert(target, KEY, stored[target])
         if step % 7 == 0:
-            moved = int(rng.choice(list(stored)))
-            index.upsert(moved, ("t", "user", "other"), stored.pop(moved))
+            moved = int(rng.choice(list(here)))
+            index.upsert(moved, ("t", "user", "other"), here.pop(moved))
     part = index._parts[KEY]
     assert part.codes is not None and part.center is not None
-    live = part.vectors[: part.size]
-    assert np.array_equal(part.codes[:, : part.size], binary_codes(live, part.center))
-    assert sorted(int(pk) for pk in part.pks[: part.size]) == sorted(stored)
-    for query in queries(np.stack(list(stored.values())), 20, seed=8):
-        assert_exact(index.search(KEY, query, None, 20), stored, query, 20)
+    # Each slot's binary code is that of its vector as the int8 codes give it.
+    assert np.array_equal(part.codes[:, : part.size], binary_codes(part.live(), part.center))
+    assert sorted(int(pk) for pk in part.pks[: part.size]) == sorted(here)
+    for query in queries(np.stack(list(here.values())), 20, seed=8):
+        assert_exact(index.search(KEY, query, None, 20), here, query, 20)
 
 
 def test_small_scopes_unlimited_and_thresholded_searches_are_exact_scans(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     vectors = corpus(3_000, seed=4)
-    index = VectorIndex(DIM)
+    stored = Stored(enumerate(vectors))
+    index = VectorIndex(DIM, stored)
     for pk, vector in enumerate(vectors):
         index.upsert(pk, KEY, vector)
-    stored = dict(enumerate(vectors))
     query = queries(vectors, 1)[0]
     assert_exact(index.search(KEY, query, None, 10), stored, query, 10)
     assert index._parts[KEY].codes is None  # below TWO_PASS_FROM: one exact scan
@@ -116,7 +139,12 @@ def test_small_scopes_unlimited_and_thresholded_searches_are_exact_scans(
     # A minimum score, or no limit: exact scan, every vector at or above it.
     high = index.search(KEY, query, 0.5, None)
     assert {pk for pk, _ in high} == {pk for pk, v in stored.items() if float(v @ query) >= 0.5}
-    assert len(index.search(KEY, query, None, None)) == len(vectors)
+    unlimited = index.search(KEY, query, None, None)
+    assert len(unlimited) == len(vectors)
+    assert_exact(unlimited[: vector_index.UNLIMITED_EXACT], stored, query, 200)
+    # Read on (as a filtered search does), it stays exact, down to the last.
+    assert_exact(list(unlimited[:2_500]), stored, query, 2_500)
+    assert_exact(list(index.search(KEY, query, None, None)), stored, query, len(vectors))
     assert index._parts[KEY].codes is None
     # Past the (lowered) size, a limited search takes two passes, with the same answer.
     assert_exact(index.search(KEY, query, None, 10), stored, query, 10)

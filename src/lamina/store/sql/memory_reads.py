@@ -39,7 +39,7 @@ K = TypeVar("K")
 
 
 def ranked_chunks(
-    ranking: Callable[[int | None], list[K]],
+    ranking: Callable[[int | None], Sequence[K]],
     want: int,
     filtered: bool,
     out: Sized,
@@ -57,7 +57,7 @@ def ranked_chunks(
         ranked = ranking(cap)
         step = max(want - len(out), chunk if done else want)
         for start in range(done, len(ranked), step):
-            part = ranked[start : start + step]
+            part = list(ranked[start : start + step])
             yield part
             done = start + len(part)
             if len(out) >= want:

@@ -1,27 +1,37 @@
 """The embedded store's in-process indexes, kept in step with the SQLite file.
 
-Each process holds an exact vector index and a BM25 keyword index per partition (a memory
-scope, or a kind of context item). Triggers append every change of a row's vector, terms or
+Each process holds a vector index (compact vectors, ranked exactly from the float32 vectors
+of the file: vector_index.py) and a BM25 keyword index per partition (a memory scope, or a
+kind of context item). Triggers append every change of a row's vector, terms or
 partition to a log table; ``sync`` applies the entries this process has not seen, whoever
 wrote them, before every search. The same machinery serves every indexed table.
 """
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from lamina.embeddings.base import Vector
 from lamina.memory.bm25 import KeywordScores
+from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.db import Database
+from lamina.store.sqlite.graph import Graph
 from lamina.store.sqlite.lexical_index import LexicalIndex
-from lamina.store.sqlite.vector_index import PartitionKey, VectorIndex
+from lamina.store.sqlite.vector_index import PartitionKey, Pks, Ranking, VectorIndex
 from lamina.text import decode_terms
+
+log = logging.getLogger(__name__)
+
+#: Keys read per statement by ``_stored`` (below SQLite's limit on parameters).
+_READ = 500
 
 
 @dataclass(frozen=True)
@@ -58,10 +68,20 @@ CONTEXT_ITEMS = IndexedTable(
 class SyncedIndexes:
     """Thread-safe: one lock guards both indexes and the position in the log."""
 
-    def __init__(self, db: Database, dimensions: int, source: IndexedTable = MEMORIES) -> None:
+    def __init__(
+        self,
+        db: Database,
+        dimensions: int,
+        source: IndexedTable = MEMORIES,
+        graphs: Path | None = None,
+    ) -> None:
+        """``graphs``: the folder where the HNSW graphs of large scopes are saved (graph.py);
+        None: no graphs."""
         self._db = db
         self._source = source
-        self._vectors = VectorIndex(dimensions)
+        self._dimensions = dimensions
+        self._graphs = graphs
+        self._vectors = VectorIndex(dimensions, self._stored, graphs=graphs is not None)
         self._blob_size = 4 * dimensions  # float32
         self._lexicon = LexicalIndex()
         self._lock = threading.Lock()
@@ -93,15 +113,26 @@ class SyncedIndexes:
                 (self._applied_seq,),
             ).fetchall()
             self._apply(rows)
+            if self._graphs is not None and self._vectors.graphs_built:
+                self._vectors.save_graphs(self._graphs, self._applied_seq)
 
-    def _apply(self, rows: Iterable[tuple[Any, ...]]) -> None:
+    def _apply(
+        self,
+        rows: Iterable[tuple[Any, ...]],
+        restored: frozenset[PartitionKey] = frozenset(),
+        changed: frozenset[int] = frozenset(),
+    ) -> None:
+        """Apply log entries (or, loading, every row). ``restored``: scopes whose saved
+        graph holds the vector of every row not ``changed`` since it was saved."""
         for seq, pk, tenant, layer, key, blob, lexicon in rows:
             if tenant is None:
                 self._vectors.remove(pk)
                 self._lexicon.remove(pk)
             else:
                 part = (tenant, layer, key)
-                if blob is None or len(blob) != self._blob_size:  # None, or another model's
+                if part in restored and pk not in changed:
+                    self._vectors.adopt(pk, part)
+                elif blob is None or len(blob) != self._blob_size:  # None, or another model's
                     self._vectors.remove(pk)
                 else:
                     self._vectors.upsert(pk, part, np.frombuffer(blob, dtype=np.float32))
@@ -120,24 +151,103 @@ class SyncedIndexes:
                 f"SELECT {src.partition}, count(*) FROM {src.table} m "  # noqa: S608
                 "WHERE m.embedding IS NOT NULL GROUP BY 1, 2, 3"
             ).fetchall()
+            restored = self._restore(conn, sizes, top)
             for tenant, layer, key, count in sizes:
                 if tenant is not None:
                     self._vectors.reserve((tenant, layer, key), count)
+            changed: frozenset[int] = frozenset()
+            if restored:
+                changed = frozenset(
+                    pk
+                    for (pk,) in conn.execute(
+                        f"SELECT DISTINCT {src.log_column} FROM {src.log} "  # noqa: S608
+                        "WHERE seq > ?",
+                        (min(restored.values()),),
+                    )
+                )
             rows = conn.execute(
                 f"SELECT ?, m.pk, {src.partition}, m.embedding, m.lexicon "  # noqa: S608
                 f"FROM {src.table} m ORDER BY m.pk",
                 (top,),
             )
             self._applied_seq = 0
-            self._apply(rows)
+            self._vectors.loading = True
+            self._apply(rows, frozenset(restored), changed)
+            self._vectors.finish_load()
             self._applied_seq = top
+        if self._graphs is not None:
+            self._vectors.save_graphs(self._graphs, top)
         self._loaded = True
+
+    def _restore(
+        self, conn: sqlite3.Connection, sizes: list[tuple[Any, ...]], top: int
+    ) -> dict[PartitionKey, int]:
+        """Load the saved graphs of large scopes that the log can bring up to date (saved
+        at a seq the log still holds every entry after); their seqs by scope."""
+        if self._graphs is None or not self._graphs.is_dir():
+            return {}
+        row = conn.execute(
+            "SELECT value FROM store_meta WHERE key = ?", (self._source.pruned_key,)
+        ).fetchone()
+        pruned = int(row[0]) if row else 0
+        out: dict[PartitionKey, int] = {}
+        for tenant, layer, key, count in sizes:
+            if tenant is None or count < hnsw.GRAPH_FROM:
+                continue
+            part = (tenant, layer, key)
+            loaded = Graph.load(self._graphs, part, self._dimensions)
+            if loaded is not None and pruned <= loaded[1] <= top:
+                self._vectors.restore(part, loaded[0])
+                out[part] = loaded[1]
+                log.info(
+                    "restored a vector graph of %d at log seq %d (now %d)", count, loaded[1], top
+                )
+        return out
+
+    def close(self) -> None:
+        """Save the graphs that changed (caught up with the log first: a deletion another
+        process made is applied, and its graph not saved)."""
+        if self._graphs is None or not self._loaded:
+            return
+        self.sync()
+        with self._lock:
+            self._vectors.save_graphs(self._graphs, self._applied_seq)
+
+    def drop_saved(self) -> None:
+        """A deletion: no saved graph may keep the deleted vector (graph.py)."""
+        if self._graphs is not None and self._graphs.is_dir():
+            Graph.drop(self._graphs)
+
+    def _stored(self, pks: Pks) -> Vector:
+        """The float32 vectors the file holds for ``pks`` (NaN rows: none, or another
+        model's), read by the vector index for the few it ranks exactly."""
+        out: Vector = np.full((len(pks), self._dimensions), np.nan, dtype=np.float32)
+        place = {pk: i for i, pk in enumerate(pks.tolist())}
+        conn = self._db.connection()
+        keys = list(place)
+        for start in range(0, len(keys), _READ):
+            chunk = keys[start : start + _READ]
+            found = conn.execute(
+                f"SELECT pk, embedding FROM {self._source.table} "  # noqa: S608
+                f"WHERE pk IN ({','.join('?' * len(chunk))})",
+                chunk,
+            )
+            for pk, blob in found:
+                if blob is not None and len(blob) == self._blob_size:
+                    out[place[pk]] = np.frombuffer(blob, dtype=np.float32)
+        return out
 
     def vector_hits(
         self, key: PartitionKey, query: Vector, min_score: float | None, limit: int | None
     ) -> list[tuple[int, float]]:
         with self._lock:
-            return self._vectors.search(key, query, min_score, limit)
+            return list(self._vectors.search(key, query, min_score, limit))
+
+    def nearest(self, key: PartitionKey, query: Vector, limit: int | None) -> Sequence[int]:
+        """The pks of the best ``limit`` by vector (None: all, exact as far as read)."""
+        with self._lock:
+            found = self._vectors.search(key, query, None, limit)
+        return found.pks() if isinstance(found, Ranking) else [pk for pk, _ in found]
 
     def keyword_hits(
         self, key: PartitionKey, terms: list[str], limit: int | None
@@ -152,10 +262,14 @@ class SyncedIndexes:
     def cosines(self, pks: Iterable[int], query: Vector) -> dict[int, float | None]:
         """Cosine of ``query`` with each stored vector (None for a memory without one)."""
         out: dict[int, float | None] = {}
+        pks = list(pks)
         with self._lock:
-            for pk in pks:
-                vector = self._vectors.vector(pk)
-                out[pk] = None if vector is None else float(vector @ query)
+            known = np.array([pk for pk in pks if pk in self._vectors], dtype=np.int64)
+            scores = np.vecdot(self._stored(known), query) if len(known) else known
+            found = {int(pk): float(s) for pk, s in zip(known, scores, strict=True)}
+        for pk in pks:
+            score = found.get(pk)
+            out[pk] = None if score is None or np.isnan(score) else score
         return out
 
     def counts_by_layer(self, tenant_id: str | None) -> dict[str, int]:

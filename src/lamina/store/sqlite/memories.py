@@ -119,10 +119,11 @@ def metadata_filter(flt: MetadataFilter) -> tuple[str, list[Any]]:
 
 class WalCheckpoint:
     """What a delete settles with on SQLite (lamina.store.sql.deletion.Settle): deleted
-    text leaves the write-ahead log too."""
+    text leaves the write-ahead log too, and deleted vectors the saved graphs."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, indexes: SyncedIndexes) -> None:
         self._db = db
+        self._indexes = indexes
 
     async def __call__(self, deleted: int) -> None:
         """After a delete: copy the log into the file (where secure_delete zeroed the freed
@@ -135,6 +136,7 @@ class WalCheckpoint:
 
     def _settle_deletion(self) -> None:
         conn = self._db.connection()
+        self._indexes.drop_saved()  # no saved vector graph keeps a deleted vector
         if self._db.forgot():
             conn.execute("INSERT OR REPLACE INTO store_meta VALUES (?, '1')", (REBUILD,))
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -185,7 +187,7 @@ class SQLiteMemoryReads(SqlMemoryReads):
 
     def _passing(
         self,
-        ranking: Callable[[int | None], list[int]],
+        ranking: Callable[[int | None], Sequence[int]],
         req: LayerSearch,
         want: int,
         known: dict[int, Row],
@@ -213,8 +215,8 @@ class SQLiteMemoryReads(SqlMemoryReads):
         query = req.vector
         if query is not None and req.mode is not SearchMode.KEYWORD:
 
-            def nearest(cap: int | None) -> list[int]:
-                return [pk for pk, _ in self._indexes.vector_hits(key, query, None, cap)]
+            def nearest(cap: int | None) -> Sequence[int]:
+                return self._indexes.nearest(key, query, cap)
 
             found.update(self._passing(nearest, req, pool, found))
         keywords = {}

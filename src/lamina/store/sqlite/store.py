@@ -79,12 +79,19 @@ class SQLiteStore:
         self.embedder = embedder
         #: The model of the stored vectors against the embedder's (read when the store opens).
         self.embedding = EmbeddingState(embedder)
+        # The HNSW graphs of large scopes are saved beside the file (graph.py).
+        graphs = (
+            None if str(path) == ":memory:" else self.path.with_name(f"{self.path.name}-vectors")
+        )
+        self._indexes = SyncedIndexes(db, embedder.dimensions, graphs=graphs)
         self.context_items = SQLiteContextItems(
             db, SyncedIndexes(db, embedder.dimensions, CONTEXT_ITEMS), self.embedding
         )
         self.sessions = SqlSessions(db, SQLITE)
         self.threads = SQLiteThreads(db)
-        self.memories = _memory_repositories(db, embedder, self.embedding, self.context_items)
+        self.memories = _memory_repositories(
+            db, embedder, self.embedding, self.context_items, self._indexes
+        )
         self.schema_version = 0
 
     async def initialize(self) -> None:
@@ -116,6 +123,7 @@ class SQLiteStore:
                     _prune_log(conn, source)
 
     async def shutdown(self) -> None:
+        await self._db.call("shutdown", self._indexes.close)
         self._db.close()
 
     async def health_check(self) -> HealthStatus:
@@ -144,7 +152,11 @@ class SQLiteStore:
 
 
 def _memory_repositories(
-    db: Database, embedder: Embedder, embedding: EmbeddingState, items: SQLiteContextItems
+    db: Database,
+    embedder: Embedder,
+    embedding: EmbeddingState,
+    items: SQLiteContextItems,
+    indexes: SyncedIndexes,
 ) -> MemoryPorts:
     """The memory repositories on the file: the shared SQL's, searched and counted through
     the in-process indexes of memories."""
@@ -154,9 +166,8 @@ def _memory_repositories(
         embedder,
         embedding,
         metadata_filter=metadata_filter,
-        settle=WalCheckpoint(db),
+        settle=WalCheckpoint(db, indexes),
     )
-    indexes = SyncedIndexes(db, embedder.dimensions)
     return MemoryPorts(
         reads=SQLiteMemoryReads(parts.rows, db, indexes),
         writes=SqlMemoryWrites(parts),
