@@ -63,10 +63,21 @@ CONTEXT_TERM_WEIGHT = 0.5
 #: The cosine that counts as no semantic evidence, and the one that counts as full evidence.
 COSINE_FLOOR = 0.1
 COSINE_FULL = 0.6
-SPEAKER_BOOST = 0.4
-CONVERSATION_BOOST = 0.3
+SPEAKER_BOOST = 0.3
+#: The share of the way from what a turn shows itself (its parts but the speaker's) up to
+#: its conversation's best turn that the turn rises.
+CONVERSATION_BOOST = 0.26
 PHRASE_BOOST = 0.3
 DATE_BOOST = 0.2
+#: The evidence (w · semantic + (1 - w) · keyword + phrase) from which a memory gets its
+#: speaker, date and conversation parts in full; below it they shrink in proportion, and
+#: without evidence they are 0: boosts scale evidence, they never create it.
+EVIDENCE_FULL = 0.1
+#: The share of its raw score a superseded message loses in a search about the present.
+STALE_SHARE = 0.5
+#: The metadata key marking a message whose fact a later one replaced: {"at": ISO time,
+#: "fact": the replaced fact's id} (lamina.memory.consolidation.stale).
+SUPERSEDED_KEY = "superseded"
 
 _MONTHS = {
     name: number
@@ -150,9 +161,12 @@ class QuerySignals:
     words: frozenset[str]
     phrases: tuple[str, ...]
     dates: tuple[DateSpan, ...]
+    #: The search asks about the present (no ``include_invalid``, no time range): messages
+    #: a later fact superseded are ranked down (STALE_SHARE).
+    current: bool = True
 
     @classmethod
-    def of(cls, text: str) -> QuerySignals:
+    def of(cls, text: str, *, current: bool = True) -> QuerySignals:
         lowered = text.lower()
         phrases = tuple(
             dict.fromkeys(p.strip().lower() for p in _PHRASE.findall(text) if p.strip())
@@ -160,7 +174,7 @@ class QuerySignals:
         found = words(text)
         # "Caroline's" names Caroline too (analyze splits at apostrophes the same way).
         split = [part for word in found if "'" in word for part in word.split("'") if part]
-        return cls(frozenset(found + split), phrases, _dates(lowered))
+        return cls(frozenset(found + split), phrases, _dates(lowered), current)
 
 
 def _dates(text: str) -> tuple[DateSpan, ...]:
@@ -192,8 +206,10 @@ class Candidate(NamedTuple):
     with its neighbourhood vector (None: it has none); ``keyword`` is the keyword part
     (``keyword_part``), 0 when no term matched. ``speaker`` and ``conversation`` are those of
     a conversation message (its metadata's ``conversation.speaker`` / ``.id`` when strings,
-    else None); ``event_at`` is its event time. A tuple: a search makes one for each of
-    a few hundred candidates, and a frozen dataclass took three times as long to make."""
+    else None); ``event_at`` is its event time; ``superseded``: a later fact replaced what
+    the message says (its metadata's ``superseded``, set by consolidation). A tuple: a
+    search makes one for each of a few hundred candidates, and a frozen dataclass took
+    three times as long to make."""
 
     key: Any
     cosine: float | None
@@ -203,6 +219,7 @@ class Candidate(NamedTuple):
     speaker: str | None
     conversation: str | None
     event_at: datetime
+    superseded: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,6 +240,64 @@ def weight_of(mode: SearchMode, hybrid_weight: float) -> float:
     return hybrid_weight
 
 
+class _Own(NamedTuple):
+    """A candidate's parts before its conversation's: ``pre`` is their raw score, ``base``
+    the same without the speaker part."""
+
+    key: Any
+    semantic: float | None
+    keyword: float | None
+    speaker: float
+    phrase: float
+    date: float
+    gate: float
+    base: float
+    pre: float
+    conversation: str | None
+    stale: bool
+
+
+def evidence_gate(evidence: float) -> float:
+    """The share of its boosts a memory gets for ``evidence`` (w · semantic + (1 - w) ·
+    keyword + phrase): none without evidence, all from EVIDENCE_FULL on."""
+    return min(evidence / EVIDENCE_FULL, 1.0) if evidence > 0.0 else 0.0
+
+
+def _signals(c: Candidate, query: QuerySignals) -> tuple[float, float, float, bool]:
+    """(speaker, phrase, date, stale) of a candidate, before gating: what the query names
+    of it besides its meaning and terms."""
+    named = SPEAKER_BOOST if c.speaker and _names(query, c.speaker) else 0.0
+    phrase = PHRASE_BOOST * _phrase_share(query, c.content) if query.phrases else 0.0
+    dated = DATE_BOOST if query.dates and _dated(query, c.event_at) else 0.0
+    return named, phrase, dated, c.superseded and query.current
+
+
+def _own(
+    w: float,
+    semantic: float | None,
+    keyword: float | None,
+    named: float,
+    phrase: float,
+    dated: float,
+) -> tuple[float, float, float, float, float]:
+    """(gate, speaker, date, base, pre): the boosts scaled by the evidence, and the raw
+    score of the parts before the conversation's, without (``base``) and with the
+    speaker's."""
+    gate = evidence_gate(raw_score(w, semantic, keyword, 0.0, 0.0, phrase, 0.0))
+    speaker, date = gate * named, gate * dated
+    base = raw_score(w, semantic, keyword, 0.0, 0.0, phrase, date)
+    return gate, speaker, date, base, raw_score(w, semantic, keyword, speaker, 0.0, phrase, date)
+
+
+def conversation_part(gate: float, base: float, best: float) -> float:
+    """CONVERSATION_BOOST of the way from ``base`` (what the turn shows itself) up to
+    ``best`` (the best raw score before this part in the conversation), scaled by the
+    evidence. Unless the query names a speaker, no turn rises above its conversation's
+    best turn, which gets no such part: the threshold means for it what it means for any
+    memory."""
+    return gate * CONVERSATION_BOOST * (best - base)
+
+
 def rank(
     candidates: Iterable[Candidate],
     query: QuerySignals,
@@ -237,49 +312,85 @@ def rank(
     w = weight_of(mode, weight)
     use_semantic = mode is not SearchMode.KEYWORD
     use_keyword = mode is not SearchMode.SEMANTIC
-    # (key, semantic, keyword, speaker, phrase, date, conversation id), then the raw score
-    # without its conversation part: plain floats, models only for the hits kept.
-    partial: list[tuple[Any, float | None, float | None, float, float, float, str | None]] = []
+    # Plain floats for every candidate; models only for the hits kept.
+    own: list[_Own] = []
     best: dict[str, float] = {}
     for c in candidates:
-        speaker, conversation = c.speaker, c.conversation
         semantic = semantic_part(c.cosine, c.context_cosine) if use_semantic else None
         keyword = c.keyword if use_keyword else None
-        named = SPEAKER_BOOST if speaker and _names(query, speaker) else 0.0
-        phrase = PHRASE_BOOST * _phrase_share(query, c.content) if query.phrases else 0.0
-        dated = 0.0
-        if query.dates and _dated(query, c.event_at):
-            dated = DATE_BOOST
-        partial.append((c.key, semantic, keyword, named, phrase, dated, conversation))
-        if conversation is not None:
-            raw = raw_score(w, semantic, keyword, named, 0.0, phrase, dated)
-            best[conversation] = max(best.get(conversation, 0.0), raw)
-    kept: list[tuple[float, Any, tuple[Any, ...]]] = []
+        named, phrase, dated, stale = _signals(c, query)
+        gate, speaker, date, base, pre = _own(w, semantic, keyword, named, phrase, dated)
+        own.append(
+            _Own(
+                c.key,
+                semantic,
+                keyword,
+                speaker,
+                phrase,
+                date,
+                gate,
+                base,
+                pre,
+                c.conversation,
+                stale,
+            )
+        )
+        if c.conversation is not None:
+            best[c.conversation] = max(best.get(c.conversation, 0.0), pre)
+    kept: list[tuple[float, _Own, float, float]] = []
     below = 0
-    for key, semantic, keyword, named, phrase, dated, conversation in partial:
-        boost = 0.0 if conversation is None else CONVERSATION_BOOST * best[conversation]
-        raw = raw_score(w, semantic, keyword, named, boost, phrase, dated)
+    for o in own:
+        boost = 0.0
+        if o.conversation is not None:
+            boost = conversation_part(o.gate, o.base, best[o.conversation])
+        raw = raw_score(w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date)
+        down = -STALE_SHARE * raw if o.stale else 0.0
+        raw = raw_score(w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date, down)
         if threshold is not None and score_of(raw) < threshold:
             below += 1
             continue
-        kept.append((raw, key, (semantic, keyword, named, boost, phrase, dated)))
-    kept.sort(key=lambda item: (-item[0], item[1]))
+        kept.append((raw, o, boost, down))
+    kept.sort(key=lambda item: (-item[0], item[1].key))
     hits = [
         (
             ScoreParts(
-                semantic=values[0],
-                keyword=values[1],
+                semantic=o.semantic,
+                keyword=o.keyword,
                 semantic_weight=w,
-                speaker=values[2],
-                conversation=values[3],
-                phrase=values[4],
-                date=values[5],
+                speaker=o.speaker,
+                conversation=boost,
+                phrase=o.phrase,
+                date=o.date,
+                stale=down,
             ),
-            key,
+            o.key,
         )
-        for _, key, values in kept[:limit]
+        for _, o, boost, down in kept[:limit]
     ]
     return Ranked(hits, below)
+
+
+def _bounds(
+    c: Candidate,
+    error: float,
+    query: QuerySignals,
+    w: float,
+    use_semantic: bool,
+    use_keyword: bool,
+) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """((gate, base, pre) at the low end, the same at the high end) of a candidate whose
+    cosines are known to within ``error``: all grow with the cosines."""
+    keyword = c.keyword if use_keyword else None
+    named, phrase, dated, _ = _signals(c, query)
+    low: float | None = None
+    high: float | None = None
+    if use_semantic and c.cosine is not None:
+        around = c.cosine if c.context_cosine is None else c.context_cosine
+        low = semantic_part(c.cosine - error, around - error)
+        high = semantic_part(c.cosine + error, around + error)
+    lo = _own(w, low, keyword, named, phrase, dated)
+    hi = _own(w, high, keyword, named, phrase, dated)
+    return (lo[0], lo[3], lo[4]), (hi[0], hi[3], hi[4])
 
 
 def exact_needed(
@@ -308,32 +419,47 @@ def exact_needed(
     use_semantic = mode is not SearchMode.KEYWORD
     use_keyword = mode is not SearchMode.SEMANTIC
     slack = 1e-9  # float rounding of the sums below, far under any cosine bound
-    low: list[float] = []
-    high: list[float] = []
+    spans = [
+        _bounds(c, e, query, w, use_semantic, use_keyword)
+        for c, e in zip(candidates, errors, strict=True)
+    ]
+    low = [lo[2] - slack for lo, _ in spans]
+    high = [hi[2] + slack for _, hi in spans]
     best_low: dict[str, float] = {}
     best_high: dict[str, float] = {}
-    for c, error in zip(candidates, errors, strict=True):
-        keyword = c.keyword if use_keyword else None
-        named = SPEAKER_BOOST if c.speaker and _names(query, c.speaker) else 0.0
-        phrase = PHRASE_BOOST * _phrase_share(query, c.content) if query.phrases else 0.0
-        dated = DATE_BOOST if query.dates and _dated(query, c.event_at) else 0.0
-        rest = raw_score(w, None, keyword, named, 0.0, phrase, dated)
-        if use_semantic and c.cosine is not None:
-            around = c.cosine if c.context_cosine is None else c.context_cosine
-            low.append(rest + w * semantic_part(c.cosine - error, around - error) - slack)
-            high.append(rest + w * semantic_part(c.cosine + error, around + error) + slack)
-        else:
-            low.append(rest - slack)
-            high.append(rest + slack)
+    for i, c in enumerate(candidates):
         if c.conversation is not None:
-            best_low[c.conversation] = max(best_low.get(c.conversation, 0.0), low[-1])
-            best_high[c.conversation] = max(best_high.get(c.conversation, 0.0), high[-1])
+            best_low[c.conversation] = max(best_low.get(c.conversation, 0.0), low[i])
+            best_high[c.conversation] = max(best_high.get(c.conversation, 0.0), high[i])
     boosted_low = list(low)
     boosted_high = list(high)
     for i, c in enumerate(candidates):
+        (gate_low, base_low, _), (gate_high, base_high, _) = spans[i]
         if c.conversation is not None:
-            boosted_low[i] += CONVERSATION_BOOST * best_low[c.conversation]
-            boosted_high[i] += CONVERSATION_BOOST * best_high[c.conversation]
+            # raw = pre + gate · C · (best - base) grows with base, pre, gate and best
+            # (best ≥ pre ≥ base, C < 1).
+            top_low = max(best_low[c.conversation], low[i])
+            top_high = max(best_high[c.conversation], high[i])
+            boosted_low[i] += conversation_part(gate_low, base_low, top_low) - slack
+            boosted_high[i] += conversation_part(gate_high, base_high, top_high) + slack
+        if c.superseded and query.current:
+            boosted_low[i] *= 1.0 - STALE_SHARE
+            boosted_high[i] *= 1.0 - STALE_SHARE
+    return _needed(candidates, low, high, best_low, boosted_low, boosted_high, threshold, limit)
+
+
+def _needed(
+    candidates: Sequence[Candidate],
+    low: list[float],
+    high: list[float],
+    best_low: dict[str, float],
+    boosted_low: list[float],
+    boosted_high: list[float],
+    threshold: float | None,
+    limit: int,
+) -> tuple[list[int], int]:
+    """``exact_needed``'s answer from the bounds of each candidate's raw score before
+    (``low``, ``high``) and after (``boosted_*``) its conversation part."""
     below = [threshold is not None and score_of(h) < threshold for h in boosted_high]
     above = [threshold is None or score_of(lo) >= threshold for lo in boosted_low]
     needed = {i for i in range(len(candidates)) if not below[i] and not above[i]}
