@@ -38,6 +38,7 @@ from lamina.memory.consolidation.prompts import (
     render_messages,
     shown,
 )
+from lamina.memory.consolidation.stale import SOURCES_KEY, superseded
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.messages import MessageWrites, Plan, Prepared, per_plan, results_of
 from lamina.memory.models import AddedMessages, FactEvent, FactOutcome, MemoryEntry, SearchMode
@@ -58,8 +59,6 @@ from lamina.tokens import TokenCounter, batches, default_counter
 
 #: Times the decisions are taken again when a memory changed while they were taken.
 CONFLICT_ATTEMPTS = 3
-#: The metadata key linking a fact to the messages it was extracted from.
-SOURCES_KEY = "inferred_from"
 #: Tokens the model may answer with.
 ANSWER_TOKENS = 2_048
 
@@ -368,6 +367,9 @@ class Consolidating(MessageWrites):
                     dedup=True,
                 )
             )
+        revised += await self._retry.run(
+            "get", lambda: superseded(self._ports.reads, tenant, steps, invalidated)
+        )
         change = Consolidation(tenant, new, added, revised, invalidated)
         return steps, change, flags
 
