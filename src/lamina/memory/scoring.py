@@ -3,11 +3,13 @@
 
 Every mode builds one raw score from parts, each on a known scale, and maps it to [0, 1]:
 
-    raw   = w · semantic + (1 - w) · keyword + speaker + conversation + phrase + date
+    raw   = w · semantic + (1 - w) · keyword + speaker + conversation + phrase + date + stale
     score = 1 - exp(-SCORE_RATE · raw)
 
 ``w`` is 1 in semantic mode, 0 in keyword mode and ``hybrid_semantic_weight`` (0.5) in
-hybrid mode. The parts:
+hybrid mode. The *evidence* is ``w · semantic + (1 - w) · keyword + phrase``; the boosts
+(speaker, date, conversation) are scaled by ``evidence_gate`` (evidence / EVIDENCE_FULL, at
+most 1): boosts scale evidence, they never create it. The parts:
 
 - ``semantic``: the cosine of the query with the memory's vector, averaged with its cosine
   with the memory's neighbourhood vector (a conversation message: the normalised sum of its
@@ -22,18 +24,24 @@ hybrid mode. The parts:
   memory): a memory holding every query term once, at average length, scores about 1
   (repeated terms a little more); one holding none scores 0. It does not depend on the
   other hits.
-- ``speaker`` (SPEAKER_BOOST): the query names the message's speaker.
+- ``speaker`` (SPEAKER_BOOST · gate): the query names the message's speaker.
 - ``phrase`` (PHRASE_BOOST): the share of the query's quoted phrases the content contains.
-- ``date`` (DATE_BOOST): the query names a day, month or year the memory's event time
-  (``event_at``: its message timestamp, else the time given when it was added, else its
-  creation time) falls in.
-- ``conversation`` (CONVERSATION_BOOST): that times the best raw score (before this part)
-  among the candidates of the same conversation, so turns of the conversation that answers
-  best rise together.
+- ``date`` (DATE_BOOST · gate): the query names a day, month or year the memory's event
+  time (``event_at``: its message timestamp, else the time given when it was added, else
+  its creation time) falls in.
+- ``conversation`` (``conversation_part``): gate · CONVERSATION_BOOST · (best - base), where
+  best is the best raw score before this part among the candidates of the same
+  conversation and base the turn's own before this part less its speaker part: the turns of
+  the conversation that answers best rise together, toward (unless the query names a
+  speaker, never above) its best turn, which passes the threshold on its own parts as any
+  memory does.
+- ``stale`` (0 or -STALE_SHARE · the raw score before it): the message is marked
+  superseded (consolidation replaced a fact it said) and the search asks about the present
+  (``QuerySignals.current``).
 
-The default threshold 0.7 is a raw score of 0.48: a memory whose meaning matches the query
-well (cosine 0.6 or more) passes on that alone in hybrid mode; calibration figures are in
-docs/search.md (benchmarks/locomo_recall.py).
+The default threshold 0.7 is a raw score of 0.50: a memory with evidence 0.5 passes (in
+hybrid mode: a cosine of about 0.6 alone, or half the query's terms and a moderate
+cosine); calibration figures are in docs/search.md (benchmarks/locomo_recall.py).
 """
 
 from __future__ import annotations
