@@ -168,8 +168,8 @@ def test_the_thanks_line_stays_out_of_a_question_naming_its_speaker(lm: Lamina) 
 def test_a_paraphrase_ranks_first_and_clears_half_the_bar(lm: Lamina) -> None:
     """The issue's second case: "why is replication lagging?" shares no word with "Replica
     db-2 sits behind a slow WAN link" (Porter2 stems them apart): its meaning alone scores
-    it about 0.6, first of the scope, but under the default 0.7 (which keeps out 90 % of
-    LoCoMo questions asked of the wrong user, docs/search.md); threshold=0.5 finds it."""
+    it about 0.6, first of the scope, but under the default 0.7 (which keeps out over 90 %
+    of LoCoMo questions asked of the wrong user, docs/search.md); threshold=0.5 finds it."""
     query = "why is replication lagging?"
     top = lm.memory.search(query, user_id="alice", threshold=0)[0]
     assert top.memory.content == "Replica db-2 sits behind a slow WAN link"

@@ -58,7 +58,7 @@ class MemoryEntry(Frozen):
 
 
 #: score = 1 - exp(-SCORE_RATE * raw) (lamina.memory.scoring).
-SCORE_RATE = 2.4
+SCORE_RATE = 2.5
 
 
 def raw_score(
@@ -93,7 +93,7 @@ class ScoreParts(Frozen):
 
         raw   = semantic_weight * semantic + (1 - semantic_weight) * keyword
                 + speaker + conversation + phrase + date + stale
-        score = 1 - exp(-2.4 * raw)
+        score = 1 - exp(-2.5 * raw)
 
     ``semantic`` and ``keyword`` are 0 for no evidence and 1 for strong evidence (a good
     paraphrase; every query term present), a little more for identical text (None: the mode
