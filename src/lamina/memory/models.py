@@ -69,6 +69,7 @@ def raw_score(
     conversation: float,
     phrase: float,
     date: float,
+    stale: float = 0.0,
 ) -> float:
     """The raw score of its parts (``ScoreParts.raw``; ranking computes it without models)."""
     return (
@@ -78,6 +79,7 @@ def raw_score(
         + conversation
         + phrase
         + date
+        + stale
     )
 
 
@@ -90,12 +92,14 @@ class ScoreParts(Frozen):
     """What a search score is made of (lamina.memory.scoring, docs/search.md)::
 
         raw   = semantic_weight * semantic + (1 - semantic_weight) * keyword
-                + speaker + conversation + phrase + date
+                + speaker + conversation + phrase + date + stale
         score = 1 - exp(-2.5 * raw)
 
     ``semantic`` and ``keyword`` are 0 for no evidence and 1 for strong evidence (a good
     paraphrase; every query term present), a little more for identical text (None: the mode
-    does not use that part); the boosts are 0 when they do not apply."""
+    does not use that part); the boosts are 0 when they do not apply, and scaled down with
+    the evidence (none without any); ``stale`` is 0 or negative: a superseded message's
+    loss in a search about the present."""
 
     semantic: float | None = None
     keyword: float | None = None
@@ -104,6 +108,7 @@ class ScoreParts(Frozen):
     conversation: float = 0.0
     phrase: float = 0.0
     date: float = 0.0
+    stale: float = 0.0
 
     @property
     def raw(self) -> float:
@@ -115,6 +120,7 @@ class ScoreParts(Frozen):
             self.conversation,
             self.phrase,
             self.date,
+            self.stale,
         )
 
     @property

@@ -139,7 +139,7 @@ class MemoryReads(MemoryPart):
         """Every scope searched at once (for twice ``limit`` candidates each, merged after);
         the query is embedded while the stores start on their keyword work."""
         terms = tuple(analyze(text)) if mode is not SearchMode.SEMANTIC else ()
-        signals = QuerySignals.of(text)
+        signals = QuerySignals.of(text, current=window.current)
         soon: asyncio.Future[Vector] | None = None
         try:
             if mode is not SearchMode.KEYWORD:

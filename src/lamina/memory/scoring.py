@@ -3,18 +3,20 @@
 
 Every mode builds one raw score from parts, each on a known scale, and maps it to [0, 1]:
 
-    raw   = w · semantic + (1 - w) · keyword + speaker + conversation + phrase + date
+    raw   = w · semantic + (1 - w) · keyword + speaker + conversation + phrase + date + stale
     score = 1 - exp(-SCORE_RATE · raw)
 
 ``w`` is 1 in semantic mode, 0 in keyword mode and ``hybrid_semantic_weight`` (0.5) in
-hybrid mode. The parts:
+hybrid mode. The *evidence* is ``w · semantic + (1 - w) · keyword + phrase``; the boosts
+(speaker, date, conversation) are scaled by ``evidence_gate`` (evidence / EVIDENCE_FULL, at
+most 1): boosts scale evidence, they never create it. The parts:
 
 - ``semantic``: the cosine of the query with the memory's vector, averaged with its cosine
-  with the memory's neighbourhood vector (a conversation message: the normalised sum of its
-  own vector and those of the two turns before it and the two after it; any other memory:
-  its own vector again), then mapped linearly so that COSINE_FLOOR (or less) is 0 and
-  COSINE_FULL (a good paraphrase) is 1; identical text reaches 1.8. Not clipped, so strong
-  matches stay ordered.
+  with the memory's neighbourhood vector less NEIGHBOURHOOD_DISCOUNT (a conversation
+  message: the normalised sum of its own vector and those of the two turns before it and
+  the two after it; any other memory: its own vector again, undiscounted), then mapped
+  linearly so that COSINE_FLOOR (or less) is 0 and COSINE_FULL (a good paraphrase) is 1;
+  identical text reaches 1.8. Not clipped, so strong matches stay ordered.
 - ``keyword``: BM25 (k1 BM25_K1, b BM25_B) of the query terms over the memory's indexed terms
   (its own words, plus CONTEXT_TERM_WEIGHT times the words of its neighbourhood: the two
   turns before it and the two after it, the speaker, the date), divided by the sum of the
@@ -22,35 +24,40 @@ hybrid mode. The parts:
   memory): a memory holding every query term once, at average length, scores about 1
   (repeated terms a little more); one holding none scores 0. It does not depend on the
   other hits.
-- ``speaker`` (SPEAKER_BOOST): the query names the message's speaker.
+- ``speaker`` (SPEAKER_BOOST · gate): the query names the message's speaker.
 - ``phrase`` (PHRASE_BOOST): the share of the query's quoted phrases the content contains.
-- ``date`` (DATE_BOOST): the query names a day, month or year the memory's event time
-  (``event_at``: its message timestamp, else the time given when it was added, else its
-  creation time) falls in.
-- ``conversation`` (CONVERSATION_BOOST): that times the best raw score (before this part)
-  among the candidates of the same conversation, so turns of the conversation that answers
-  best rise together.
+- ``date`` (DATE_BOOST · gate): the query names a day, month or year the memory's event
+  time (``event_at``: its message timestamp, else the time given when it was added, else
+  its creation time) falls in.
+- ``conversation`` (``conversation_part``): gate · CONVERSATION_BOOST · (best - base), where
+  best is the best raw score before this part among the candidates of the same
+  conversation and base the turn's own before this part less its speaker part: the turns of
+  the conversation that answers best rise together, toward (unless the query names a
+  speaker, never above) its best turn, which passes the threshold on its own parts as any
+  memory does.
+- ``stale`` (0 or -STALE_SHARE · the raw score before it): the message is marked
+  superseded (consolidation replaced a fact it said) and the search asks about the present
+  (``QuerySignals.current``).
 
-The default threshold 0.7 is a raw score of 0.48: a memory whose meaning matches the query
-well (cosine 0.6 or more) passes on that alone in hybrid mode; calibration figures are in
-docs/search.md (benchmarks/locomo_recall.py).
+The default threshold 0.7 is a raw score of 0.48: a memory with evidence 0.48 passes (in
+hybrid mode: a cosine of 0.6 alone, or about every query term with a moderate cosine);
+calibration figures are in docs/search.md (benchmarks/locomo_recall.py).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from lamina.embeddings.base import Vector
 from lamina.memory.models import SCORE_RATE, ScoreParts, SearchMode, raw_score, score_of
-from lamina.text import words
+from lamina.memory.signals import QuerySignals as QuerySignals  # re-exported: every caller's
+from lamina.memory.signals import dated, names_speaker, phrase_share
 
 #: BM25 parameters of the keyword part (every store).
 BM25_K1 = 0.9
@@ -63,33 +70,26 @@ CONTEXT_TERM_WEIGHT = 0.5
 #: The cosine that counts as no semantic evidence, and the one that counts as full evidence.
 COSINE_FLOOR = 0.1
 COSINE_FULL = 0.6
-SPEAKER_BOOST = 0.4
-CONVERSATION_BOOST = 0.3
+#: What a neighbourhood cosine gives up before it is averaged with the memory's own: the
+#: normalised sum of five turns lies nearer to any query than one text does, and this keeps
+#: a conversation's best turn to the bar a plain memory meets (tuned on LoCoMo dev).
+NEIGHBOURHOOD_DISCOUNT = 0.05
+SPEAKER_BOOST = 0.3
+#: The share of the way from what a turn shows itself (its parts but the speaker's) up to
+#: its conversation's best turn that the turn rises.
+CONVERSATION_BOOST = 0.26
 PHRASE_BOOST = 0.3
 DATE_BOOST = 0.2
+#: The evidence (w · semantic + (1 - w) · keyword + phrase) from which a memory gets its
+#: speaker, date and conversation parts in full; below it they shrink in proportion, and
+#: without evidence they are 0: boosts scale evidence, they never create it.
+EVIDENCE_FULL = 0.1
+#: The share of its raw score a superseded message loses in a search about the present.
+STALE_SHARE = 0.5
+#: The metadata key marking a message whose fact a later one replaced: {"at": ISO time,
+#: "fact": the replaced fact's id} (lamina.memory.consolidation.stale).
+SUPERSEDED_KEY = "superseded"
 
-_MONTHS = {
-    name: number
-    for number, names in enumerate(
-        (
-            ("january", "jan"),
-            ("february", "feb"),
-            ("march", "mar"),
-            ("april", "apr"),
-            ("may",),
-            ("june", "jun"),
-            ("july", "jul"),
-            ("august", "aug"),
-            ("september", "sep", "sept"),
-            ("october", "oct"),
-            ("november", "nov"),
-            ("december", "dec"),
-        ),
-        start=1,
-    )
-    for name in names
-}
-_MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 #: English month names, whatever the process's locale (indexed words must not vary).
 _MONTH_NAMES = (
     "January",
@@ -105,20 +105,6 @@ _MONTH_NAMES = (
     "November",
     "December",
 )
-_YEAR = r"(1[89]\d\d|2\d\d\d)"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
-_DATE_PATTERNS = (
-    # (regex, groups as (year, month, day) indexes; None: not given)
-    (re.compile(rf"\b{_YEAR}-(\d{{1,2}})-(\d{{1,2}})\b"), (1, 2, 3)),
-    (re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s+{_YEAR}\b"), (3, 2, 1)),
-    (re.compile(rf"\b{_MONTH}\s+{_DAY},?\s+{_YEAR}\b"), (3, 1, 2)),
-    (re.compile(rf"\b{_MONTH},?\s+{_YEAR}\b"), (2, 1, None)),
-    (re.compile(rf"\b{_YEAR}\b"), (1, None, None)),
-)
-_PHRASE = re.compile(r"[\"\u201c\u201d]([^\"\u201c\u201d]{2,200})[\"\u201c\u201d]")
-
-#: A day, month or year a query names: (year, month or None, day or None).
-DateSpan = tuple[int, int | None, int | None]
 
 
 def raw_of(score: float) -> float:
@@ -129,7 +115,9 @@ def raw_of(score: float) -> float:
 def semantic_part(cosine: float | None, context_cosine: float | None) -> float:
     if cosine is None:
         return 0.0
-    neighbourhood = cosine if context_cosine is None else context_cosine
+    neighbourhood = cosine
+    if context_cosine is not None:
+        neighbourhood = context_cosine - NEIGHBOURHOOD_DISCOUNT
     mean = (max(cosine, 0.0) + max(neighbourhood, 0.0)) / 2.0
     return max((mean - COSINE_FLOOR) / (COSINE_FULL - COSINE_FLOOR), 0.0)
 
@@ -143,48 +131,6 @@ def bm25_idf(documents: int, frequency: int) -> float:
     return math.log(1.0 + (documents - frequency + 0.5) / (frequency + 0.5))
 
 
-@dataclass(frozen=True)
-class QuerySignals:
-    """What a query names besides its meaning and terms."""
-
-    words: frozenset[str]
-    phrases: tuple[str, ...]
-    dates: tuple[DateSpan, ...]
-
-    @classmethod
-    def of(cls, text: str) -> QuerySignals:
-        lowered = text.lower()
-        phrases = tuple(
-            dict.fromkeys(p.strip().lower() for p in _PHRASE.findall(text) if p.strip())
-        )
-        found = words(text)
-        # "Caroline's" names Caroline too (analyze splits at apostrophes the same way).
-        split = [part for word in found if "'" in word for part in word.split("'") if part]
-        return cls(frozenset(found + split), phrases, _dates(lowered))
-
-
-def _dates(text: str) -> tuple[DateSpan, ...]:
-    found: list[DateSpan] = []
-    taken: list[tuple[int, int]] = []
-    for pattern, (y, m, d) in _DATE_PATTERNS:
-        for match in pattern.finditer(text):
-            if any(start < match.end() and match.start() < end for start, end in taken):
-                continue
-            year = int(match.group(y))
-            month = None
-            if m is not None:
-                raw_month = match.group(m)
-                month = int(raw_month) if raw_month.isdigit() else _MONTHS[raw_month]
-            day = None if d is None else int(match.group(d))
-            taken.append((match.start(), match.end()))  # an invalid date is no year either
-            if (month is not None and not 1 <= month <= 12) or (
-                day is not None and not 1 <= day <= 31
-            ):
-                continue
-            found.append((year, month, day))
-    return tuple(dict.fromkeys(found))
-
-
 class Candidate(NamedTuple):
     """A memory a store found for a query, with the evidence it has for it.
 
@@ -192,8 +138,10 @@ class Candidate(NamedTuple):
     with its neighbourhood vector (None: it has none); ``keyword`` is the keyword part
     (``keyword_part``), 0 when no term matched. ``speaker`` and ``conversation`` are those of
     a conversation message (its metadata's ``conversation.speaker`` / ``.id`` when strings,
-    else None); ``event_at`` is its event time. A tuple: a search makes one for each of
-    a few hundred candidates, and a frozen dataclass took three times as long to make."""
+    else None); ``event_at`` is its event time; ``superseded``: a later fact replaced what
+    the message says (its metadata's ``superseded``, set by consolidation). A tuple: a
+    search makes one for each of a few hundred candidates, and a frozen dataclass took
+    three times as long to make."""
 
     key: Any
     cosine: float | None
@@ -203,6 +151,7 @@ class Candidate(NamedTuple):
     speaker: str | None
     conversation: str | None
     event_at: datetime
+    superseded: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,6 +172,64 @@ def weight_of(mode: SearchMode, hybrid_weight: float) -> float:
     return hybrid_weight
 
 
+class _Own(NamedTuple):
+    """A candidate's parts before its conversation's: ``pre`` is their raw score, ``base``
+    the same without the speaker part."""
+
+    key: Any
+    semantic: float | None
+    keyword: float | None
+    speaker: float
+    phrase: float
+    date: float
+    gate: float
+    base: float
+    pre: float
+    conversation: str | None
+    stale: bool
+
+
+def evidence_gate(evidence: float) -> float:
+    """The share of its boosts a memory gets for ``evidence`` (w · semantic + (1 - w) ·
+    keyword + phrase): none without evidence, all from EVIDENCE_FULL on."""
+    return min(evidence / EVIDENCE_FULL, 1.0) if evidence > 0.0 else 0.0
+
+
+def _signals(c: Candidate, query: QuerySignals) -> tuple[float, float, float, bool]:
+    """(speaker, phrase, date, stale) of a candidate, before gating: what the query names
+    of it besides its meaning and terms."""
+    named = SPEAKER_BOOST if c.speaker and names_speaker(query, c.speaker) else 0.0
+    phrase = PHRASE_BOOST * phrase_share(query, c.content) if query.phrases else 0.0
+    day = DATE_BOOST if query.dates and dated(query, c.event_at) else 0.0
+    return named, phrase, day, c.superseded and query.current
+
+
+def _own(
+    w: float,
+    semantic: float | None,
+    keyword: float | None,
+    named: float,
+    phrase: float,
+    dated: float,
+) -> tuple[float, float, float, float, float]:
+    """(gate, speaker, date, base, pre): the boosts scaled by the evidence, and the raw
+    score of the parts before the conversation's, without (``base``) and with the
+    speaker's."""
+    gate = evidence_gate(raw_score(w, semantic, keyword, 0.0, 0.0, phrase, 0.0))
+    speaker, date = gate * named, gate * dated
+    base = raw_score(w, semantic, keyword, 0.0, 0.0, phrase, date)
+    return gate, speaker, date, base, raw_score(w, semantic, keyword, speaker, 0.0, phrase, date)
+
+
+def conversation_part(gate: float, base: float, best: float) -> float:
+    """CONVERSATION_BOOST of the way from ``base`` (what the turn shows itself) up to
+    ``best`` (the best raw score before this part in the conversation), scaled by the
+    evidence. Unless the query names a speaker, no turn rises above its conversation's
+    best turn, which gets no such part: the threshold means for it what it means for any
+    memory."""
+    return gate * CONVERSATION_BOOST * (best - base)
+
+
 def rank(
     candidates: Iterable[Candidate],
     query: QuerySignals,
@@ -237,49 +244,85 @@ def rank(
     w = weight_of(mode, weight)
     use_semantic = mode is not SearchMode.KEYWORD
     use_keyword = mode is not SearchMode.SEMANTIC
-    # (key, semantic, keyword, speaker, phrase, date, conversation id), then the raw score
-    # without its conversation part: plain floats, models only for the hits kept.
-    partial: list[tuple[Any, float | None, float | None, float, float, float, str | None]] = []
+    # Plain floats for every candidate; models only for the hits kept.
+    own: list[_Own] = []
     best: dict[str, float] = {}
     for c in candidates:
-        speaker, conversation = c.speaker, c.conversation
         semantic = semantic_part(c.cosine, c.context_cosine) if use_semantic else None
         keyword = c.keyword if use_keyword else None
-        named = SPEAKER_BOOST if speaker and _names(query, speaker) else 0.0
-        phrase = PHRASE_BOOST * _phrase_share(query, c.content) if query.phrases else 0.0
-        dated = 0.0
-        if query.dates and _dated(query, c.event_at):
-            dated = DATE_BOOST
-        partial.append((c.key, semantic, keyword, named, phrase, dated, conversation))
-        if conversation is not None:
-            raw = raw_score(w, semantic, keyword, named, 0.0, phrase, dated)
-            best[conversation] = max(best.get(conversation, 0.0), raw)
-    kept: list[tuple[float, Any, tuple[Any, ...]]] = []
+        named, phrase, dated, stale = _signals(c, query)
+        gate, speaker, date, base, pre = _own(w, semantic, keyword, named, phrase, dated)
+        own.append(
+            _Own(
+                c.key,
+                semantic,
+                keyword,
+                speaker,
+                phrase,
+                date,
+                gate,
+                base,
+                pre,
+                c.conversation,
+                stale,
+            )
+        )
+        if c.conversation is not None:
+            best[c.conversation] = max(best.get(c.conversation, 0.0), pre)
+    kept: list[tuple[float, _Own, float, float]] = []
     below = 0
-    for key, semantic, keyword, named, phrase, dated, conversation in partial:
-        boost = 0.0 if conversation is None else CONVERSATION_BOOST * best[conversation]
-        raw = raw_score(w, semantic, keyword, named, boost, phrase, dated)
+    for o in own:
+        boost = 0.0
+        if o.conversation is not None:
+            boost = conversation_part(o.gate, o.base, best[o.conversation])
+        raw = raw_score(w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date)
+        down = -STALE_SHARE * raw if o.stale else 0.0
+        raw = raw_score(w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date, down)
         if threshold is not None and score_of(raw) < threshold:
             below += 1
             continue
-        kept.append((raw, key, (semantic, keyword, named, boost, phrase, dated)))
-    kept.sort(key=lambda item: (-item[0], item[1]))
+        kept.append((raw, o, boost, down))
+    kept.sort(key=lambda item: (-item[0], item[1].key))
     hits = [
         (
             ScoreParts(
-                semantic=values[0],
-                keyword=values[1],
+                semantic=o.semantic,
+                keyword=o.keyword,
                 semantic_weight=w,
-                speaker=values[2],
-                conversation=values[3],
-                phrase=values[4],
-                date=values[5],
+                speaker=o.speaker,
+                conversation=boost,
+                phrase=o.phrase,
+                date=o.date,
+                stale=down,
             ),
-            key,
+            o.key,
         )
-        for _, key, values in kept[:limit]
+        for _, o, boost, down in kept[:limit]
     ]
     return Ranked(hits, below)
+
+
+def _bounds(
+    c: Candidate,
+    error: float,
+    query: QuerySignals,
+    w: float,
+    use_semantic: bool,
+    use_keyword: bool,
+) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+    """((gate, base, pre) at the low end, the same at the high end) of a candidate whose
+    cosines are known to within ``error``: all grow with the cosines."""
+    keyword = c.keyword if use_keyword else None
+    named, phrase, dated, _ = _signals(c, query)
+    low: float | None = None
+    high: float | None = None
+    if use_semantic and c.cosine is not None:
+        around = c.context_cosine
+        low = semantic_part(c.cosine - error, None if around is None else around - error)
+        high = semantic_part(c.cosine + error, None if around is None else around + error)
+    lo = _own(w, low, keyword, named, phrase, dated)
+    hi = _own(w, high, keyword, named, phrase, dated)
+    return (lo[0], lo[3], lo[4]), (hi[0], hi[3], hi[4])
 
 
 def exact_needed(
@@ -308,32 +351,47 @@ def exact_needed(
     use_semantic = mode is not SearchMode.KEYWORD
     use_keyword = mode is not SearchMode.SEMANTIC
     slack = 1e-9  # float rounding of the sums below, far under any cosine bound
-    low: list[float] = []
-    high: list[float] = []
+    spans = [
+        _bounds(c, e, query, w, use_semantic, use_keyword)
+        for c, e in zip(candidates, errors, strict=True)
+    ]
+    low = [lo[2] - slack for lo, _ in spans]
+    high = [hi[2] + slack for _, hi in spans]
     best_low: dict[str, float] = {}
     best_high: dict[str, float] = {}
-    for c, error in zip(candidates, errors, strict=True):
-        keyword = c.keyword if use_keyword else None
-        named = SPEAKER_BOOST if c.speaker and _names(query, c.speaker) else 0.0
-        phrase = PHRASE_BOOST * _phrase_share(query, c.content) if query.phrases else 0.0
-        dated = DATE_BOOST if query.dates and _dated(query, c.event_at) else 0.0
-        rest = raw_score(w, None, keyword, named, 0.0, phrase, dated)
-        if use_semantic and c.cosine is not None:
-            around = c.cosine if c.context_cosine is None else c.context_cosine
-            low.append(rest + w * semantic_part(c.cosine - error, around - error) - slack)
-            high.append(rest + w * semantic_part(c.cosine + error, around + error) + slack)
-        else:
-            low.append(rest - slack)
-            high.append(rest + slack)
+    for i, c in enumerate(candidates):
         if c.conversation is not None:
-            best_low[c.conversation] = max(best_low.get(c.conversation, 0.0), low[-1])
-            best_high[c.conversation] = max(best_high.get(c.conversation, 0.0), high[-1])
+            best_low[c.conversation] = max(best_low.get(c.conversation, 0.0), low[i])
+            best_high[c.conversation] = max(best_high.get(c.conversation, 0.0), high[i])
     boosted_low = list(low)
     boosted_high = list(high)
     for i, c in enumerate(candidates):
+        (gate_low, base_low, _), (gate_high, base_high, _) = spans[i]
         if c.conversation is not None:
-            boosted_low[i] += CONVERSATION_BOOST * best_low[c.conversation]
-            boosted_high[i] += CONVERSATION_BOOST * best_high[c.conversation]
+            # raw = pre + gate · C · (best - base) grows with base, pre, gate and best
+            # (best ≥ pre ≥ base, C < 1).
+            top_low = max(best_low[c.conversation], low[i])
+            top_high = max(best_high[c.conversation], high[i])
+            boosted_low[i] += conversation_part(gate_low, base_low, top_low) - slack
+            boosted_high[i] += conversation_part(gate_high, base_high, top_high) + slack
+        if c.superseded and query.current:
+            boosted_low[i] *= 1.0 - STALE_SHARE
+            boosted_high[i] *= 1.0 - STALE_SHARE
+    return _needed(candidates, low, high, best_low, boosted_low, boosted_high, threshold, limit)
+
+
+def _needed(
+    candidates: Sequence[Candidate],
+    low: list[float],
+    high: list[float],
+    best_low: dict[str, float],
+    boosted_low: list[float],
+    boosted_high: list[float],
+    threshold: float | None,
+    limit: int,
+) -> tuple[list[int], int]:
+    """``exact_needed``'s answer from the bounds of each candidate's raw score before
+    (``low``, ``high``) and after (``boosted_*``) its conversation part."""
     below = [threshold is not None and score_of(h) < threshold for h in boosted_high]
     above = [threshold is None or score_of(lo) >= threshold for lo in boosted_low]
     needed = {i for i in range(len(candidates)) if not below[i] and not above[i]}
@@ -350,34 +408,6 @@ def exact_needed(
         and high[i] >= best_low[c.conversation]
     )
     return sorted(needed), sum(1 for i in range(len(candidates)) if below[i] and i not in needed)
-
-
-@lru_cache(maxsize=4096)
-def _name_words(speaker: str) -> tuple[str, ...]:
-    return tuple(words(speaker))
-
-
-def _names(query: QuerySignals, speaker: str) -> bool:
-    name = _name_words(speaker)
-    return bool(name) and all(w in query.words for w in name)
-
-
-def _phrase_share(query: QuerySignals, content: str) -> float:
-    if not query.phrases:
-        return 0.0
-    lowered = content.lower()
-    return sum(1 for p in query.phrases if p in lowered) / len(query.phrases)
-
-
-def _dated(query: QuerySignals, at: datetime) -> bool:
-    for year, month, day in query.dates:
-        if (
-            at.year == year
-            and (month is None or at.month == month)
-            and (day is None or at.day == day)
-        ):
-            return True
-    return False
 
 
 def neighbourhood_vector(

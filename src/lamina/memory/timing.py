@@ -131,6 +131,11 @@ class TimeWindow:
         _ordered(start, end, ("since", "until"))
         return cls(now(), include_invalid, start, end)
 
+    @property
+    def current(self) -> bool:
+        """The window asks about the present: facts valid now, no time range."""
+        return not self.include_invalid and self.since is None and self.until is None
+
     def admits(
         self,
         event_at: datetime,

@@ -39,6 +39,7 @@ from lamina.memory.consolidation.prompts import (
     render_messages,
     shown,
 )
+from lamina.memory.consolidation.stale import SOURCES_KEY, superseded
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.messages import Plan, Prepared, per_plan, results_of
 from lamina.memory.models import AddedMessages, FactEvent, FactOutcome, MemoryEntry, SearchMode
@@ -60,8 +61,6 @@ from lamina.tokens import TokenCounter, batches, default_counter
 
 #: Times the decisions are taken again when a memory changed while they were taken.
 CONFLICT_ATTEMPTS = 3
-#: The metadata key linking a fact to the messages it was extracted from.
-SOURCES_KEY = "inferred_from"
 #: Tokens the model may answer with.
 ANSWER_TOKENS = 2_048
 
@@ -381,6 +380,9 @@ class Consolidator(MemoryPart):
                     dedup=True,
                 )
             )
+        revised += await self._retry.run(
+            "get", lambda: superseded(self._reads, tenant, steps, invalidated)
+        )
         change = Consolidation(tenant, new, added, revised, invalidated)
         return steps, change, flags
 

@@ -240,13 +240,14 @@ class EmbeddingStatus:
 
 @dataclass(frozen=True)
 class Revision:
-    """New content for a stored memory (consolidation's UPDATE). ``seen``: its updated_at
-    when it was read; a memory changed since makes the whole write a CONFLICT. ``event_at``:
-    the time of the evidence it now comes from (None: kept)."""
+    """New content for a stored memory (consolidation's UPDATE; None: kept, as when only
+    ``metadata_patch`` marks a superseded message). ``seen``: its updated_at when it was
+    read; a memory changed since makes the whole write a CONFLICT. ``event_at``: the time
+    of the evidence it now comes from (None: kept)."""
 
     memory_id: str
     seen: datetime
-    content: str
+    content: str | None
     embedding: Vector | None
     metadata_patch: dict[str, Any] | None = None
     event_at: datetime | None = None

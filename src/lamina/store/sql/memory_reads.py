@@ -26,7 +26,7 @@ from lamina.memory.ports import (
     MemoryListing,
     ScoredMemory,
 )
-from lamina.memory.scoring import Candidate, Ranked, rank
+from lamina.memory.scoring import SUPERSEDED_KEY, Candidate, Ranked, rank
 from lamina.store.cursors import decode_cursor, encode_cursor
 from lamina.store.sql.memory_rows import MemoryRows, Row
 from lamina.store.sql.program import Program, every, first, row, rows
@@ -72,8 +72,8 @@ class SqlMemoryReads(ABC):
     backend's, on the ranking shared here.
 
     A search reads its candidates in two steps: what ranking needs (``_scoring_columns``:
-    vectors, content, speaker, conversation, event time), for every candidate; then whole
-    rows (``_hit_rows``) for the few that rank among the hits."""
+    vectors, content, speaker, conversation, event time, superseded), for every candidate;
+    then whole rows (``_hit_rows``) for the few that rank among the hits."""
 
     def __init__(self, rows: MemoryRows) -> None:
         self._rows = rows
@@ -94,7 +94,8 @@ class SqlMemoryReads(ABC):
             f"{vectors or f'{t}embedding, {t}context_embedding'}, {t}content, "
             f"{d.json_string(f'{t}metadata', 'conversation', 'speaker')}, "
             f"{d.json_string(f'{t}metadata', 'conversation', 'id')}, "
-            f"COALESCE({t}event_at, {t}created_at)"
+            f"COALESCE({t}event_at, {t}created_at), "
+            f"{d.json_string(f'{t}metadata', SUPERSEDED_KEY, 'at')}"
         )
 
     def _hit_rows(
@@ -170,6 +171,7 @@ class SqlMemoryReads(ABC):
             row.speaker,
             row.conversation,
             self._d.from_time(row.event_at),
+            row.superseded is not None,
         )
 
     def _hits(self, ranked: Ranked, rows: dict[Any, Row]) -> LayerHits:

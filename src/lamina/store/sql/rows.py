@@ -43,6 +43,7 @@ class ScoringRow(NamedTuple):
     speaker: Any
     conversation: Any
     event_at: Any
+    superseded: Any = None
     bound: Any = None
 
 
