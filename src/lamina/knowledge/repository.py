@@ -185,7 +185,9 @@ class Repository(ServiceCore):
     async def sync(
         self, *, tenant_id: str | None = None, on_progress: OnProgress | None = None
     ) -> dict[str, Any]:
-        """The index brought up to the head (``KnowledgeService.sync``)."""
+        """Bring the search index up to the repository's head (changes since the commit it
+        reflects); reads do this on their own when the index is behind. ``on_progress`` is
+        told (files read, files in all) as it goes."""
         tenant = self.tenant(tenant_id)
         await self._ready()
         async with self.lock(tenant):
@@ -197,7 +199,8 @@ class Repository(ServiceCore):
     async def rebuild(
         self, *, tenant_id: str | None = None, on_progress: OnProgress | None = None
     ) -> dict[str, Any]:
-        """The index rebuilt from the head (``KnowledgeService.rebuild``)."""
+        """Rebuild the whole search index from the repository's head (``on_progress`` as
+        for ``sync``)."""
         tenant = self.tenant(tenant_id)
         await self._ready()
         async with self.lock(tenant):
