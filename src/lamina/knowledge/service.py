@@ -10,8 +10,6 @@ one commit per change, governed), item writes (``ItemWrites``), status transitio
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from lamina.delegation import Delegate
 from lamina.knowledge.gitstore import GitStore
 from lamina.knowledge.index import KnowledgeIndex
@@ -22,7 +20,6 @@ from lamina.knowledge.reads import ItemReads
 from lamina.knowledge.repository import Repository
 from lamina.knowledge.search import ItemSearch
 from lamina.knowledge.writes import SecretGuard, WriteGuard, Writer
-from lamina.memory.models import SearchMode
 
 __all__ = ["KnowledgeService"]
 
@@ -30,28 +27,10 @@ __all__ = ["KnowledgeService"]
 class KnowledgeService:
     """create, update, set_status, get, history, diff, list, search, sync, rebuild, check."""
 
-    def __init__(
-        self,
-        git: GitStore,
-        index: KnowledgeIndex,
-        *,
-        default_tenant: str,
-        ready: Callable[[], Awaitable[None]],
-        max_content_length: int,
-        max_query_length: int,
-        max_limit: int,
-        search_mode: SearchMode,
-    ) -> None:
-        self.repository = Repository(
-            git,
-            index,
-            default_tenant=default_tenant,
-            ready=ready,
-            max_content_length=max_content_length,
-            max_query_length=max_query_length,
-            max_limit=max_limit,
-            search_mode=search_mode,
-        )
+    def __init__(self, repository: Repository) -> None:
+        """``repository``: git, the index and the limits of the calls, which every part is
+        given (the runtime builds it)."""
+        self.repository = repository
         self.writer = Writer(self.repository)
         self.items = ItemWrites(self.repository, self.writer)
         self.lifecycle = Lifecycle(self.repository, self.writer)

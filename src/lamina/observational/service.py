@@ -17,7 +17,7 @@ the store, settings, counter, retries, un-observed counts), the session records
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 from lamina.buffer import BackgroundBuffer
 from lamina.config import ObservationalMemorySettings
@@ -25,10 +25,7 @@ from lamina.delegation import Delegate
 from lamina.llm.base import ChatModel
 from lamina.observational.base import Key, SessionCore
 from lamina.observational.messages import SessionRecords
-from lamina.observational.ports import SessionStore
 from lamina.observational.runs import ObserverRuns, observer_llm_settings
-from lamina.retry import RetryPolicy
-from lamina.tokens import TokenCounter
 
 __all__ = ["SessionService", "observer_llm_settings"]
 
@@ -38,26 +35,12 @@ class SessionService:
     part that holds it."""
 
     def __init__(
-        self,
-        sessions: SessionStore,
-        settings: ObservationalMemorySettings,
-        *,
-        default_tenant: str,
-        counter: TokenCounter,
-        retry: RetryPolicy,
-        ready: Callable[[], Awaitable[None]],
-        max_content_length: int,
-        model_factory: Callable[[], ChatModel] | None = None,
+        self, core: SessionCore, model_factory: Callable[[], ChatModel] | None = None
     ) -> None:
-        self._core = SessionCore(
-            sessions,
-            settings,
-            default_tenant=default_tenant,
-            counter=counter,
-            retry=retry,
-            ready=ready,
-            max_content_length=max_content_length,
-        )
+        """``core``: what the parts share (the runtime builds it); ``model_factory``: the
+        observer's chat model, built when first needed (None: observing raises
+        CONFIGURATION_ERROR)."""
+        self._core = core
         self.runs = ObserverRuns(self._core, model_factory)
         self.records = SessionRecords(self._core, self.runs)
 
