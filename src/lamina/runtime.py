@@ -19,12 +19,14 @@ from lamina.extras import require
 from lamina.governance.service import GovernanceService
 from lamina.knowledge.gitstore import GitStore
 from lamina.knowledge.index import KnowledgeIndex, embed_text, item_of
+from lamina.knowledge.repository import Repository
 from lamina.knowledge.service import KnowledgeService
 from lamina.llm.base import ChatModel
 from lamina.memory.items import ContextRecord, ItemKind
 from lamina.memory.models import SearchMode
 from lamina.memory.service import MemoryService
 from lamina.metrics import Metrics
+from lamina.observational.base import SessionCore
 from lamina.observational.service import SessionService, observer_llm_settings
 from lamina.store.sqlite import SQLiteStore
 from lamina.threads.calls import Calls
@@ -126,14 +128,16 @@ class AsyncLamina:
         )
         om = self.settings.observational_memory
         self.sessions = SessionService(
-            self.store.sessions,
-            om,
-            default_tenant=self.settings.tenant_id,
-            counter=self.counter,
-            retry=self.settings.retry.policy(),
-            ready=self.start,
-            max_content_length=self.settings.memory.max_content_length,
-            model_factory=self._model_factory(chat_model),
+            SessionCore(
+                self.store.sessions,
+                om,
+                default_tenant=self.settings.tenant_id,
+                counter=self.counter,
+                retry=self.settings.retry.policy(),
+                ready=self.start,
+                max_content_length=self.settings.memory.max_content_length,
+            ),
+            self._model_factory(chat_model),
         )
         self.context.conversation_memory = self.sessions
         self.knowledge = self._build_knowledge(queries)
@@ -165,14 +169,16 @@ class AsyncLamina:
             self.settings.context.semantic_weight,
         )
         return KnowledgeService(
-            GitStore(self.settings.knowledge_path(), lock_timeout=ks.lock_timeout),
-            index,
-            default_tenant=self.settings.tenant_id,
-            ready=self.start,
-            max_content_length=self.settings.memory.max_content_length,
-            max_query_length=self.settings.memory.max_query_length,
-            max_limit=self.settings.memory.max_limit,
-            search_mode=SearchMode(self.settings.context.search_mode),
+            Repository(
+                GitStore(self.settings.knowledge_path(), lock_timeout=ks.lock_timeout),
+                index,
+                default_tenant=self.settings.tenant_id,
+                ready=self.start,
+                max_content_length=self.settings.memory.max_content_length,
+                max_query_length=self.settings.memory.max_query_length,
+                max_limit=self.settings.memory.max_limit,
+                search_mode=SearchMode(self.settings.context.search_mode),
+            )
         )
 
     async def _memory_guard(self, *args: Any, **kwargs: Any) -> list[dict[str, Any]]:

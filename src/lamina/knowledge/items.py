@@ -55,6 +55,10 @@ class ItemWrites:
         tenant_id: str | None = None,
         **fields: Unpack[ItemFields],
     ) -> KnowledgeChange:
+        """Add an item (one commit). ``id`` defaults to ``<type>-<n>``, the next free number.
+        An item starts as draft (or proposed / accepted when review happened elsewhere).
+        ``fields``: its content (lamina.knowledge.fields.ItemFields; severity info unless
+        given)."""
         given = item_fields("create", fields)
         tenant = self._repository.tenant(tenant_id)
         kind = check_choice("type", type, KnowledgeType)
@@ -140,6 +144,8 @@ class ItemWrites:
         tenant_id: str | None = None,
         **fields: Unpack[ItemFields],
     ) -> KnowledgeChange:
+        """Change an item's content (one commit); the fields not given (or None) stay.
+        Status changes go through ``set_status``."""
         given = item_fields("update", fields)
         tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)

@@ -48,6 +48,9 @@ class Lifecycle:
         message: str | None = None,
         tenant_id: str | None = None,
     ) -> KnowledgeChange:
+        """Move an item along its lifecycle: draft → proposed | rejected; proposed → accepted
+        | rejected; accepted → deprecated | superseded (naming the successor). Anything else
+        is INVALID_TRANSITION."""
         tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)
         target = check_choice("status", status, KnowledgeStatus)

@@ -38,7 +38,7 @@ from lamina.knowledge.models import (
     PromotionStatus,
 )
 from lamina.knowledge.repository import Repository
-from lamina.knowledge.writes import Plan, Writer, now
+from lamina.knowledge.writes import Mutation, Plan, Writer, now
 
 OPEN = (PromotionStatus.PENDING, PromotionStatus.NEEDS_REFINEMENT)
 
@@ -154,6 +154,11 @@ class Promotions:
         self._repository = repository
         self._writer = writer
 
+    async def _commit(self, tenant: str, author: str, mutate: Mutation) -> Promotion:
+        """Commit the plan ``mutate`` makes; the promotion it wrote, with that commit."""
+        plan, commit = await self._writer.commit_change(tenant, author, mutate)
+        return plan.result.model_copy(update={"commit": commit})  # type: ignore[no-any-return]
+
     async def _load(self, tenant: str, head: str | None, promotion_id: str) -> Promotion:
         path = promotion_path(promotion_id)
         data = None
@@ -223,8 +228,7 @@ class Promotions:
                 result=promotion,
             )
 
-        plan, commit = await self._writer.commit_change(tenant, who, mutate)
-        return plan.result.model_copy(update={"commit": commit})  # type: ignore[no-any-return]
+        return await self._commit(tenant, who, mutate)
 
     async def decide(
         self,
@@ -279,8 +283,7 @@ class Promotions:
             step.files.update(self._file(decided))
             return Plan(step.files, step.message, items=step.items, result=decided)
 
-        plan, commit = await self._writer.commit_change(tenant, who, mutate)
-        return plan.result.model_copy(update={"commit": commit})  # type: ignore[no-any-return]
+        return await self._commit(tenant, who, mutate)
 
     async def _retarget(
         self,

@@ -27,6 +27,8 @@ class ItemReads:
         history: bool = False,
         tenant_id: str | None = None,
     ) -> KnowledgeItem | KnowledgeRecord:
+        """The item as it is at the repository's head; with ``history=True`` a
+        KnowledgeRecord with the commits that changed it, newest first."""
         tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)
         head = await self._repository.ensure_synced(tenant)
@@ -42,6 +44,7 @@ class ItemReads:
         limit: int = 50,
         tenant_id: str | None = None,
     ) -> list[HistoryEntry]:
+        """The commits that changed the item, newest first."""
         tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)
         size = check_limit(limit, default=50, maximum=self._repository.max_limit)
@@ -80,6 +83,8 @@ class ItemReads:
         to_commit: str | None = None,
         tenant_id: str | None = None,
     ) -> KnowledgeDiff:
+        """A unified diff of the item's file between two commits (default: its previous
+        version and the head)."""
         tenant = self._repository.tenant(tenant_id)
         item_id = check_id("id", id)
         head = await self._repository.ensure_synced(tenant)

@@ -185,28 +185,34 @@ class Repository(ServiceCore):
     async def sync(
         self, *, tenant_id: str | None = None, on_progress: OnProgress | None = None
     ) -> dict[str, Any]:
-        """The index brought up to the head (``KnowledgeService.sync``)."""
-        tenant = self.tenant(tenant_id)
-        await self._ready()
-        async with self.lock(tenant):
-            head = await asyncio.to_thread(self.git.head, tenant)
-            if head is None:
-                return {"commit": None, "indexed": 0, "removed": 0, "full": False}
-            return await self._sync_to(tenant, head, on_progress=on_progress)
+        """Bring the search index up to the repository's head (changes since the commit it
+        reflects); reads do this on their own when the index is behind. ``on_progress`` is
+        told (files read, files in all) as it goes."""
+        return await self._follow_head(tenant_id, full=False, on_progress=on_progress)
 
     async def rebuild(
         self, *, tenant_id: str | None = None, on_progress: OnProgress | None = None
     ) -> dict[str, Any]:
-        """The index rebuilt from the head (``KnowledgeService.rebuild``)."""
+        """Rebuild the whole search index from the repository's head (``on_progress`` as
+        for ``sync``)."""
+        return await self._follow_head(tenant_id, full=True, on_progress=on_progress)
+
+    async def _follow_head(
+        self, tenant_id: str | None, *, full: bool, on_progress: OnProgress | None
+    ) -> dict[str, Any]:
+        """The index brought to the head under the tenant's lock: the changes since the
+        commit it reflects, or (``full``) every file; an empty repository leaves nothing
+        (``full``: what the index held is removed)."""
         tenant = self.tenant(tenant_id)
         await self._ready()
         async with self.lock(tenant):
             head = await asyncio.to_thread(self.git.head, tenant)
             if head is None:
-                for item_id in await self.index.all_ids(tenant):
-                    await self.index.remove(tenant, item_id)
-                return {"commit": None, "indexed": 0, "removed": 0, "full": True}
-            return await self._sync_to(tenant, head, full=True, on_progress=on_progress)
+                if full:
+                    for item_id in await self.index.all_ids(tenant):
+                        await self.index.remove(tenant, item_id)
+                return {"commit": None, "indexed": 0, "removed": 0, "full": full}
+            return await self._sync_to(tenant, head, full=full, on_progress=on_progress)
 
     async def policy_version(self, tenant: str, *, sync: bool = True) -> str | None:
         """The last commit that changed a policy (what the merged policies depend on)."""

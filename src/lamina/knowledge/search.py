@@ -35,6 +35,8 @@ class ItemSearch:
         tenant_id: str | None = None,
         **filters: Unpack[ItemFilters],
     ) -> KnowledgePage:
+        """Items, oldest first, filtered by type, layer (and layer_id), status (default
+        accepted; ``"any"`` or None for all) and tags (any of them)."""
         tag, wanted = item_filters("list", filters)
         tenant = self._repository.tenant(tenant_id)
         size = check_limit(limit, default=50, maximum=self._repository.max_limit)
@@ -72,6 +74,8 @@ class ItemSearch:
         tenant_id: str | None = None,
         **filters: Unpack[ItemFilters],
     ) -> builtins.list[KnowledgeHit]:
+        """Best matches first (keyword, semantic or hybrid, as memory search), with the same
+        filters as ``list``."""
         tag, wanted = item_filters("search", filters)
         tenant = self._repository.tenant(tenant_id)
         text = check_query(query, self._repository.max_query)
@@ -92,6 +96,7 @@ class ItemSearch:
     async def items_at(
         self, tenant: str, scopes: Sequence[str], kind: KnowledgeType, *, sync: bool = True
     ) -> builtins.list[KnowledgeItem]:
+        """Every accepted item of ``kind`` in the given scopes (``company``, ``team/<id>``…)."""
         if sync:
             await self._repository.ensure_synced(tenant)
         out: builtins.list[KnowledgeItem] = []

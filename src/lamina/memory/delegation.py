@@ -1,58 +1,6 @@
-"""``Delegate``: a public call of a service answered by one of its parts, declared in one line
-(``add = Delegate("writes", MemoryWrites.add)``: ``ms.memory.add`` is
-``ms.memory.writes.add``, with its signature, its docstring and its type)."""
+"""``Delegate`` lives in ``lamina.delegation`` (memory, knowledge and observational memory
+use it); this name stays for those who imported it from here."""
 
-from __future__ import annotations
+from lamina.delegation import Delegate
 
-import functools
-import inspect
-from collections.abc import Callable
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
-
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
-class Delegate(Generic[P, R]):
-    """The method ``method`` of the service's part ``part`` (the attribute holding it).
-
-    On the service, it is the part's bound method itself (no wrapper in between); on the
-    service's class, a function taking the service first, as a method read off a class is
-    (``SyncMemory`` bridges those), a coroutine function when the part's method is one.
-    Both carry the part's signature and docstring."""
-
-    def __init__(self, part: str, method: Callable[Concatenate[Any, P], R]) -> None:
-        self.part = part
-        self.name = method.__name__
-        self.__doc__ = method.__doc__
-        self.unbound: Callable[Concatenate[Any, P], R] = _unbound(part, method)
-
-    @overload
-    def __get__(self, service: None, owner: type[Any]) -> Callable[Concatenate[Any, P], R]: ...
-
-    @overload
-    def __get__(self, service: object, owner: type[Any]) -> Callable[P, R]: ...
-
-    def __get__(
-        self, service: object | None, owner: type[Any]
-    ) -> Callable[P, R] | Callable[Concatenate[Any, P], R]:
-        if service is None:
-            return self.unbound
-        method: Callable[P, R] = getattr(getattr(service, self.part), self.name)
-        return method
-
-
-def _unbound(part: str, method: Callable[..., Any]) -> Any:
-    """``method`` of the service's part ``part``, called with the service first."""
-    name = method.__name__
-    if inspect.iscoroutinefunction(method):
-
-        async def run(service: Any, /, *args: Any, **kwargs: Any) -> Any:
-            return await getattr(getattr(service, part), name)(*args, **kwargs)
-
-        return functools.wraps(method)(run)
-
-    def call(service: Any, /, *args: Any, **kwargs: Any) -> Any:
-        return getattr(getattr(service, part), name)(*args, **kwargs)
-
-    return functools.wraps(method)(call)
+__all__ = ["Delegate"]

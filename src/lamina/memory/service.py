@@ -20,12 +20,12 @@ from collections.abc import Awaitable, Callable
 
 from lamina.buffer import BackgroundBuffer
 from lamina.config import MemorySettings
+from lamina.delegation import Delegate
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.llm.base import ChatModel
 from lamina.memory.backfill import Backfill
 from lamina.memory.base import MemoryShared, WriteGuard
 from lamina.memory.consolidation import Consolidator
-from lamina.memory.delegation import Delegate
 from lamina.memory.forgetting import MemoryForgetting
 from lamina.memory.hierarchy import Hierarchy
 from lamina.memory.lifecycle import Lifecycle

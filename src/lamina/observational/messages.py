@@ -44,6 +44,7 @@ class SessionRecords:
         tool_calls: Sequence[Mapping[str, Any]] | None = None,
         tenant_id: str | None = None,
     ) -> SessionMessage:
+        """Append one message; with observational memory on, maybe queue the observer."""
         added = await self.append_many(
             session_key,
             [{"role": role, "content": content, "tool_calls": tool_calls}],
@@ -58,6 +59,7 @@ class SessionRecords:
         *,
         tenant_id: str | None = None,
     ) -> list[SessionMessage]:
+        """Append messages ({role, content, tool_calls?}) in one transaction."""
         tenant = self._core.tenant(tenant_id)
         key = check_session_key(session_key)
         new = []
@@ -94,6 +96,7 @@ class SessionRecords:
         limit: int | None = None,
         tenant_id: str | None = None,
     ) -> list[SessionMessage]:
+        """The session's messages from index ``start``, at most ``limit`` (None: all)."""
         tenant = self._core.tenant(tenant_id)
         key = check_session_key(session_key)
         check_int("start", start, minimum=0)
@@ -107,6 +110,9 @@ class SessionRecords:
     async def recent_messages(
         self, session_key: str, *, tenant_id: str | None = None
     ) -> list[SessionMessage]:
+        """The un-observed messages, newest kept, within max_message_token_budget: what goes
+        to the model after the system prompt. Read from the end, a page at a time, until the
+        budget is spent: the cost follows what fits, not the session's length."""
         tenant = self._core.tenant(tenant_id)
         key = check_session_key(session_key)
         budget = self._core.settings.max_message_token_budget
@@ -140,6 +146,9 @@ class SessionRecords:
     async def delete_messages(
         self, session_key: str, *, start: int = 0, tenant_id: str | None = None
     ) -> int:
+        """Delete the session's messages from index ``start`` on (all by default); how many
+        were deleted. From 0, its observations, reflections and base system prompt go too:
+        nothing of the deleted conversation comes back in a prompt."""
         tenant = self._core.tenant(tenant_id)
         key = check_session_key(session_key)
         check_int("start", start, minimum=0)
@@ -163,6 +172,8 @@ class SessionRecords:
         return deleted
 
     async def system_prompt(self, session_key: str, *, tenant_id: str | None = None) -> str | None:
+        """The session's base system prompt (what the context-aware model keeps for the
+        session's later turns); None when it has none."""
         tenant = self._core.tenant(tenant_id)
         key = check_session_key(session_key)
         found: str | None = await self._core.call(
@@ -173,6 +184,10 @@ class SessionRecords:
     async def base_prompt(
         self, session_key: str | None, base: str = "", *, tenant_id: str | None = None
     ) -> str:
+        """The base system prompt of a call for the session: ``base`` when it has text, else
+        the session's kept one (as the context-aware model does), else ``base``. Every door
+        that assembles a prompt for a session (the context tool, the CLI, the inspector)
+        starts from it."""
         if not isinstance(base, str):
             raise invalid("base must be a string", "base")
         if not session_key or base.strip():
@@ -183,6 +198,7 @@ class SessionRecords:
     async def set_system_prompt(
         self, session_key: str, prompt: str | None, *, tenant_id: str | None = None
     ) -> None:
+        """Replace the session's base system prompt; None (or an empty string) clears it."""
         tenant = self._core.tenant(tenant_id)
         key = check_session_key(session_key)
         if prompt is not None and not isinstance(prompt, str):
@@ -198,6 +214,7 @@ class SessionRecords:
     async def compact(
         self, session_key: str, up_to_index: int, summary: str, *, tenant_id: str | None = None
     ) -> SessionMessage:
+        """Replace messages 0..up_to_index by one system message "[Compacted Summary]\\n…"."""
         tenant = self._core.tenant(tenant_id)
         key = check_session_key(session_key)
         check_int("up_to_index", up_to_index)
@@ -214,6 +231,8 @@ class SessionRecords:
     async def list_sessions(
         self, *, after: str | None = None, limit: int | None = None, tenant_id: str | None = None
     ) -> list[tuple[str, int]]:
+        """(session key, message count) of the sessions, in key order: those after ``after``,
+        at most ``limit`` (None: all)."""
         tenant = self._core.tenant(tenant_id)
         last = None if after is None else check_session_key(after)
         count = None if limit is None else _limit(limit)
@@ -231,6 +250,9 @@ class SessionRecords:
         limit: int | None = None,
         tenant_id: str | None = None,
     ) -> SessionView:
+        """The session's messages (from index ``start``, at most ``limit``; None: all), its
+        observations and reflections, its base system prompt, and its totals (counted in the
+        store, not from the page)."""
         messages = await self.messages(session_key, start=start, limit=limit, tenant_id=tenant_id)
         tenant = self._core.tenant(tenant_id)
         key = check_session_key(session_key)
@@ -272,11 +294,13 @@ class SessionRecords:
     async def observations(
         self, session_key: str, *, limit: int | None = None, tenant_id: str | None = None
     ) -> list[Note]:
+        """The ``limit`` most recent observations (all if None), oldest first."""
         return await self._list_notes(session_key, limit, tenant_id, reflections=False)
 
     async def reflections(
         self, session_key: str, *, limit: int | None = None, tenant_id: str | None = None
     ) -> list[Note]:
+        """The ``limit`` most recent reflections (all if None), oldest first."""
         return await self._list_notes(session_key, limit, tenant_id, reflections=True)
 
     async def _list_notes(
@@ -291,9 +315,11 @@ class SessionRecords:
         return [n for n in notes]
 
     async def delete_observations(self, session_key: str, *, tenant_id: str | None = None) -> int:
+        """Delete the session's observations; how many were deleted."""
         return await self._delete_notes(session_key, tenant_id, reflections=False)
 
     async def delete_reflections(self, session_key: str, *, tenant_id: str | None = None) -> int:
+        """Delete the session's reflections; how many were deleted."""
         return await self._delete_notes(session_key, tenant_id, reflections=True)
 
     async def _delete_notes(
@@ -312,12 +338,14 @@ class SessionRecords:
     async def recent_observations(
         self, session_key: str, limit: int, *, tenant_id: str | None = None
     ) -> list[str]:
+        """At most max_observations_in_context (0: unlimited) of the latest, oldest first."""
         cap = self._core.settings.max_observations_in_context
         return await self._recent_notes(session_key, limit, cap, tenant_id, reflections=False)
 
     async def recent_reflections(
         self, session_key: str, limit: int, *, tenant_id: str | None = None
     ) -> list[str]:
+        """At most max_reflections_in_context (0: unlimited) of the latest, oldest first."""
         cap = self._core.settings.max_reflections_in_context
         return await self._recent_notes(session_key, limit, cap, tenant_id, reflections=True)
 

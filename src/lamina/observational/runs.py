@@ -110,6 +110,8 @@ class ObserverRuns:
         )
 
     async def start(self) -> None:
+        """Start the observer's buffers (observational memory on); a configuration problem
+        (no chat model) shows here, not at the first trigger."""
         if self._core.settings.enabled:
             self._chat_model()  # a configuration problem shows at start, not at the 1st trigger
             self.buffer.start()
@@ -117,6 +119,7 @@ class ObserverRuns:
                 self.graph_buffer.start()
 
     async def close(self) -> None:
+        """Stop the buffers and close the observer's chat model."""
         await self.buffer.stop()
         await self.graph_buffer.stop()
         if self._model is not None:
@@ -135,9 +138,11 @@ class ObserverRuns:
         return self._model
 
     def dropped_count(self) -> int:
+        """Sessions the observer's queue dropped (full)."""
         return self.buffer.dropped_count()
 
     def graph_dropped_count(self) -> int:
+        """Observations the graph extraction's queue dropped (full)."""
         return self.graph_buffer.dropped_count()
 
     @property
@@ -145,6 +150,7 @@ class ObserverRuns:
         return self._core.settings.enabled and self._core.settings.graph
 
     async def flush(self) -> None:
+        """Wait until every queued session (and graph extraction) has been processed."""
         await self.buffer.drain()
         await self.graph_buffer.drain()
 
@@ -160,16 +166,21 @@ class ObserverRuns:
             self.buffer.trigger(key)
 
     async def observe(self, session_key: str, *, tenant_id: str | None = None) -> Note | None:
+        """Observe the un-observed messages now, whatever their tokens; None if there were
+        none or another process holds the session. LLM failures raise here."""
         key = (self._core.tenant(tenant_id), check_session_key(session_key))
         await self._core.ready()
         return await self._leased(key, lambda: self._observe(key, force=True, quiet=False))
 
     async def reflect(self, session_key: str, *, tenant_id: str | None = None) -> Note | None:
+        """Condense the session's observations into a reflection now (None if it has none)."""
         key = (self._core.tenant(tenant_id), check_session_key(session_key))
         await self._core.ready()
         return await self._leased(key, lambda: self._reflect(key, force=True, quiet=False))
 
     async def meta_reflect(self, session_key: str, *, tenant_id: str | None = None) -> Note | None:
+        """Consolidate the session's reflections into one of the next generation now,
+        whatever reflection_consolidation_threshold says (None with fewer than two)."""
         key = (self._core.tenant(tenant_id), check_session_key(session_key))
         await self._core.ready()
         return await self._leased(key, lambda: self._meta_reflect(key, quiet=False, minimum=2))
@@ -363,6 +374,8 @@ class ObserverRuns:
     async def extract_graph(
         self, session_key: str, text: str, *, tenant_id: str | None = None
     ) -> tuple[int, int]:
+        """Extract entities and relations from ``text`` now (errors raised); returns the new
+        (entities, relations)."""
         tenant, key = self._core.tenant(tenant_id), check_session_key(session_key)
         body = check_content(text, self._core.max_content)
         await self._core.ready()
@@ -392,6 +405,8 @@ class ObserverRuns:
     async def graph_context(
         self, query: str, session_key: str | None = None, *, tenant_id: str | None = None
     ) -> list[str]:
+        """Relations near the entities ``query`` names (graph_depth hops, graph_limit lines),
+        as "source relation target"; only the session's when a session key is given."""
         tenant = self._core.tenant(tenant_id)
         if not isinstance(query, str) or not query.strip():
             return []
