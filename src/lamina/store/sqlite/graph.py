@@ -11,6 +11,8 @@ SQLite file, written to a temporary name and renamed: a process killed mid-write
 previous file whole. The seq is that of the index log the graph had caught up with; on
 start, a store loads the newest file of each large scope and applies what the log says
 changed after that seq (or rebuilds, when the log was pruned past it, or no file is there).
+A build runs in the background while the scope is still searched through its codes
+(vector_index.py), in chunks, so that a closing store can cancel it.
 The SQLite file stays the truth: a lost or stale graph file costs time, never a memory.
 
 Deleted vectors must not outlive their rows on disk: a graph that lost a vector is never
