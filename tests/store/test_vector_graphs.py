@@ -83,6 +83,7 @@ WRITER = textwrap.dedent(
         store = ms.aio.store
         ms._run(store.memories.writes.bulk_add([memory(i) for i in range(400)]))
         ms.memory.search("memory", user_id="u")  # loads: the scope becomes a graph, saved
+        store._indexes.wait_for_builds()  # (built in the background)
         print(json.dumps({"ready": True}), flush=True)
         i = 400
         while True:
@@ -155,6 +156,7 @@ def test_a_deletion_drops_the_saved_graphs(data_dir: Path, monkeypatch: pytest.M
         ]
         ms._run(ms.aio.store.memories.writes.bulk_add(batch))
         ms.memory.search("memory", user_id="u")
+        assert ms.aio.store._indexes.wait_for_builds(60)  # built in the background
         assert len(list(folder.glob("*.usearch"))) == 1
         ms.memory.delete(batch[0].id)
         assert list(folder.glob("*.usearch")) == []  # no file keeps the deleted vector

@@ -11,6 +11,8 @@ SQLite file, written to a temporary name and renamed: a process killed mid-write
 previous file whole. The seq is that of the index log the graph had caught up with; on
 start, a store loads the newest file of each large scope and applies what the log says
 changed after that seq (or rebuilds, when the log was pruned past it, or no file is there).
+A build runs in the background while the scope is still searched through its codes
+(vector_index.py), in chunks, so that a closing store can cancel it.
 The SQLite file stays the truth: a lost or stale graph file costs time, never a memory.
 
 Deleted vectors must not outlive their rows on disk: a graph that lost a vector is never
@@ -23,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +44,14 @@ CONNECTIVITY = 16
 EXPANSION_ADD = 64
 EXPANSION_SEARCH = 64
 SUFFIX = ".usearch"
+#: A build adds this many vectors between two looks at whether it was cancelled.
+BUILD_CHUNK = 1024
+
+Cancelled = Callable[[], bool]
+
+
+def _never() -> bool:
+    return False
 
 
 def scope_file(key: tuple[str, str, str]) -> str:
@@ -59,7 +70,11 @@ class Graph:
         self.dirty = True
 
     @classmethod
-    def build(cls, dim: int, pks: npt.NDArray[np.int64], codes: Int8s) -> Graph:
+    def build(
+        cls, dim: int, pks: npt.NDArray[np.int64], codes: Int8s, cancelled: Cancelled = _never
+    ) -> Graph | None:
+        """A graph of ``codes`` keyed by ``pks``, added ``BUILD_CHUNK`` at a time; None when
+        ``cancelled()`` turns true between two chunks."""
         from usearch.index import Index
 
         index = Index(
@@ -70,8 +85,12 @@ class Graph:
             expansion_add=EXPANSION_ADD,
             expansion_search=EXPANSION_SEARCH,
         )
-        if len(pks):
-            index.add(pks.astype(np.uint64), codes, threads=os.cpu_count() or 1)
+        keys = pks.astype(np.uint64)
+        for start in range(0, len(keys), BUILD_CHUNK):
+            if cancelled():
+                return None
+            stop = start + BUILD_CHUNK
+            index.add(keys[start:stop], codes[start:stop], threads=os.cpu_count() or 1)
         return cls(index)
 
     def __len__(self) -> int:

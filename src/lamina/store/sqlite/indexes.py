@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,11 +26,13 @@ from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.db import Database
 from lamina.store.sqlite.graph import Graph
 from lamina.store.sqlite.lexical_index import LexicalIndex
-from lamina.store.sqlite.vector_index import PartitionKey, Pks, Ranking, VectorIndex
+from lamina.store.sqlite.vector_index import PartitionKey, Pks, Ranking, Start, VectorIndex
 from lamina.text import decode_terms
 
 log = logging.getLogger(__name__)
 
+#: How long closing waits for a cancelled graph build to stop (it stops between chunks).
+CLOSE_WAIT = 10.0
 #: Keys read per statement by ``_stored`` (below SQLite's limit on parameters).
 _READ = 500
 
@@ -74,14 +77,23 @@ class SyncedIndexes:
         dimensions: int,
         source: IndexedTable = MEMORIES,
         graphs: Path | None = None,
+        start: Start | None = None,
     ) -> None:
         """``graphs``: the folder where the HNSW graphs of large scopes are saved (graph.py);
-        None: no graphs."""
+        None: no graphs. ``start`` runs a graph's build: by default on a daemon thread of
+        its own, while searches scan the scope's codes (vector_index.py)."""
         self._db = db
         self._source = source
         self._dimensions = dimensions
         self._graphs = graphs
-        self._vectors = VectorIndex(dimensions, self._stored, graphs=graphs is not None)
+        self._threads: list[threading.Thread] = []
+        self._vectors = VectorIndex(
+            dimensions,
+            self._stored,
+            graphs=graphs is not None,
+            start=start or self._in_background,
+            built=self._built,
+        )
         self._blob_size = 4 * dimensions  # float32
         self._lexicon = LexicalIndex()
         self._lock = threading.Lock()
@@ -204,14 +216,41 @@ class SyncedIndexes:
                 )
         return out
 
-    def close(self) -> None:
-        """Save the graphs that changed (caught up with the log first: a deletion another
-        process made is applied, and its graph not saved)."""
-        if self._graphs is None or not self._loaded:
-            return
-        self.sync()
+    def _in_background(self, job: Callable[[], None]) -> None:
+        self._threads = [t for t in self._threads if t.is_alive()]
+        thread = threading.Thread(target=job, name="lamina-vector-graph", daemon=True)
+        self._threads.append(thread)
+        thread.start()
+
+    def _built(self) -> None:
+        """A graph built in the background is ready: swap it in, and save it."""
         with self._lock:
-            self._vectors.save_graphs(self._graphs, self._applied_seq)
+            if self._vectors.swap_built() and self._graphs is not None:
+                self._vectors.save_graphs(self._graphs, self._applied_seq)
+
+    def wait_for_builds(self, timeout: float | None = None) -> bool:
+        """Wait until the graphs being built are in place (or ``timeout`` seconds have
+        passed); True if none is still building."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for thread in list(self._threads):
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.join(left)
+        return not any(t.is_alive() for t in self._threads)
+
+    def close(self) -> None:
+        """Cancel the graphs being built (the next start builds them again) and save those
+        that changed (caught up with the log first: a deletion another process made is
+        applied, and its graph not saved)."""
+        saving = self._graphs is not None and self._loaded
+        if saving:
+            self.sync()
+        with self._lock:
+            self._vectors.cancel_builds()
+        if not self.wait_for_builds(CLOSE_WAIT):
+            log.warning("a vector graph build did not stop within %s s", CLOSE_WAIT)
+        if saving and self._graphs is not None:
+            with self._lock:
+                self._vectors.save_graphs(self._graphs, self._applied_seq)
 
     def drop_saved(self) -> None:
         """A deletion: no saved graph may keep the deleted vector (graph.py)."""

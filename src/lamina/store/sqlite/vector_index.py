@@ -26,6 +26,7 @@ the rest follow in the order of their codes.
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -38,6 +39,7 @@ from lamina.embeddings.base import Vector
 from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.compact import (
     Codes,
+    Int8s,
     Slots,
     approximate,
     binary_codes,
@@ -50,11 +52,15 @@ from lamina.store.sqlite.compact import (
 )
 from lamina.store.sqlite.graph import Graph
 
+log = logging.getLogger(__name__)
+
 PartitionKey = tuple[str, str, str]
 Pks = npt.NDArray[np.int64]
 #: The float32 vectors stored for ``pks`` (len(pks) x dim), a row of NaN for one that is no
 #: longer stored (deleted or rewritten since the index last caught up).
 Exact = Callable[[Pks], Vector]
+#: Runs a graph build job (a background thread, say); see ``VectorIndex``.
+Start = Callable[[Callable[[], None]], None]
 
 #: Scopes with at least this many vectors are searched in two passes (module docstring).
 TWO_PASS_FROM = 20_000
@@ -66,6 +72,8 @@ FINALISTS = 4
 FINALISTS_MIN = 256
 #: A search without a limit ranks this many exactly (module docstring).
 UNLIMITED_EXACT = 200
+#: A build applies the writes made meanwhile until fewer than this are left for the swap.
+_REPLAY = 64
 #: How far below a minimum score a graph's cosine of codes may be and its exact one not.
 GRAPH_SLACK = 0.05
 
@@ -151,19 +159,52 @@ class _Partition:
         return hamming_within(codes, self.size, query, center, want)
 
 
+class _Build:
+    """A graph being built from a snapshot of a scope's codes, and what changed since."""
+
+    __slots__ = ("applied", "cancelled", "failed", "graph", "journal")
+
+    def __init__(self) -> None:
+        #: The writes to the scope since the snapshot, in order: (pk, codes), None: removed.
+        self.journal: list[tuple[int, Int8s | None]] = []
+        #: How many of them the graph has (the job applies most before the swap).
+        self.applied = 0
+        self.cancelled = False
+        self.failed = False
+        self.graph: Graph | None = None
+
+
 class VectorIndex:
     """Not thread-safe by itself: the owning store serialises access. ``exact`` reads the
     float32 vectors of the few a search ranks exactly (module docstring). With ``graphs``,
-    scopes of ``GRAPH_FROM`` vectors or more move to an HNSW graph (graph.py)."""
+    scopes of ``GRAPH_FROM`` vectors or more move to an HNSW graph (graph.py).
 
-    def __init__(self, dim: int, exact: Exact, *, graphs: bool = False) -> None:
+    ``start`` runs a graph's build (a job that touches nothing of the index until it
+    calls ``built``); None builds at once, inside the call that crossed the threshold.
+    ``built`` is called by a job started elsewhere when its graph is ready: it must take
+    the owner's lock and call ``swap_built``. Until then the scope is searched through
+    its codes, and its writes are journaled for the graph (``swap_built``)."""
+
+    def __init__(
+        self,
+        dim: int,
+        exact: Exact,
+        *,
+        graphs: bool = False,
+        start: Start | None = None,
+        built: Callable[[], None] | None = None,
+    ) -> None:
         self.dim = dim
         self._exact = exact
         self._use_graphs = graphs
+        self._start = start
+        self._built = built
         self._parts: dict[PartitionKey, _Partition] = {}
         self._where: dict[int, tuple[PartitionKey, int]] = {}
         #: Scopes searched through a graph; their pks are in the graph, not in ``_where``.
         self._graphs: dict[PartitionKey, Graph] = {}
+        #: Scopes whose graph is being built (still searched through their codes).
+        self._building: dict[PartitionKey, _Build] = {}
         #: While loading, large scopes wait for ``finish_load`` to become graphs at once.
         self.loading = False
         #: pks of restored graphs that the load found stored (``adopt``).
@@ -175,6 +216,7 @@ class VectorIndex:
         return len(self._where) + sum(len(g) for g in self._graphs.values())
 
     def clear(self) -> None:
+        self.cancel_builds()
         self._parts.clear()
         self._where.clear()
         self._graphs.clear()
@@ -202,6 +244,7 @@ class VectorIndex:
             old_key, slot = found
             if old_key == key:
                 self._parts[key].set(slot, vector)
+                self._journal(key, pk, slot)
                 return
             self.remove(pk)
         elif self._graphs and self._graph_of(pk) not in (None, key):
@@ -214,7 +257,9 @@ class VectorIndex:
         part = self._parts.get(key)
         if part is None:
             part = self._parts[key] = _Partition(self.dim)
-        self._where[pk] = (key, part.append(pk, vector))
+        slot = part.append(pk, vector)
+        self._where[pk] = (key, slot)
+        self._journal(key, pk, slot)
         if self._use_graphs and not self.loading and part.size >= hnsw.GRAPH_FROM:
             self._promote(key)
 
@@ -226,6 +271,9 @@ class VectorIndex:
                 self._graphs[owner].remove(pk)
             return
         key, slot = found
+        building = self._building.get(key)
+        if building is not None and not building.failed:
+            building.journal.append((pk, None))
         part = self._parts[key]
         moved = part.pop(slot)
         if moved is not None:
@@ -238,14 +286,67 @@ class VectorIndex:
 
     # -- graphs (graph.py) ------------------------------------------------------------------
 
+    def _journal(self, key: PartitionKey, pk: int, slot: int) -> None:
+        building = self._building.get(key)
+        if building is not None and not building.failed:
+            building.journal.append((pk, self._parts[key].int8[slot].copy()))
+
     def _promote(self, key: PartitionKey) -> None:
-        """Move a scope's codes into a new graph (their one copy from then on)."""
-        part = self._parts.pop(key)
+        """Build a graph of a scope from a snapshot of its codes (``start``); the scope is
+        searched through its codes until ``swap_built`` puts the graph in their place."""
+        if key in self._building:
+            return
+        part = self._parts[key]
         pks = part.pks[: part.size].copy()
-        self._graphs[key] = Graph.build(self.dim, pks, part.int8[: part.size])
-        self.graphs_built = True
-        for pk in pks.tolist():
-            del self._where[pk]
+        codes = part.int8[: part.size].copy()
+        build = self._building[key] = _Build()
+        built: Callable[[], object] | None = self._built
+        if self._start is None:
+            built = self.swap_built
+
+        def job() -> None:
+            try:
+                graph = Graph.build(self.dim, pks, codes, lambda: build.cancelled)
+                # The writes made meanwhile, outside the owner's lock while they are many.
+                while graph is not None and len(build.journal) - build.applied > _REPLAY:
+                    _replay(graph, build)
+            except Exception:
+                log.exception("building a vector graph failed; its scope stays a scan")
+                build.failed = True
+                build.journal.clear()
+                return
+            if graph is not None and not build.cancelled:
+                build.graph = graph
+                if built is not None:
+                    built()
+
+        (self._start or _at_once)(job)
+
+    def swap_built(self) -> bool:
+        """Put each graph built since in place of its scope's codes, once it has the
+        writes journaled during its build; True if any did."""
+        swapped = False
+        for key, build in list(self._building.items()):
+            graph = build.graph
+            if graph is None:
+                continue
+            del self._building[key]
+            part = self._parts.get(key)
+            if part is None:  # emptied meanwhile
+                continue
+            _replay(graph, build)
+            self._graphs[key] = graph
+            del self._parts[key]
+            for pk in part.pks[: part.size].tolist():
+                del self._where[pk]
+            self.graphs_built = swapped = True
+        return swapped
+
+    def cancel_builds(self) -> None:
+        """Forget the graphs being built: their scopes stay scans (a reload builds again)."""
+        for build in self._building.values():
+            build.cancelled = True
+        self._building.clear()
 
     def restore(self, key: PartitionKey, graph: Graph) -> None:
         """Take a saved graph of a scope; the load then ``adopt``s its stored pks."""
@@ -425,6 +526,21 @@ class _Pks(Sequence[int]):
         if isinstance(i, slice):
             return [pk for pk, _ in self._ranking[i]]
         return self._ranking[i][0]
+
+
+def _replay(graph: Graph, build: _Build) -> None:
+    """Apply the writes journaled during a build that the graph does not have yet."""
+    stop = len(build.journal)
+    for pk, codes in build.journal[build.applied : stop]:
+        if codes is None:
+            graph.remove(pk)
+        else:
+            graph.put(pk, codes)
+    build.applied = stop
+
+
+def _at_once(job: Callable[[], None]) -> None:
+    job()
 
 
 def _pairs(pks: Pks, scores: npt.NDArray[np.float32]) -> list[tuple[int, float]]:

@@ -1,0 +1,150 @@
+"""A scope that crosses the graph threshold is searched through its int8 codes while its
+graph is built in the background: no search waits for a build, the writes made during it
+reach the graph, and closing during a build neither hangs nor saves a half-built graph.
+
+Builds are held by a ``start`` that keeps the job until the test runs it: no timing."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from lamina import Lamina
+from lamina.memory.layers import MemoryLayer
+from lamina.memory.ports import NewMemory, Scope
+from lamina.store.sqlite import graph as hnsw
+from lamina.store.sqlite.indexes import SyncedIndexes
+from lamina.store.sqlite.vector_index import VectorIndex
+from tests.conftest import fast_settings
+from tests.store.test_vector_graphs import vector
+from tests.store.test_vector_two_pass import DIM, Stored, assert_exact, corpus, queries
+
+KEY = ("t", "user", "big")
+Job = Callable[[], None]
+
+
+class Held:
+    """A ``start`` that keeps each build job until ``run``."""
+
+    def __init__(self) -> None:
+        self.jobs: list[Job] = []
+
+    def __call__(self, job: Job) -> None:
+        self.jobs.append(job)
+
+    def run(self) -> None:
+        jobs, self.jobs = self.jobs, []
+        for job in jobs:
+            job()
+
+
+def test_searches_scan_the_codes_while_the_graph_builds_and_its_writes_reach_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hnsw, "GRAPH_FROM", 1_500)
+    vectors = corpus(2_000, seed=11)
+    stored = Stored((pk, vectors[pk]) for pk in range(1_600))
+    held = Held()
+    swaps: list[bool] = []
+    index = VectorIndex(
+        DIM, stored, graphs=True, start=held, built=lambda: swaps.append(index.swap_built())
+    )
+    for pk in range(1_600):
+        index.upsert(pk, KEY, vectors[pk])
+    assert len(held.jobs) == 1  # crossed the threshold once: one build, held
+    # The search does not wait: it scans the scope's codes, and its result is exact.
+    for query in queries(vectors, 10, seed=5):
+        assert_exact(list(index.search(KEY, query, None, 10)), stored, query, 10)
+    # Writes during the build: new vectors, an update, a move out, a removal.
+    for pk in range(1_600, 2_000):
+        stored[pk] = vectors[pk]
+        index.upsert(pk, KEY, vectors[pk])
+    assert len(held.jobs) == 1  # no second build of a scope already building
+    stored[5] = vectors[7]
+    index.upsert(5, KEY, vectors[7])
+    index.upsert(6, ("t", "user", "small"), vectors[6])
+    index.remove(8)
+    del stored[8]
+    assert {pk for pk, _ in index.search(KEY, vectors[7], None, 2)} == {5, 7}
+    held.run()
+    assert swaps == [True]
+    assert KEY not in index._parts and KEY not in index._building  # the graph took over
+    graph = index._graphs[KEY]
+    assert len(graph) == 1_998 and 8 not in graph and 6 not in graph and 1_999 in graph
+    assert graph.forgot  # it lost a vector: never saved (graph.py)
+    assert len(index) == 1_999 and index.counts_by_layer("t") == {"user": 1_999}
+    assert {pk for pk, _ in index.search(KEY, vectors[7], None, 2)} == {5, 7}
+    for pk in (0, 1_650, 1_999):
+        assert index.search(KEY, vectors[pk], None, 1)[0][0] == pk
+    assert 6 not in {pk for pk, _ in index.search(KEY, vectors[6], None, 5)}
+
+
+def test_a_cancelled_build_is_dropped_and_the_scope_stays_a_scan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hnsw, "GRAPH_FROM", 100)
+    vectors = corpus(150, seed=2)
+    stored = Stored(enumerate(vectors))
+    held = Held()
+    index = VectorIndex(DIM, stored, graphs=True, start=held, built=lambda: None)
+    for pk, v in enumerate(vectors):
+        index.upsert(pk, KEY, v)
+    index.cancel_builds()
+    held.run()
+    assert KEY in index._parts and not index._graphs
+    assert_exact(list(index.search(KEY, vectors[3], None, 5)), stored, vectors[3], 5)
+
+
+def memories(scope: Scope, count: int) -> list[NewMemory]:
+    return [
+        NewMemory(str(uuid.uuid4()), "default", scope, f"memory {i}", {}, vector(i))
+        for i in range(count)
+    ]
+
+
+def test_closing_during_a_build_saves_no_graph_and_the_next_start_builds_it(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hnsw, "GRAPH_FROM", 200)
+    scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+    folder = data_dir / "lamina.db-vectors"
+    key = ("default", "user", "u")
+    with Lamina(fast_settings(data_dir)) as ms:
+        db = ms.aio.store._db
+        ms._run(ms.aio.store.memories.writes.bulk_add(memories(scope, 250)))
+        # Another index over the same file, whose build waits at a gate on its own thread.
+        gate = threading.Event()
+        threads: list[threading.Thread] = []
+
+        def gated(job: Job) -> None:
+            def run() -> None:
+                gate.wait()
+                job()
+
+            threads.append(threading.Thread(target=run))
+            threads[-1].start()
+
+        indexes = SyncedIndexes(db, DIM, graphs=folder, start=gated)
+        indexes.sync()  # loads: the scope is large, its build starts and waits
+        assert len(threads) == 1
+        ((_, score),) = indexes.vector_hits(key, vector(42), None, 1)  # not waiting
+        assert score == pytest.approx(1.0, abs=1e-5)
+        indexes.close()  # cancels the build: returns at once
+        gate.set()
+        threads[0].join(30)
+        assert not threads[0].is_alive()
+        assert not list(folder.glob("*.usearch"))  # no graph saved, half built or not
+        assert indexes.counts_by_layer("default") == {"user": 250}
+    # The next start builds it (in the background) and saves it once swapped in.
+    with Lamina(fast_settings(data_dir)) as ms:
+        ms.memory.search("memory", user_id="u")
+        store_indexes = ms.aio.store._indexes
+        assert store_indexes.wait_for_builds(60)
+        assert len(list(folder.glob("*.usearch"))) == 1
+        ((_, score),) = store_indexes.vector_hits(key, vector(42), None, 1)
+        assert score == pytest.approx(1.0, abs=1e-5)
+        assert key in ms.aio.store._indexes._vectors._graphs
