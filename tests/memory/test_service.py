@@ -4,7 +4,6 @@ blocking facade."""
 from __future__ import annotations
 
 import importlib
-import inspect
 import pkgutil
 import threading
 from pathlib import Path
@@ -15,10 +14,10 @@ from pydantic import BaseModel
 
 import lamina.memory
 from lamina import AsyncLamina, ErrorCode, Lamina, LaminaError, MemoryLayer
-from lamina.memory.delegation import Delegate
 from lamina.memory.reembed import content_text
 from lamina.memory.service import MemoryService
 from tests.conftest import fast_settings
+from tests.delegates import delegated_calls
 
 
 def test_quickstart(ms: Lamina) -> None:
@@ -118,18 +117,10 @@ def test_each_public_call_is_the_method_of_one_part(data_dir: Path) -> None:
     method, bound to that part (observed there, once), and on the class a function that
     is a coroutine function when the part's method is one (SyncMemory bridges those)."""
     service = AsyncLamina(fast_settings(data_dir)).memory
-    delegated = {n: v for n, v in vars(MemoryService).items() if isinstance(v, Delegate)}
+    delegated = delegated_calls(service, documented=False)
     hooks = {"embedding_buffer", "write_guard", "chat_model", "counter", "item_text"}
     assert {n for n in dir(MemoryService) if not n.startswith("_")} == {*delegated, *hooks}
     assert len(delegated) == 31
-    for name, delegate in delegated.items():
-        part = getattr(service, delegate.part)
-        bound = getattr(service, name)
-        assert bound.__self__ is part and bound.__func__ is getattr(type(part), name)
-        on_class = getattr(MemoryService, name)
-        assert inspect.iscoroutinefunction(on_class) == inspect.iscoroutinefunction(bound)
-        assert inspect.signature(on_class) == inspect.signature(getattr(type(part), name))
-        assert on_class.__doc__ == bound.__doc__
 
 
 def test_what_the_runtime_sets_reaches_the_parts(data_dir: Path) -> None:
