@@ -39,6 +39,10 @@ _TRANSIENT = (
 )
 
 
+#: Operations on the schema, where a unique violation is no caller's duplicate id.
+_SCHEMA_OPERATIONS = frozenset({"initialize", "migrate"})
+
+
 def check_url(url: str) -> str:
     """CONFIGURATION_ERROR unless ``url`` is a well-formed PostgreSQL URL."""
     if not url.startswith(("postgresql://", "postgres://")):
@@ -75,6 +79,9 @@ def translate(exc: Exception, operation: str) -> LaminaError:
             f"{operation}: {exc}",
         )
     if isinstance(exc, pg_errors.UniqueViolation):
+        if operation in _SCHEMA_OPERATIONS:
+            log.error("PostgreSQL error during %s: %s", operation, exc)
+            return LaminaError(ErrorCode.INTERNAL_ERROR, f"database error during {operation}")
         return LaminaError(ErrorCode.INVALID_ARGUMENT, "a memory with this id already exists")
     log.error("PostgreSQL error during %s: %s", operation, exc)
     return LaminaError(ErrorCode.INTERNAL_ERROR, f"database error during {operation}")
@@ -206,6 +213,8 @@ class Database:
                 pending = pending_migrations("lamina.store.postgres.migrations", done, target)
                 for migration in pending:
                     log.info("applying migration %s", migration.name)
+                    if migration.number == _ROLE_MIGRATION:
+                        await _make_app_role(conn)
                     sql = migration.sql.replace("{dimensions}", str(int(dimensions)))
                     await conn.execute(sql.encode())
                     if migration.number == _LEXICON_MIGRATION:
@@ -227,6 +236,36 @@ class Database:
                         (model_id, str(dimensions)),
                     )
         return version
+
+
+#: The migration that creates lamina_app and makes the connecting user a member of it.
+_ROLE_MIGRATION = 1
+
+
+async def _make_app_role(conn: Any) -> None:
+    """Create ``lamina_app`` and join it before migration 1 does. A role belongs to the
+    whole server, not to one database, and the migration lock is per database: two stores
+    on two databases of one server starting at once both create the role (or the
+    membership), and the loser's statement fails with a unique violation. Each attempt runs
+    in a savepoint; the loser finds the winner's role and membership on the next one."""
+    for attempt in range(3):
+        try:
+            async with conn.transaction():
+                row = await (
+                    await conn.execute(
+                        "SELECT EXISTS (SELECT 1 FROM pg_auth_members m JOIN pg_roles u "
+                        "ON u.oid = m.member WHERE m.roleid = r.oid AND u.rolname = "
+                        "current_user) FROM pg_roles r WHERE r.rolname = 'lamina_app'"
+                    )
+                ).fetchone()
+                if row is None:
+                    await conn.execute("CREATE ROLE lamina_app NOLOGIN")
+                if row is None or not row[0]:
+                    await conn.execute("GRANT lamina_app TO CURRENT_USER")
+            return
+        except (pg_errors.UniqueViolation, pg_errors.DuplicateObject):
+            if attempt == 2:
+                raise
 
 
 #: The migration after which rows stored before it get their keyword terms from Python.
