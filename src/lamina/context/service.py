@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from lamina.checks import check_int, invalid
 from lamina.config import ContextSettings, MemorySettings
@@ -26,6 +26,7 @@ from lamina.context.searchable_layers import (
     ReferenceStore,
     SkillStore,
 )
+from lamina.delegation import Forward
 from lamina.embeddings.base import Vector
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
@@ -39,9 +40,6 @@ from lamina.tokens import TokenCounter, default_counter
 log = logging.getLogger(__name__)
 
 
-P = TypeVar("P")
-
-
 @dataclass(frozen=True, slots=True)
 class BuiltPrompt:
     """An assembled system prompt and the ids of the memories whose text it holds (its
@@ -49,20 +47,6 @@ class BuiltPrompt:
 
     text: str
     memory_ids: tuple[str, ...] = ()
-
-
-class _Provider(Generic[P]):
-    """A provider of the retriever's, set and read on the service (None: none)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __get__(self, service: ContextService | None, owner: object = None) -> P | None:
-        provider: P | None = None if service is None else getattr(service.retriever, self._name)
-        return provider
-
-    def __set__(self, service: ContextService, provider: P | None) -> None:
-        setattr(service.retriever, self._name, provider)
 
 
 class ContextService(ServiceCore):
@@ -124,9 +108,21 @@ class ContextService(ServiceCore):
 
     # -- providers --------------------------------------------------------------------------
 
-    tool_registry: _Provider[ToolRegistryProvider] = _Provider("tools")
-    runtime_context: _Provider[RuntimeContextProvider] = _Provider("runtime")
-    conversation_memory: _Provider[ConversationMemorySource] = _Provider("conversation")
+    tool_registry = Forward[ToolRegistryProvider | None](
+        "retriever", "The Tool Registry layer's provider (None: none).", settable=True, name="tools"
+    )
+    runtime_context = Forward[RuntimeContextProvider | None](
+        "retriever",
+        "The Runtime Context layer's provider (None: none).",
+        settable=True,
+        name="runtime",
+    )
+    conversation_memory = Forward[ConversationMemorySource | None](
+        "retriever",
+        "Observations and reflections of a session (None: none).",
+        settable=True,
+        name="conversation",
+    )
 
     # -- retrieval and assembly -------------------------------------------------------------
 
