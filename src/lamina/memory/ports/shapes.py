@@ -24,6 +24,29 @@ from lamina.memory.models import (
 from lamina.memory.scoring import QuerySignals
 from lamina.memory.timing import Lifetime, TimeWindow
 
+__all__ = [
+    "Consolidated",
+    "Consolidation",
+    "EmbeddingStatus",
+    "ExportPage",
+    "Forgetting",
+    "ImportWriter",
+    "Invalidation",
+    "ItemText",
+    "LayerHits",
+    "LayerSearch",
+    "MemoryChange",
+    "MemoryListing",
+    "NewMemory",
+    "ReembedProgress",
+    "Revision",
+    "Scope",
+    "ScoredMemory",
+    "Selection",
+    "StoredMemory",
+    "updated_entry",
+]
+
 
 @dataclass(frozen=True)
 class Scope:

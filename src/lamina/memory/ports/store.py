@@ -37,6 +37,16 @@ from lamina.memory.ports.shapes import (
     StoredMemory,
 )
 
+__all__ = [
+    "MemoryEmbeddingStore",
+    "MemoryForgettingStore",
+    "MemoryOwnerStore",
+    "MemoryPorts",
+    "MemoryReadStore",
+    "MemoryTransferStore",
+    "MemoryWriteStore",
+]
+
 
 class MemoryReadStore(Protocol):
     """Reading memories: one by id, a page of a scope, a search, a memory's history."""
