@@ -41,6 +41,7 @@ __all__ = [
     "ReembedProgress",
     "Revision",
     "Scope",
+    "ScopeCount",
     "ScoredMemory",
     "Selection",
     "StoredMemory",
@@ -89,6 +90,19 @@ class Selection:
 
     layers: tuple[MemoryLayer, ...] = ()
     identifiers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScopeCount:
+    """What ``count_scopes`` counts: the scope keys of ``layer`` holding memories whose
+    identifiers hold every one of ``identifiers`` with the same value (empty: any), in key
+    order, after ``after`` (None: from the first), at most ``limit``."""
+
+    tenant_id: str
+    layer: MemoryLayer
+    limit: int
+    identifiers: dict[str, str] = field(default_factory=dict)
+    after: str | None = None
 
 
 @dataclass(frozen=True)
