@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 from lamina.backend import Backend, HealthStatus
 from lamina.config import Settings, load_settings
 from lamina.context.aware_model import ContextAwareModel
+from lamina.context.ports import ContextItemStore
 from lamina.context.providers import RuntimeContextAdapter
 from lamina.context.service import ContextService
 from lamina.embeddings import Embedder, build_embedder
@@ -113,13 +114,7 @@ class AsyncLamina:
             ready=self.start,
             queries=queries,
         )
-        items = ItemAccess(
-            self.store.context_items,
-            lambda tenant, texts: self.store.memories.embeddings.generate_embedding(tenant, texts),
-            queries,
-            self.settings.retry.policy(),
-            self.settings.context.semantic_weight,
-        )
+        items = self._item_access(queries)
         self.context = ContextService(
             items,
             self.settings.context,
@@ -162,6 +157,17 @@ class AsyncLamina:
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
+
+    def _item_access(self, queries: QueryVectors) -> ItemAccess[ContextItemStore]:
+        """The store's context items as the context layers and the knowledge index reach
+        them: item text embedded through the persistent cache, ``queries`` for queries."""
+        return ItemAccess(
+            self.store.context_items,
+            lambda tenant, texts: self.store.memories.embeddings.generate_embedding(tenant, texts),
+            queries,
+            self.settings.retry.policy(),
+            self.settings.context.semantic_weight,
+        )
 
     def _build_knowledge(self, items: ItemAccess[ItemStore]) -> KnowledgeService:
         ks = self.settings.knowledge
