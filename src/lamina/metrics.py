@@ -8,10 +8,14 @@ Several runtimes in one process never collide: each owns a ``Metrics`` with its 
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from lamina.errors import ErrorCode, LaminaError
 
 #: Latency histogram buckets, in seconds (memory operations and skill requests alike).
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -24,23 +28,6 @@ CLEANUP_KINDS = (
     "tasks_trimmed",
     "threads_trimmed",
 )
-
-
-class CleanupTally(Protocol):
-    """What one thread cleanup run removed (the threads port returns such a record)."""
-
-    @property
-    def threads_expired(self) -> int: ...
-    @property
-    def states_removed(self) -> int: ...
-    @property
-    def threads_purged(self) -> int: ...
-    @property
-    def tasks_purged(self) -> int: ...
-    @property
-    def tasks_trimmed(self) -> int: ...
-    @property
-    def threads_trimmed(self) -> int: ...
 
 
 class _Families:
@@ -65,21 +52,62 @@ class _Families:
         return Histogram(name, documentation, labels, buckets=buckets, registry=self._registry)
 
 
+class Operations:
+    """The calls of one service, counted alike (the memory service's, the thread
+    service's): ``{prefix}_operations_total{operation}``,
+    ``{prefix}_operations_latency_seconds{operation}`` and
+    ``{prefix}_operations_errors_total`` by error code (and by operation when
+    ``errors_by_operation``); ``noun`` names the calls in the families' help."""
+
+    def __init__(
+        self, family: _Families, prefix: str, noun: str, *, errors_by_operation: bool
+    ) -> None:
+        self._by_operation = errors_by_operation
+        self.operations = family.counter(
+            f"{prefix}_operations",
+            f"{noun[0].upper()}{noun[1:]} performed, by operation.",
+            "operation",
+        )
+        self.latency = family.histogram(
+            f"{prefix}_operations_latency_seconds", f"Latency of {noun}, by operation.", "operation"
+        )
+        by = ("operation", "code") if errors_by_operation else ("code",)
+        self.errors = family.counter(
+            f"{prefix}_operations_errors",
+            f"Failed {noun}, by {'operation and ' if errors_by_operation else ''}error code.",
+            *by,
+        )
+
+    @contextmanager
+    def counted(self, operation: str) -> Iterator[None]:
+        """The block run as the call ``operation``: counted, timed, and its error counted by
+        code (a LaminaError's, INTERNAL_ERROR for any other exception)."""
+        started = time.perf_counter()
+        self.operations.labels(operation).inc()
+        try:
+            yield
+        except LaminaError as exc:
+            self._failed(operation, exc.code)
+            raise
+        except Exception:
+            self._failed(operation, ErrorCode.INTERNAL_ERROR)
+            raise
+        finally:
+            self.latency.labels(operation).observe(time.perf_counter() - started)
+
+    def _failed(self, operation: str, code: ErrorCode) -> None:
+        by = (operation, code.value) if self._by_operation else (code.value,)
+        self.errors.labels(*by).inc()
+
+
 class MemoryMetrics:
     """memory_operations_total{operation}, memory_operations_latency_seconds{operation},
-    memory_search_results{layer}, memory_storage_size{layer},
-    memory_operations_errors_total{code}, memory_expired_total."""
+    memory_operations_errors_total{code} (``calls``), memory_search_results{layer},
+    memory_storage_size{layer}, memory_expired_total."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         family = _Families(registry)
-        self.operations = family.counter(
-            "memory_operations", "Memory operations performed, by operation.", "operation"
-        )
-        self.latency = family.histogram(
-            "memory_operations_latency_seconds",
-            "Latency of memory operations, by operation.",
-            "operation",
-        )
+        self.calls = Operations(family, "memory", "memory operations", errors_by_operation=False)
         self.search_results = family.histogram(
             "memory_search_results",
             "Results returned by one layer for one search, by layer.",
@@ -94,41 +122,15 @@ class MemoryMetrics:
         self.expired = family.counter(
             "memory_expired", "Memories whose time to live ended, removed by the expiry job."
         )
-        self.errors = family.counter(
-            "memory_operations_errors", "Failed memory operations, by error code.", "code"
-        )
-
-
-class ThreadMetrics:
-    """a2a_thread_operations_total{operation}, a2a_thread_operations_latency_seconds{operation},
-    a2a_thread_operations_errors_total{operation,code}: the calls of the thread service
-    (threads and tasks), as the memory families count the memory service's."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        family = _Families(registry)
-        self.operations = family.counter(
-            "a2a_thread_operations",
-            "Thread and task operations performed, by operation.",
-            "operation",
-        )
-        self.latency = family.histogram(
-            "a2a_thread_operations_latency_seconds",
-            "Latency of thread and task operations, by operation.",
-            "operation",
-        )
-        self.errors = family.counter(
-            "a2a_thread_operations_errors",
-            "Failed thread and task operations, by operation and error code.",
-            "operation",
-            "code",
-        )
 
 
 class ServerMetrics:
     """a2a_requests_total{skill,tool,outcome}, a2a_request_latency_seconds{skill},
     a2a_errors_total{skill,code}, a2a_rate_limit_hits_total{tenant_id,skill_name},
     a2a_thread_cleanup_total{kind}, a2a_threads_active, a2a_http_requests_total{route,status},
-    and the thread service's families (``ThreadMetrics``)."""
+    and the thread service's calls (``threads``): a2a_thread_operations_total{operation},
+    a2a_thread_operations_latency_seconds{operation},
+    a2a_thread_operations_errors_total{operation,code}."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         family = _Families(registry)
@@ -169,11 +171,15 @@ class ServerMetrics:
         )
         for kind in CLEANUP_KINDS:
             self.cleanup.labels(kind)
-        self.threads = ThreadMetrics(registry)
+        self.threads = Operations(
+            family, "a2a_thread", "thread and task operations", errors_by_operation=True
+        )
 
-    def record_cleanup(self, counts: CleanupTally) -> None:
+    def record_cleanup(self, counts: Mapping[str, int]) -> None:
+        """Count what one cleanup run removed: ``counts`` by kind (every one of
+        ``CLEANUP_KINDS``; the threads port's record, as a mapping)."""
         for kind in CLEANUP_KINDS:
-            self.cleanup.labels(kind).inc(getattr(counts, kind))
+            self.cleanup.labels(kind).inc(counts[kind])
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 from lamina.backend import Backend, HealthStatus
 from lamina.config import Settings, load_settings
 from lamina.context.aware_model import ContextAwareModel
+from lamina.context.ports import ContextItemStore
 from lamina.context.providers import RuntimeContextAdapter
 from lamina.context.service import ContextService
 from lamina.embeddings import Embedder, build_embedder
@@ -22,7 +23,7 @@ from lamina.knowledge.index import KnowledgeIndex, embed_text, item_of
 from lamina.knowledge.repository import Repository
 from lamina.knowledge.service import KnowledgeService
 from lamina.llm.base import ChatModel
-from lamina.memory.items import ContextRecord, ItemKind
+from lamina.memory.items import ContextRecord, ItemAccess, ItemKind, ItemStore
 from lamina.memory.models import SearchMode
 from lamina.memory.service import MemoryService
 from lamina.metrics import Metrics
@@ -113,16 +114,14 @@ class AsyncLamina:
             ready=self.start,
             queries=queries,
         )
+        items = self._item_access(queries)
         self.context = ContextService(
-            self.store.context_items,
-            lambda tenant, texts: self.store.memories.embeddings.generate_embedding(tenant, texts),
+            items,
             self.settings.context,
             self.settings.memory,
             memory=self.memory,
             default_tenant=self.settings.tenant_id,
-            retry=self.settings.retry.policy(),
             ready=self.start,
-            queries=queries,
             counter=self.counter,
             memory_token_budget=self.settings.observational_memory.memory_token_budget,
         )
@@ -140,7 +139,7 @@ class AsyncLamina:
             self._model_factory(chat_model),
         )
         self.context.conversation_memory = self.sessions
-        self.knowledge = self._build_knowledge(queries)
+        self.knowledge = self._build_knowledge(items)
         self.memory.item_text = _item_text
         self.governance = GovernanceService(
             self.knowledge,
@@ -159,15 +158,20 @@ class AsyncLamina:
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
 
-    def _build_knowledge(self, queries: QueryVectors) -> KnowledgeService:
-        ks = self.settings.knowledge
-        index = KnowledgeIndex(
+    def _item_access(self, queries: QueryVectors) -> ItemAccess[ContextItemStore]:
+        """The store's context items as the context layers and the knowledge index reach
+        them: item text embedded through the persistent cache, ``queries`` for queries."""
+        return ItemAccess(
             self.store.context_items,
             lambda tenant, texts: self.store.memories.embeddings.generate_embedding(tenant, texts),
             queries,
             self.settings.retry.policy(),
             self.settings.context.semantic_weight,
         )
+
+    def _build_knowledge(self, items: ItemAccess[ItemStore]) -> KnowledgeService:
+        ks = self.settings.knowledge
+        index = KnowledgeIndex(items)
         return KnowledgeService(
             Repository(
                 GitStore(self.settings.knowledge_path(), lock_timeout=ks.lock_timeout),

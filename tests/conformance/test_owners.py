@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 from lamina.memory.filters import parse_filter
 from lamina.memory.layers import MemoryLayer
-from lamina.memory.ports import Invalidation, Scope, Selection
+from lamina.memory.ports import Invalidation, Scope, ScopeCount, Selection
 from lamina.memory.timing import Lifetime, TimeWindow
 from tests.conformance.conftest import Harness
 from tests.conformance.test_store import new, scope
@@ -55,45 +55,39 @@ def _alice_and_bob(h: Harness) -> dict[str, str]:
 def test_count_scopes_names_each_owner_of_a_layer_with_its_count(harness: Harness) -> None:
     h = harness
     _alice_and_bob(h)
-    users = h.run(
-        h.store.memories.owners.count_scopes(
-            T1, MemoryLayer.USER, Selection(), after=None, limit=10
-        )
-    )
+    users = h.run(h.store.memories.owners.count_scopes(ScopeCount(T1, MemoryLayer.USER, limit=10)))
     # Every stored memory counts, as count_where counts: the invalidated and the expired too.
     assert users == [("alice", 3), ("bob", 1)]
     agents = h.run(
-        h.store.memories.owners.count_scopes(
-            T1, MemoryLayer.AGENT, Selection(), after=None, limit=10
-        )
+        h.store.memories.owners.count_scopes(ScopeCount(T1, MemoryLayer.AGENT, limit=10))
     )
     assert agents == [("bot\x1falice", 2), ("bot\x1fbob", 1), ("helper\x1falice", 1)]
     # A page at a time, after the last key of the one before.
-    first = h.run(
-        h.store.memories.owners.count_scopes(
-            T1, MemoryLayer.AGENT, Selection(), after=None, limit=2
-        )
-    )
+    first = h.run(h.store.memories.owners.count_scopes(ScopeCount(T1, MemoryLayer.AGENT, limit=2)))
     assert first == agents[:2]
     rest = h.run(
         h.store.memories.owners.count_scopes(
-            T1, MemoryLayer.AGENT, Selection(), after=first[-1][0], limit=2
+            ScopeCount(T1, MemoryLayer.AGENT, limit=2, after=first[-1][0])
         )
     )
     assert rest == agents[2:]
     # Narrowed by identifiers: alice's agents, the bot's users.
-    alices = Selection((), {"user_id": "alice"})
+    alices = {"user_id": "alice"}
     assert h.run(
-        h.store.memories.owners.count_scopes(T1, MemoryLayer.AGENT, alices, after=None, limit=10)
+        h.store.memories.owners.count_scopes(
+            ScopeCount(T1, MemoryLayer.AGENT, limit=10, identifiers=alices)
+        )
     ) == [
         ("bot\x1falice", 2),
         ("helper\x1falice", 1),
     ]
-    bots = Selection((), {"agent_id": "bot"})
+    bots = {"agent_id": "bot"}
     assert [
         k
         for k, _ in h.run(
-            h.store.memories.owners.count_scopes(T1, MemoryLayer.AGENT, bots, after=None, limit=10)
+            h.store.memories.owners.count_scopes(
+                ScopeCount(T1, MemoryLayer.AGENT, limit=10, identifiers=bots)
+            )
         )
     ] == [
         "bot\x1falice",
@@ -107,24 +101,18 @@ def test_count_scopes_names_each_owner_of_a_layer_with_its_count(harness: Harnes
         )
     )
     assert h.run(
-        h.store.memories.owners.count_scopes(
-            T2, MemoryLayer.USER, Selection(), after=None, limit=10
-        )
+        h.store.memories.owners.count_scopes(ScopeCount(T2, MemoryLayer.USER, limit=10))
     ) == [("alice", 1)]
     assert (
-        h.run(
-            h.store.memories.owners.count_scopes(
-                T2, MemoryLayer.AGENT, Selection(), after=None, limit=10
-            )
-        )
+        h.run(h.store.memories.owners.count_scopes(ScopeCount(T2, MemoryLayer.AGENT, limit=10)))
         == []
     )
     # Identifiers that do not scope the layer select nothing.
-    projects = Selection((), {"project_id": "p"})
+    projects = {"project_id": "p"}
     assert (
         h.run(
             h.store.memories.owners.count_scopes(
-                T1, MemoryLayer.USER, projects, after=None, limit=10
+                ScopeCount(T1, MemoryLayer.USER, limit=10, identifiers=projects)
             )
         )
         == []

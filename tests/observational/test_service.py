@@ -18,10 +18,14 @@ def test_each_public_call_is_the_method_of_one_part(data_dir: Path) -> None:
     delegated = delegated_calls(service)
     assert len(delegated) == 27
     assert {n for n in dir(SessionService) if not n.startswith("_")} == {*delegated, *HOOKS}
-    assert {n for n in vars(service) if not n.startswith("_")} == {"records", "runs"}
+    assert {n for n in vars(service) if not n.startswith("_")} == {"core", "records", "runs"}
     assert {d.part for d in delegated.values()} == {"records", "runs"}
     assert service.append == service.records.append and service.flush == service.runs.flush
     assert service.buffer is service.runs.buffer
+    assert service.settings is service.core.settings
+    changed = service.settings.model_copy(update={"enabled": False})
+    service.settings = changed
+    assert service.core.settings is changed
 
 
 def test_the_blocking_facade_runs_the_delegated_calls(ms: Lamina) -> None:

@@ -25,13 +25,10 @@ from lamina.checks import (
 )
 from lamina.context.ports import ContextItemStore
 from lamina.embeddings.base import Vector
-from lamina.embeddings.query_cache import QueryVectors
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.items import ContextRecord, ItemKind, ItemQuery, NewContextRecord
+from lamina.memory.items import ContextRecord, ItemAccess, ItemKind, NewContextRecord
 from lamina.memory.models import SearchMode
-from lamina.retry import RetryPolicy
 from lamina.shapes import Frozen
-from lamina.text import analyze
 
 M = TypeVar("M", bound=BaseModel)
 E = TypeVar("E")
@@ -52,19 +49,16 @@ class ItemPage(Frozen, Generic[M]):
 
 @dataclass
 class ItemContext:
-    """What every layer store shares: the store, embeddings, retries, limits."""
+    """What every layer store shares: the items (the store, embeddings, retries), the
+    start-up, the default tenant and the limits."""
 
-    store: ContextItemStore
-    embed: Callable[[str, Sequence[str]], Awaitable[Vector]]
-    queries: QueryVectors
-    retry: RetryPolicy
+    items: ItemAccess[ContextItemStore]
     ready: Callable[[], Awaitable[None]]
     default_tenant: str
     max_content_length: int
     max_query_length: int
     max_limit: int
     search_mode: SearchMode
-    semantic_weight: float
 
     def tenant(self, tenant_id: str | None) -> str:
         return check_tenant(self.default_tenant if tenant_id is None else tenant_id)
@@ -154,11 +148,13 @@ class LayerStore(Generic[M]):
 
     async def _call(self, operation: str, fn: Callable[[], Awaitable[E]]) -> E:
         await self._ctx.ready()
-        return await self._ctx.retry.run(f"{self.kind.value} {operation}", fn)
+        return await self._ctx.items.retry.run(f"{self.kind.value} {operation}", fn)
 
     async def _previous(self, tenant: str, key: str) -> ContextRecord | None:
         """The latest record stored under ``key``, if any."""
-        found = await self._call("get", lambda: self._ctx.store.get_item(tenant, self.kind, key))
+        found = await self._call(
+            "get", lambda: self._ctx.items.store.get_item(tenant, self.kind, key)
+        )
         return found[0] if found else None
 
     async def _save(
@@ -171,10 +167,10 @@ class LayerStore(Generic[M]):
         tags: list[str],
     ) -> M:
         check_content(text, self._ctx.max_content_length)
-        vector = (await self._call("embed", lambda: self._ctx.embed(tenant, [text])))[0]
+        vector = (await self._call("embed", lambda: self._ctx.items.embed(tenant, [text])))[0]
         record = await self._call(
             "save",
-            lambda: self._ctx.store.put_item(
+            lambda: self._ctx.items.store.put_item(
                 NewContextRecord(tenant, self.kind, key, category, text, data, tags, vector),
                 versioned=self.versioned,
             ),
@@ -193,7 +189,7 @@ class LayerStore(Generic[M]):
         name = self._key(key)
         records = await self._call(
             "get",
-            lambda: self._ctx.store.get_item(tenant, self.kind, name, all_versions=versions),
+            lambda: self._ctx.items.store.get_item(tenant, self.kind, name, all_versions=versions),
         )
         if not records:
             raise self._not_found(tenant, name)
@@ -208,7 +204,7 @@ class LayerStore(Generic[M]):
         tenant = self._ctx.tenant(tenant_id)
         name = self._key(key)
         count = await self._call(
-            "delete", lambda: self._ctx.store.delete_item(tenant, self.kind, name)
+            "delete", lambda: self._ctx.items.store.delete_item(tenant, self.kind, name)
         )
         if count == 0:
             raise self._not_found(tenant, name)
@@ -224,7 +220,7 @@ class LayerStore(Generic[M]):
         after = check_cursor(options.get("cursor"))
         records, next_cursor, total = await self._call(
             "list",
-            lambda: self._ctx.store.list_items(
+            lambda: self._ctx.items.store.list_items(
                 tenant, self.kind, category=wanted_category, tags=wanted, limit=size, cursor=after
             ),
         )
@@ -259,26 +255,16 @@ class LayerStore(Generic[M]):
         wanted = check_tags(tags)
         how = self._ctx.search_mode if mode is None else check_choice("mode", mode, SearchMode)
         floor = None if min_score is None else check_fraction("min_score", min_score)
-        terms = tuple(analyze(text))
-        if how is SearchMode.KEYWORD and not terms:
-            return []
-        if vector is None and how is not SearchMode.KEYWORD:
-            vector = await self._ctx.queries.get(tenant, text)
-        hits = await self._call(
-            "search",
-            lambda: self._ctx.store.search_items(
-                ItemQuery(
-                    tenant,
-                    self.kind,
-                    text,
-                    terms,
-                    vector,
-                    how,
-                    size,
-                    category,
-                    tuple(wanted),
-                    self._ctx.semantic_weight,
-                )
-            ),
+        await self._ctx.ready()
+        hits = await self._ctx.items.search(
+            f"{self.kind.value} search",
+            tenant,
+            self.kind,
+            text,
+            mode=how,
+            limit=size,
+            category=category,
+            tags=tuple(wanted),
+            vector=vector,
         )
         return [h for h in hits if floor is None or h[1] >= floor]

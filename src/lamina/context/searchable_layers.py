@@ -131,7 +131,7 @@ class KnowledgeStore(CategorisedStore[UserKnowledge, KnowledgeCategory]):
 
         changed = await self._call(
             "record use",
-            lambda: self._ctx.store.modify_items(tenant, self.kind, list(counts), bump),
+            lambda: self._ctx.items.store.modify_items(tenant, self.kind, list(counts), bump),
         )
         return len(changed)
 
@@ -243,7 +243,7 @@ class LearningStore(CategorisedStore[AgentLearning, LearningCategory]):
 
         changed = await self._call(
             "record outcome",
-            lambda: self._ctx.store.modify_items(tenant, self.kind, [key], count),
+            lambda: self._ctx.items.store.modify_items(tenant, self.kind, [key], count),
         )
         if not changed:
             raise LaminaError(

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from lamina.checks import check_int, invalid
 from lamina.config import ContextSettings, MemorySettings
@@ -26,20 +26,16 @@ from lamina.context.searchable_layers import (
     ReferenceStore,
     SkillStore,
 )
-from lamina.embeddings.base import Vector
-from lamina.embeddings.query_cache import QueryVectors
+from lamina.delegation import Forward
 from lamina.errors import ErrorCode, LaminaError
 from lamina.memory.core import ServiceCore
+from lamina.memory.items import ItemAccess
 from lamina.memory.layers import IDENTIFIER_NAMES
 from lamina.memory.models import SearchHit, SearchMode
 from lamina.memory.service import MemoryService
-from lamina.retry import RetryPolicy
 from lamina.tokens import TokenCounter, default_counter
 
 log = logging.getLogger(__name__)
-
-
-P = TypeVar("P")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,56 +47,35 @@ class BuiltPrompt:
     memory_ids: tuple[str, ...] = ()
 
 
-class _Provider(Generic[P]):
-    """A provider of the retriever's, set and read on the service (None: none)."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-
-    def __get__(self, service: ContextService | None, owner: object = None) -> P | None:
-        provider: P | None = None if service is None else getattr(service.retriever, self._name)
-        return provider
-
-    def __set__(self, service: ContextService, provider: P | None) -> None:
-        setattr(service.retriever, self._name, provider)
-
-
 class ContextService(ServiceCore):
     def __init__(
         self,
-        items: ContextItemStore,
-        embed: Callable[[str, Sequence[str]], Awaitable[Vector]],
+        items: ItemAccess[ContextItemStore],
         settings: ContextSettings,
         memory_settings: MemorySettings,
         *,
         memory: MemoryService,
-        queries: QueryVectors,
         default_tenant: str,
-        retry: RetryPolicy,
         ready: Callable[[], Awaitable[None]],
         counter: TokenCounter | None = None,
         memory_token_budget: int = 4000,
     ) -> None:
-        """``items`` stores the four layers' items; ``embed`` embeds their content (through
-        the persistent cache); ``queries`` embeds search queries, shared with the memory
-        service so that a prompt's query is embedded once for both."""
+        """``items``: the store of the four layers' items, the embedding of their content
+        (through the persistent cache) and of search queries (shared with the memory
+        service so that a prompt's query is embedded once for both), retries."""
         super().__init__(default_tenant=default_tenant, ready=ready)
         self.settings = settings
         self.memory_token_budget = memory_token_budget
         self._memory = memory
         self.counter: TokenCounter = counter or default_counter()
         ctx = ItemContext(
-            store=items,
-            embed=embed,
-            queries=queries,
-            retry=retry,
+            items=items,
             ready=ready,
             default_tenant=default_tenant,
             max_content_length=memory_settings.max_content_length,
             max_query_length=settings.max_query_length,
             max_limit=memory_settings.max_limit,
             search_mode=SearchMode(settings.search_mode),
-            semantic_weight=settings.semantic_weight,
         )
         self.knowledge = KnowledgeStore(ctx)
         self.learnings = LearningStore(ctx)
@@ -111,7 +86,7 @@ class ContextService(ServiceCore):
             learnings=self.learnings,
             skills=self.skills,
             references=self.references,
-            query_vector=queries.get,
+            query_vector=items.queries.get,
             search_mode=SearchMode(settings.search_mode),
             min_score=settings.min_score,
             max_query_length=settings.max_query_length,
@@ -124,9 +99,21 @@ class ContextService(ServiceCore):
 
     # -- providers --------------------------------------------------------------------------
 
-    tool_registry: _Provider[ToolRegistryProvider] = _Provider("tools")
-    runtime_context: _Provider[RuntimeContextProvider] = _Provider("runtime")
-    conversation_memory: _Provider[ConversationMemorySource] = _Provider("conversation")
+    tool_registry = Forward[ToolRegistryProvider | None](
+        "retriever", "The Tool Registry layer's provider (None: none).", settable=True, name="tools"
+    )
+    runtime_context = Forward[RuntimeContextProvider | None](
+        "retriever",
+        "The Runtime Context layer's provider (None: none).",
+        settable=True,
+        name="runtime",
+    )
+    conversation_memory = Forward[ConversationMemorySource | None](
+        "retriever",
+        "Observations and reflections of a session (None: none).",
+        settable=True,
+        name="conversation",
+    )
 
     # -- retrieval and assembly -------------------------------------------------------------
 

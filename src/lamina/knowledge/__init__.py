@@ -1,53 +1,8 @@
-"""The git-backed knowledge repository: ADRs, policies, patterns and specs."""
+"""The git-backed knowledge repository: ADRs, policies, patterns and specs (the models and
+the policy rules, importable from here as one)."""
 
-from lamina.knowledge.models import (
-    ApprovalKind,
-    HistoryEntry,
-    KnowledgeChange,
-    KnowledgeDiff,
-    KnowledgeHit,
-    KnowledgeItem,
-    KnowledgeLayer,
-    KnowledgePage,
-    KnowledgeRecord,
-    KnowledgeStatus,
-    KnowledgeType,
-    Promotion,
-    PromotionDecision,
-    PromotionStatus,
-)
-from lamina.knowledge.policy import (
-    MergeStrategy,
-    PolicyMode,
-    Rule,
-    RuleOperator,
-    RuleTarget,
-    RuleType,
-    Severity,
-    Violation,
-)
+from lamina.knowledge import models, policy
+from lamina.knowledge.models import *  # noqa: F403
+from lamina.knowledge.policy import *  # noqa: F403
 
-__all__ = [
-    "ApprovalKind",
-    "HistoryEntry",
-    "KnowledgeChange",
-    "KnowledgeDiff",
-    "KnowledgeHit",
-    "KnowledgeItem",
-    "KnowledgeLayer",
-    "KnowledgePage",
-    "KnowledgeRecord",
-    "KnowledgeStatus",
-    "KnowledgeType",
-    "MergeStrategy",
-    "PolicyMode",
-    "Promotion",
-    "PromotionDecision",
-    "PromotionStatus",
-    "Rule",
-    "RuleOperator",
-    "RuleTarget",
-    "RuleType",
-    "Severity",
-    "Violation",
-]
+__all__ = models.__all__ + policy.__all__

@@ -5,16 +5,13 @@ reflects. Git stays the source of truth; the index is rebuilt from it whenever i
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from lamina.embeddings.base import Vector
-from lamina.embeddings.query_cache import QueryVectors
 from lamina.knowledge.models import KnowledgeItem
-from lamina.memory.items import ContextRecord, ItemKind, ItemQuery, ItemStore, NewContextRecord
+from lamina.memory.items import ContextRecord, ItemAccess, ItemKind, ItemStore, NewContextRecord
 from lamina.memory.models import SearchMode
-from lamina.retry import RetryPolicy
-from lamina.text import analyze
 
 STATE_KEY = "head"
 _EMBED_BODY_CHARS = 400
@@ -69,24 +66,14 @@ def item_of(record: ContextRecord) -> KnowledgeItem:
 
 
 class KnowledgeIndex:
-    def __init__(
-        self,
-        store: ItemStore,
-        embed: Callable[[str, Sequence[str]], Awaitable[Vector]],
-        queries: QueryVectors,
-        retry: RetryPolicy,
-        semantic_weight: float,
-    ) -> None:
-        self._store = store
-        self._embed = embed
-        self._queries = queries
-        self._retry = retry
-        self._semantic_weight = semantic_weight
+    def __init__(self, items: ItemAccess[ItemStore]) -> None:
+        """``items``: the store of the index rows and what searching it takes."""
+        self._items = items
 
     async def state(self, tenant: str) -> dict[str, Any] | None:
-        records = await self._retry.run(
+        records = await self._items.retry.run(
             "knowledge index state",
-            lambda: self._store.get_item(tenant, ItemKind.DOCUMENT_INDEX, STATE_KEY),
+            lambda: self._items.store.get_item(tenant, ItemKind.DOCUMENT_INDEX, STATE_KEY),
         )
         return records[0].data if records else None
 
@@ -97,8 +84,8 @@ class KnowledgeIndex:
         record = NewContextRecord(
             tenant, ItemKind.DOCUMENT_INDEX, STATE_KEY, None, "", data, [], None
         )
-        await self._retry.run(
-            "knowledge index state", lambda: self._store.put_item(record, versioned=False)
+        await self._items.retry.run(
+            "knowledge index state", lambda: self._items.store.put_item(record, versioned=False)
         )
 
     async def put(self, tenant: str, items: Sequence[KnowledgeItem], batch: int = 256) -> None:
@@ -120,32 +107,35 @@ class KnowledgeIndex:
                 await self._put_record(record)
 
     async def _embed_batch(self, tenant: str, texts: list[str]) -> Vector:
-        return await self._retry.run("embed knowledge", lambda: self._embed(tenant, texts))
+        return await self._items.retry.run(
+            "embed knowledge", lambda: self._items.embed(tenant, texts)
+        )
 
     async def _put_record(self, record: NewContextRecord) -> None:
-        await self._retry.run(
-            "index knowledge", lambda: self._store.put_item(record, versioned=False)
+        await self._items.retry.run(
+            "index knowledge", lambda: self._items.store.put_item(record, versioned=False)
         )
 
     async def _page(
         self, tenant: str, tags: list[str], limit: int, cursor: str | None
     ) -> tuple[list[ContextRecord], str | None, int]:
-        return await self._retry.run(
+        return await self._items.retry.run(
             "knowledge list",
-            lambda: self._store.list_items(
+            lambda: self._items.store.list_items(
                 tenant, ItemKind.DOCUMENT, category=None, tags=tags, limit=limit, cursor=cursor
             ),
         )
 
     async def remove(self, tenant: str, item_id: str) -> None:
-        await self._retry.run(
+        await self._items.retry.run(
             "unindex knowledge",
-            lambda: self._store.delete_item(tenant, ItemKind.DOCUMENT, item_id),
+            lambda: self._items.store.delete_item(tenant, ItemKind.DOCUMENT, item_id),
         )
 
     async def lookup(self, tenant: str, item_id: str) -> KnowledgeItem | None:
-        records = await self._retry.run(
-            "knowledge lookup", lambda: self._store.get_item(tenant, ItemKind.DOCUMENT, item_id)
+        records = await self._items.retry.run(
+            "knowledge lookup",
+            lambda: self._items.store.get_item(tenant, ItemKind.DOCUMENT, item_id),
         )
         if not records or records[0].key != item_id:  # get_item also matches row ids
             return None
@@ -175,21 +165,13 @@ class KnowledgeIndex:
         mode: SearchMode,
         limit: int,
     ) -> list[tuple[KnowledgeItem, float]]:
-        terms = tuple(analyze(text))
-        if mode is SearchMode.KEYWORD and not terms:
-            return []
-        vector = None if mode is SearchMode.KEYWORD else await self._queries.get(tenant, text)
-        query = ItemQuery(
+        hits = await self._items.search(
+            "knowledge search",
             tenant,
             ItemKind.DOCUMENT,
             text,
-            terms,
-            vector,
-            mode,
-            limit,
-            None,
-            (tag,) if tag else (),
-            self._semantic_weight,
+            mode=mode,
+            limit=limit,
+            tags=(tag,) if tag else (),
         )
-        hits = await self._retry.run("knowledge search", lambda: self._store.search_items(query))
         return [(item_of(r), score) for r, score in hits]

@@ -11,6 +11,23 @@ from pydantic import Field
 from lamina.knowledge.policy import MergeStrategy, PolicyMode, Rule, Severity, Violation
 from lamina.shapes import Frozen
 
+__all__ = [
+    "ApprovalKind",
+    "HistoryEntry",
+    "KnowledgeChange",
+    "KnowledgeDiff",
+    "KnowledgeHit",
+    "KnowledgeItem",
+    "KnowledgeLayer",
+    "KnowledgePage",
+    "KnowledgeRecord",
+    "KnowledgeStatus",
+    "KnowledgeType",
+    "Promotion",
+    "PromotionDecision",
+    "PromotionStatus",
+]
+
 
 class KnowledgeType(StrEnum):
     ADR = "adr"

@@ -11,6 +11,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from lamina.shapes import Frozen
 
+__all__ = [
+    "MergeStrategy",
+    "PolicyMode",
+    "Rule",
+    "RuleOperator",
+    "RuleTarget",
+    "RuleType",
+    "Severity",
+    "Violation",
+]
+
 
 class RuleType(StrEnum):
     ALLOW = "allow"

@@ -161,9 +161,7 @@ class Promotions:
 
     async def _load(self, tenant: str, head: str | None, promotion_id: str) -> Promotion:
         path = promotion_path(promotion_id)
-        data = None
-        if head is not None:
-            data = await asyncio.to_thread(self._repository.git.read, tenant, path, head)
+        data = None if head is None else await self._repository.read(tenant, path, head)
         if data is None:
             raise LaminaError(
                 ErrorCode.ITEM_NOT_FOUND,

@@ -111,7 +111,7 @@ class ItemReads:
 
     async def _read_at(self, tenant: str, path: str, commit: str) -> bytes:
         try:
-            data = await asyncio.to_thread(self._repository.git.read, tenant, path, commit)
+            data = await self._repository.read(tenant, path, commit)
         except LaminaError as exc:
             raise LaminaError(
                 ErrorCode.INVALID_ARGUMENT,

@@ -77,12 +77,17 @@ class Repository(ServiceCore):
         tenant = self.tenant(tenant_id)
         return await asyncio.to_thread(self.git.head, tenant)
 
+    async def read(self, tenant: str, path: str, commit: str) -> bytes | None:
+        """The file ``path`` of the tenant's repository at ``commit``, read off the event
+        loop (None: no such file there; an unknown commit raises as ``GitStore.read``)."""
+        return await asyncio.to_thread(self.git.read, tenant, path, commit)
+
     async def item_at(self, tenant: str, head: str | None, item_id: str) -> KnowledgeItem:
         """The item at ``head`` (the index is in step with head under the write lock)."""
         found = await self.index.lookup(tenant, item_id)
         if found is None or head is None:
             raise self._not_found(tenant, item_id)
-        data = await asyncio.to_thread(self.git.read, tenant, found.path, head)
+        data = await self.read(tenant, found.path, head)
         if data is None:
             raise self._not_found(tenant, item_id)
         return parse(found.path, data, head)

@@ -10,7 +10,7 @@ one commit per change, governed), item writes (``ItemWrites``), status transitio
 
 from __future__ import annotations
 
-from lamina.delegation import Delegate
+from lamina.delegation import Delegate, Forward
 from lamina.knowledge.gitstore import GitStore
 from lamina.knowledge.index import KnowledgeIndex
 from lamina.knowledge.items import ItemWrites
@@ -41,34 +41,17 @@ class KnowledgeService:
 
     # -- what the repository holds, and the guards the runtime sets ------------------------
 
-    @property
-    def git(self) -> GitStore:
-        """The tenants' git repositories (the source of truth)."""
-        return self.repository.git
-
-    @property
-    def index(self) -> KnowledgeIndex:
-        """The search index that follows each repository's head."""
-        return self.repository.index
-
-    @property
-    def guard(self) -> WriteGuard | None:
-        """Set by the runtime: governance of writes (secrets, policies)."""
-        return self.writer.guard
-
-    @guard.setter
-    def guard(self, value: WriteGuard | None) -> None:
-        self.writer.guard = value
-
-    @property
-    def secret_guard(self) -> SecretGuard | None:
+    git = Forward[GitStore]("repository", "The tenants' git repositories (the source of truth).")
+    index = Forward[KnowledgeIndex]("repository", "The search index that follows each head.")
+    guard = Forward[WriteGuard | None](
+        "writer", "Set by the runtime: governance of writes (secrets, policies).", settable=True
+    )
+    secret_guard = Forward[SecretGuard | None](
+        "writer",
         """Set by the runtime: the secret scan of what is not an item's content (commit
-        messages)."""
-        return self.writer.secret_guard
-
-    @secret_guard.setter
-    def secret_guard(self, value: SecretGuard | None) -> None:
-        self.writer.secret_guard = value
+        messages).""",
+        settable=True,
+    )
 
     # -- item writes and transitions (ItemWrites, Lifecycle, Writer) -------------------------
     create = Delegate("items", ItemWrites.create)

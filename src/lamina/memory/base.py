@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
@@ -77,22 +76,17 @@ class MemoryShared(ServiceCore):
     async def observe(self, operation: str, call: Callable[[], Awaitable[T]]) -> T:
         """``call`` run as the operation ``operation``, once the service is ready: counted,
         its errors by code, its latency; an unexpected error becomes INTERNAL_ERROR."""
-        start = time.perf_counter()
-        self.metrics.operations.labels(operation).inc()
         try:
-            await self._ready()
-            return await call()
-        except LaminaError as exc:
-            self.metrics.errors.labels(exc.code.value).inc()
+            with self.metrics.calls.counted(operation):
+                await self._ready()
+                return await call()
+        except LaminaError:
             raise
         except Exception as exc:
-            self.metrics.errors.labels(ErrorCode.INTERNAL_ERROR.value).inc()
             log.exception("memory %s failed unexpectedly", operation)
             raise LaminaError(
                 ErrorCode.INTERNAL_ERROR, f"internal error during {operation} (see the log)"
             ) from exc
-        finally:
-            self.metrics.latency.labels(operation).observe(time.perf_counter() - start)
 
     def limit(self, limit: int | None, default: int) -> int:
         """A page size or result count: ``default`` when None; at most ``memory.max_limit``."""

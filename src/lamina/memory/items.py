@@ -6,20 +6,24 @@ knowledge repository's search index (knowledge/index.py) live in one table: one 
 version of an item, identified within its tenant and kind by a key (the knowledge key, the
 skill or reference name, the learning's trigger). Only the latest version of a key is
 listed and searched; older versions stay readable. Both domains share these records and
-``ItemStore``, so they sit here, below them; what only the context layers need (changing an
-item's data in place) is ``lamina.context.ports.ContextItemStore``.
+``ItemStore`` and ``ItemAccess`` (the store with what a search of it needs), so they sit
+here, below them; what only the context layers need (changing an item's data in place) is
+``lamina.context.ports.ContextItemStore``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Protocol, TypedDict, Unpack
+from typing import Any, Generic, Protocol, TypedDict, TypeVar, Unpack
 
 from lamina.embeddings.base import Vector
+from lamina.embeddings.query_cache import QueryVectors
 from lamina.memory.models import SearchMode
+from lamina.retry import RetryPolicy
+from lamina.text import analyze
 
 
 class ItemKind(StrEnum):
@@ -117,3 +121,46 @@ class ItemStore(Protocol):
     async def search_items(self, query: ItemQuery) -> list[tuple[ContextRecord, float]]:
         """Best latest versions first, with scores in [0, 1] (hybrid: as memory search)."""
         ...
+
+
+S = TypeVar("S", bound=ItemStore, covariant=True)
+
+
+@dataclass(frozen=True)
+class ItemAccess(Generic[S]):
+    """A store of items and what reaching it takes, shared by the context layers and the
+    knowledge index: ``embed`` embeds item text (through the persistent cache), ``queries``
+    embeds search queries, ``retry`` retries the store's and the embedder's transient
+    failures, ``semantic_weight`` weighs the semantic part of hybrid scores."""
+
+    store: S
+    embed: Callable[[str, Sequence[str]], Awaitable[Vector]]
+    queries: QueryVectors
+    retry: RetryPolicy
+    semantic_weight: float
+
+    async def search(
+        self,
+        operation: str,
+        tenant: str,
+        kind: ItemKind,
+        text: str,
+        *,
+        mode: SearchMode,
+        limit: int,
+        category: str | None = None,
+        tags: tuple[str, ...] = (),
+        vector: Vector | None = None,
+    ) -> list[tuple[ContextRecord, float]]:
+        """The latest items of ``kind`` best matching ``text`` (retried as ``operation``): a
+        keyword search of a text without terms finds nothing; the query's vector is embedded
+        unless given or the search is by keyword."""
+        terms = tuple(analyze(text))
+        if mode is SearchMode.KEYWORD and not terms:
+            return []
+        if vector is None and mode is not SearchMode.KEYWORD:
+            vector = await self.queries.get(tenant, text)
+        query = ItemQuery(
+            tenant, kind, text, terms, vector, mode, limit, category, tags, self.semantic_weight
+        )
+        return await self.retry.run(operation, lambda: self.store.search_items(query))

@@ -23,7 +23,7 @@ from lamina.memory.layers import (
     parse_layers,
 )
 from lamina.memory.models import MemoryPage, Owner, OwnerPage
-from lamina.memory.ports import MemoryPorts, Selection
+from lamina.memory.ports import MemoryPorts, ScopeCount, Selection
 
 
 def _cursor(key: str) -> str:
@@ -87,13 +87,8 @@ class MemoryOwners(MemoryPart):
                 )
         count = self._limit(limit, self._settings.list_limit)
         after = _after(cursor)
-        selection = Selection((chosen,), ids)
-        found = await self._retry.run(
-            "owners",
-            lambda: self._owners.count_scopes(
-                tenant, chosen, selection, after=after, limit=count + 1
-            ),
-        )
+        query = ScopeCount(tenant, chosen, count + 1, ids, after)
+        found = await self._retry.run("owners", lambda: self._owners.count_scopes(query))
         names = chosen.required_identifiers
         items = [
             Owner(

@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 
 from lamina.buffer import BackgroundBuffer
 from lamina.config import MemorySettings
-from lamina.delegation import Delegate
+from lamina.delegation import Delegate, Forward
 from lamina.embeddings.query_cache import QueryVectors
 from lamina.llm.base import ChatModel
 from lamina.memory.backfill import Backfill
@@ -63,7 +63,8 @@ class MemoryService:
         shared = MemoryShared(
             settings, default_tenant=default_tenant, metrics=metrics, retry=retry, ready=ready
         )
-        self._shared = shared
+        #: What every part shares (settings, metrics, retries, the write guard).
+        self.shared = shared
         self.hierarchy = Hierarchy(shared, ports)
         self.backfill = Backfill(shared, ports)
         self.consolidation = Consolidator(shared, ports)
@@ -136,45 +137,25 @@ class MemoryService:
     embedding_status = Delegate("reembedding", Reembed.embedding_status)
     reembed = Delegate("reembedding", Reembed.reembed)
 
-    @property
-    def embedding_buffer(self) -> BackgroundBuffer[str]:
-        """Embeds memories added with background_embedding=True, per tenant."""
-        return self.backfill.embedding_buffer
+    embedding_buffer = Forward[BackgroundBuffer[str]](
+        "backfill", "Embeds memories added with background_embedding=True, per tenant."
+    )
 
     # -- what the runtime sets --------------------------------------------------------------
-    @property
-    def write_guard(self) -> WriteGuard | None:
+    write_guard = Forward[WriteGuard | None](
+        "shared",
         """Checks content entering a shared layer (governance): raises POLICY_VIOLATION on a
-        block, returns the violations that do not block. Every part that writes asks it."""
-        return self._shared.write_guard
-
-    @write_guard.setter
-    def write_guard(self, guard: WriteGuard | None) -> None:
-        self._shared.write_guard = guard
-
-    @property
-    def chat_model(self) -> Callable[[], ChatModel] | None:
-        """The chat model consolidation asks (None: infer=True is refused)."""
-        return self.consolidation.chat_model
-
-    @chat_model.setter
-    def chat_model(self, model: Callable[[], ChatModel] | None) -> None:
-        self.consolidation.chat_model = model
-
-    @property
-    def counter(self) -> TokenCounter:
-        """Counts consolidation's prompt tokens."""
-        return self.consolidation.counter
-
-    @counter.setter
-    def counter(self, counter: TokenCounter) -> None:
-        self.consolidation.counter = counter
-
-    @property
-    def item_text(self) -> ItemText:
-        """The text each context item's vector stands for (reembed)."""
-        return self.reembedding.item_text
-
-    @item_text.setter
-    def item_text(self, text: ItemText) -> None:
-        self.reembedding.item_text = text
+        block, returns the violations that do not block. Every part that writes asks it.""",
+        settable=True,
+    )
+    chat_model = Forward[Callable[[], ChatModel] | None](
+        "consolidation",
+        "The chat model consolidation asks (None: infer=True is refused).",
+        settable=True,
+    )
+    counter = Forward[TokenCounter](
+        "consolidation", "Counts consolidation's prompt tokens.", settable=True
+    )
+    item_text = Forward[ItemText](
+        "reembedding", "The text each context item's vector stands for (reembed).", settable=True
+    )

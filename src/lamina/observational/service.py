@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from lamina.buffer import BackgroundBuffer
 from lamina.config import ObservationalMemorySettings
-from lamina.delegation import Delegate
+from lamina.delegation import Delegate, Forward
 from lamina.llm.base import ChatModel
 from lamina.observational.base import Key, SessionCore
 from lamina.observational.messages import SessionRecords
@@ -40,33 +40,21 @@ class SessionService:
         """``core``: what the parts share (the runtime builds it); ``model_factory``: the
         observer's chat model, built when first needed (None: observing raises
         CONFIGURATION_ERROR)."""
-        self._core = core
-        self.runs = ObserverRuns(self._core, model_factory)
-        self.records = SessionRecords(self._core, self.runs)
+        #: What the parts share (the store, settings, counter, retries, un-observed counts).
+        self.core = core
+        self.runs = ObserverRuns(core, model_factory)
+        self.records = SessionRecords(core, self.runs)
 
-    @property
-    def settings(self) -> ObservationalMemorySettings:
-        """observational_memory's settings (what every part reads)."""
-        return self._core.settings
-
-    @settings.setter
-    def settings(self, value: ObservationalMemorySettings) -> None:
-        self._core.settings = value
-
-    @property
-    def buffer(self) -> BackgroundBuffer[Key]:
-        """Sessions queued for the observer."""
-        return self.runs.buffer
-
-    @property
-    def graph_buffer(self) -> BackgroundBuffer[tuple[str, str, str, str]]:
-        """Feeds graph extraction: (tenant, session, observation id, observation text)."""
-        return self.runs.graph_buffer
-
-    @property
-    def graph_enabled(self) -> bool:
-        """Graph memory is on (observational memory and its graph enabled)."""
-        return self.runs.graph_enabled
+    settings = Forward[ObservationalMemorySettings](
+        "core", "observational_memory's settings (what every part reads).", settable=True
+    )
+    buffer = Forward[BackgroundBuffer[Key]]("runs", "Sessions queued for the observer.")
+    graph_buffer = Forward[BackgroundBuffer[tuple[str, str, str, str]]](
+        "runs", "Feeds graph extraction: (tenant, session, observation id, observation text)."
+    )
+    graph_enabled = Forward[bool](
+        "runs", "Graph memory is on (observational memory and its graph enabled)."
+    )
 
     # -- the session's record (SessionRecords) ----------------------------------------------
     append = Delegate("records", SessionRecords.append)

@@ -8,6 +8,7 @@ import contextlib
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import asdict
 from importlib.metadata import version as package_version
 
 from starlette.applications import Starlette
@@ -109,7 +110,9 @@ class LaminaServer:
         self.keys = KeyRing(settings.api_keys)
         self.registry = ToolRegistry(all_tools(ms))
         self.metrics = ms.metrics.server()
-        self.threads = ms.thread_service(on_cleanup=self.metrics.record_cleanup)
+        self.threads = ms.thread_service(
+            on_cleanup=lambda counts: self.metrics.record_cleanup(asdict(counts))
+        )
         self.router = self._router(router_model)
         self.dispatcher = Dispatcher(ms, self.registry, self.threads, self.metrics, self.router)
         self.limiter = RateLimiter(settings)

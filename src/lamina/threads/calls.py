@@ -5,12 +5,11 @@ service's calls are. The tenant is checked by each call before it runs."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import TypeVar
 
-from lamina.errors import ErrorCode, LaminaError
-from lamina.metrics import ThreadMetrics
+from lamina.metrics import Operations
 from lamina.retry import RetryPolicy
 
 T = TypeVar("T")
@@ -28,7 +27,7 @@ class Calls:
         *,
         retry: RetryPolicy | None = None,
         ready: Callable[[], Awaitable[None]] | None = None,
-        metrics: ThreadMetrics | None = None,
+        metrics: Operations | None = None,
     ) -> None:
         """``retry``: default, no retry; ``ready``: default, nothing to wait for;
         ``metrics``: default, nothing counted."""
@@ -41,22 +40,7 @@ class Calls:
     ) -> T:
         """``call`` once the start-up is done, retried (unless ``retried`` is False: a write
         that must not land twice) and counted under ``operation``."""
-        started = time.perf_counter()
-        if self._metrics is not None:
-            self._metrics.operations.labels(operation).inc()
-        try:
+        counted = nullcontext() if self._metrics is None else self._metrics.counted(operation)
+        with counted:
             await self._ready()
             return await (self.retry.run(operation, call) if retried else call())
-        except LaminaError as exc:
-            self._count_error(operation, exc.code)
-            raise
-        except Exception:
-            self._count_error(operation, ErrorCode.INTERNAL_ERROR)
-            raise
-        finally:
-            if self._metrics is not None:
-                self._metrics.latency.labels(operation).observe(time.perf_counter() - started)
-
-    def _count_error(self, operation: str, code: ErrorCode) -> None:
-        if self._metrics is not None:
-            self._metrics.errors.labels(operation, code.value).inc()

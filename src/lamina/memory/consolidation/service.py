@@ -14,8 +14,6 @@ from __future__ import annotations
 import functools
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
 from functools import cached_property
 from typing import Any
 
@@ -40,6 +38,7 @@ from lamina.memory.consolidation.prompts import (
     shown,
 )
 from lamina.memory.consolidation.stale import SOURCES_KEY, superseded
+from lamina.memory.consolidation.steps import Extracted, Step
 from lamina.memory.filters import MetadataFilter
 from lamina.memory.messages import Plan, Prepared, per_plan, results_of
 from lamina.memory.models import AddedMessages, FactEvent, FactOutcome, MemoryEntry, SearchMode
@@ -71,31 +70,6 @@ class _CallFailed(Exception):
     def __init__(self, error: LaminaError) -> None:
         super().__init__(error.message)
         self.error = error
-
-
-@dataclass
-class Extracted:
-    """A fact of one conversation (plan), its source messages, event time and vector."""
-
-    plan: int
-    text: str
-    sources: list[str]
-    event_at: datetime
-    vector: Vector | None = None
-    candidates: list[ScoredMemory] = field(default_factory=list)
-
-
-@dataclass
-class Step:
-    """What one fact's decision writes, and where its results land."""
-
-    fact: Extracted
-    decision: Decision
-    added: int | None = None
-    revised: int | None = None
-    invalidated: list[int] = field(default_factory=list)
-    previous: str | None = None
-    noop: MemoryEntry | None = None
 
 
 class Consolidator(MemoryPart):

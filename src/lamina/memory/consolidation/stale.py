@@ -13,37 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from lamina.memory.consolidation.answers import Decision
+from lamina.memory.consolidation.steps import Step
 from lamina.memory.models import FactEvent, MemoryEntry
-from lamina.memory.ports import Invalidation, MemoryReadStore, Revision, ScoredMemory
+from lamina.memory.ports import Invalidation, MemoryReadStore, Revision
 from lamina.memory.scoring import SUPERSEDED_KEY
 
 #: The metadata key linking a fact to the messages it was extracted from.
 SOURCES_KEY = "inferred_from"
-
-
-class _Fact(Protocol):
-    """What is read of an extracted fact."""
-
-    @property
-    def sources(self) -> Sequence[str]: ...
-    @property
-    def event_at(self) -> datetime: ...
-    @property
-    def candidates(self) -> Sequence[ScoredMemory]: ...
-
-
-class _Step(Protocol):
-    """What is read of a decided step."""
-
-    @property
-    def fact(self) -> _Fact: ...
-    @property
-    def decision(self) -> Decision: ...
-    @property
-    def invalidated(self) -> Sequence[int]: ...
 
 
 def _sources(entry: MemoryEntry) -> list[str]:
@@ -54,7 +32,7 @@ def _sources(entry: MemoryEntry) -> list[str]:
 
 
 def replaced(
-    steps: Iterable[_Step], invalidated: Sequence[Invalidation]
+    steps: Iterable[Step], invalidated: Sequence[Invalidation]
 ) -> list[tuple[MemoryEntry, datetime]]:
     """(stored fact, when it stopped holding) for each fact the steps rewrite or
     invalidate."""
@@ -74,7 +52,7 @@ def replaced(
 async def superseded(
     reads: MemoryReadStore,
     tenant_id: str,
-    steps: Sequence[_Step],
+    steps: Sequence[Step],
     invalidated: Sequence[Invalidation],
 ) -> list[Revision]:
     """The metadata patches marking the messages of the facts ``steps`` replace, each

@@ -3,64 +3,8 @@ here as one."""
 
 from __future__ import annotations
 
-from lamina.memory.ports.shapes import (
-    Consolidated,
-    Consolidation,
-    EmbeddingStatus,
-    ExportPage,
-    Forgetting,
-    ImportWriter,
-    Invalidation,
-    ItemText,
-    LayerHits,
-    LayerSearch,
-    MemoryChange,
-    MemoryListing,
-    NewMemory,
-    ReembedProgress,
-    Revision,
-    Scope,
-    ScoredMemory,
-    Selection,
-    StoredMemory,
-    updated_entry,
-)
-from lamina.memory.ports.store import (
-    MemoryEmbeddingStore,
-    MemoryForgettingStore,
-    MemoryOwnerStore,
-    MemoryPorts,
-    MemoryReadStore,
-    MemoryTransferStore,
-    MemoryWriteStore,
-)
+from lamina.memory.ports import shapes, store
+from lamina.memory.ports.shapes import *  # noqa: F403
+from lamina.memory.ports.store import *  # noqa: F403
 
-__all__ = [
-    "Consolidated",
-    "Consolidation",
-    "EmbeddingStatus",
-    "ExportPage",
-    "Forgetting",
-    "ImportWriter",
-    "Invalidation",
-    "ItemText",
-    "LayerHits",
-    "LayerSearch",
-    "MemoryChange",
-    "MemoryEmbeddingStore",
-    "MemoryForgettingStore",
-    "MemoryListing",
-    "MemoryOwnerStore",
-    "MemoryPorts",
-    "MemoryReadStore",
-    "MemoryTransferStore",
-    "MemoryWriteStore",
-    "NewMemory",
-    "ReembedProgress",
-    "Revision",
-    "Scope",
-    "ScoredMemory",
-    "Selection",
-    "StoredMemory",
-    "updated_entry",
-]
+__all__ = shapes.__all__ + store.__all__

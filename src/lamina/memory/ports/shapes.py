@@ -24,6 +24,30 @@ from lamina.memory.models import (
 from lamina.memory.scoring import QuerySignals
 from lamina.memory.timing import Lifetime, TimeWindow
 
+__all__ = [
+    "Consolidated",
+    "Consolidation",
+    "EmbeddingStatus",
+    "ExportPage",
+    "Forgetting",
+    "ImportWriter",
+    "Invalidation",
+    "ItemText",
+    "LayerHits",
+    "LayerSearch",
+    "MemoryChange",
+    "MemoryListing",
+    "NewMemory",
+    "ReembedProgress",
+    "Revision",
+    "Scope",
+    "ScopeCount",
+    "ScoredMemory",
+    "Selection",
+    "StoredMemory",
+    "updated_entry",
+]
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -66,6 +90,19 @@ class Selection:
 
     layers: tuple[MemoryLayer, ...] = ()
     identifiers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ScopeCount:
+    """What ``count_scopes`` counts: the scope keys of ``layer`` holding memories whose
+    identifiers hold every one of ``identifiers`` with the same value (empty: any), in key
+    order, after ``after`` (None: from the first), at most ``limit``."""
+
+    tenant_id: str
+    layer: MemoryLayer
+    limit: int
+    identifiers: dict[str, str] = field(default_factory=dict)
+    after: str | None = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from datetime import datetime
 from typing import Any, Protocol, Unpack
 
 from lamina.embeddings.base import Vector
-from lamina.memory.layers import MemoryLayer
 from lamina.memory.models import ForgetResult, HistoryEvent, MemoryEntry, MemoryPage
 from lamina.memory.ports.shapes import (
     Consolidated,
@@ -33,9 +32,20 @@ from lamina.memory.ports.shapes import (
     MemoryListing,
     NewMemory,
     ReembedProgress,
+    ScopeCount,
     Selection,
     StoredMemory,
 )
+
+__all__ = [
+    "MemoryEmbeddingStore",
+    "MemoryForgettingStore",
+    "MemoryOwnerStore",
+    "MemoryPorts",
+    "MemoryReadStore",
+    "MemoryTransferStore",
+    "MemoryWriteStore",
+]
 
 
 class MemoryReadStore(Protocol):
@@ -217,18 +227,9 @@ class MemoryOwnerStore(Protocol):
 
     async def count_by_layer(self, tenant_id: str | None = None) -> dict[str, int]: ...
 
-    async def count_scopes(
-        self,
-        tenant_id: str,
-        layer: MemoryLayer,
-        selection: Selection,
-        *,
-        after: str | None,
-        limit: int,
-    ) -> list[tuple[str, int]]:
-        """The scope keys of ``layer`` holding memories whose identifiers hold those of
-        ``selection`` (its layers are not used), each with how many (every stored memory, as
-        ``count_where`` counts): in key order, after ``after``, at most ``limit``."""
+    async def count_scopes(self, query: ScopeCount) -> list[tuple[str, int]]:
+        """Each scope key ``query`` selects, with how many memories it holds (every stored
+        memory, as ``count_where`` counts)."""
         ...
 
 

@@ -6,7 +6,9 @@ conditions selecting rows by scope and by time)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from lamina.embeddings.base import Embedder
@@ -33,30 +35,24 @@ Row = tuple[Any, ...]
 FilterSql = Callable[[MetadataFilter], tuple[str, list[Any]]]
 
 
+@dataclass(frozen=True, eq=False)
 class MemoryRows:
     """What every memory repository stands on: the executor, the dialect, the embedder
-    and its state (shared with the store's context items), and the rows' meaning."""
+    and its state (shared with the store's context items), the backend's metadata filter,
+    and the rows' meaning."""
 
-    def __init__(
-        self,
-        executor: Executor,
-        dialect: Dialect,
-        embedder: Embedder,
-        embedding: EmbeddingState,
-        metadata_filter: FilterSql,
-    ) -> None:
-        self.executor = executor
-        self.dialect = dialect
-        self.embedder = embedder
-        #: The model of the stored vectors against the embedder's (set when the store opens).
-        self.embedding = embedding
-        self._filter = metadata_filter
-        #: Every column a query reads: the row sequence, then ``ENTRY``.
-        self.columns = f"{dialect.seq}, {ENTRY}"
+    executor: Executor
+    dialect: Dialect
+    embedder: Embedder
+    #: The model of the stored vectors against the embedder's (set when the store opens).
+    embedding: EmbeddingState
+    #: The SQL condition of a non-empty metadata filter, and its parameters.
+    filter: FilterSql
 
-    def filter(self, flt: MetadataFilter) -> tuple[str, list[Any]]:
-        """The SQL condition of a non-empty metadata filter, and its parameters."""
-        return self._filter(flt)
+    @cached_property
+    def columns(self) -> str:
+        """Every column a query reads: the row sequence, then ``ENTRY``."""
+        return f"{self.dialect.seq}, {ENTRY}"
 
     def selected_terms(self, selection: Selection) -> list[tuple[str, list[Any]]]:
         """The conditions selecting memories (lamina.memory.ports.Selection), one per layer,

@@ -7,8 +7,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from datetime import UTC, datetime
 
-from lamina.memory.layers import MemoryLayer
-from lamina.memory.ports import Selection
+from lamina.memory.ports import ScopeCount, Selection
 from lamina.store.sql.memory_rows import MemoryRows
 from lamina.store.sql.program import Program, count, first, rows
 
@@ -51,16 +50,9 @@ class SqlMemoryOwners(ABC):
         )
         return await self._exec.read(tenant_id, "get_parent", read)
 
-    async def count_scopes(
-        self,
-        tenant_id: str,
-        layer: MemoryLayer,
-        selection: Selection,
-        *,
-        after: str | None,
-        limit: int,
-    ) -> list[tuple[str, int]]:
-        terms = self._rows.selected_terms(Selection((layer,), selection.identifiers))
+    async def count_scopes(self, query: ScopeCount) -> list[tuple[str, int]]:
+        tenant_id, after = query.tenant_id, query.after
+        terms = self._rows.selected_terms(Selection((query.layer,), query.identifiers))
         if not terms:
             return []
         ((term, params),) = terms
@@ -71,7 +63,7 @@ class SqlMemoryOwners(ABC):
             tenant_id,
             *params,
             *([] if after is None else [after]),
-            limit,
+            query.limit,
         )
 
         def counted() -> Program[list[tuple[str, int]]]:
