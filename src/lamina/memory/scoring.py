@@ -287,8 +287,11 @@ def rank(
         raw = raw_score(w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date)
         down = -STALE_SHARE * raw if o.stale else 0.0
         raw = raw_score(w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date, down)
-        asked = -QUESTION_SHARE * o.asks * raw
-        raw = raw_score(w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date, down, asked)
+        asked = -QUESTION_SHARE * o.asks * raw if o.asks else 0.0
+        if asked:
+            raw = raw_score(
+                w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date, down, asked
+            )
         if threshold is not None and score_of(raw) < threshold:
             below += 1
             continue
