@@ -278,7 +278,7 @@ def rank(
         )
         if c.conversation is not None:
             best[c.conversation] = max(best.get(c.conversation, 0.0), pre)
-    kept: list[tuple[float, _Own, float, float]] = []
+    kept: list[tuple[float, _Own, float, float, float]] = []
     below = 0
     for o in own:
         boost = 0.0
