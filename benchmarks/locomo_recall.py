@@ -19,7 +19,8 @@ top k, averaged over questions. Also printed:
 - ``prompt``: recall inside the prompt. For each question, the prompt the context retriever
   assembles for it at the default token budget (``context.build_prompt`` with an empty base
   and the question's user): the share of the question's evidence turns whose text it holds
-  (averaged over questions, as recall@k), and the tokens it spends (``context.counter``).
+  (averaged over questions, as recall@k; the prompt collapses a memory's whitespace, so
+  the text is looked for collapsed too), and the tokens it spends (``context.counter``).
 
 The data is read from ../shared at run time and never copied into the project.
 
@@ -55,6 +56,10 @@ def evidence_of(qa: dict[str, Any]) -> set[str]:
     """The dialogue ids of a question's evidence turns. One entry of the file names two turns
     in one string ("D8:6; D9:17"): read as the two, it can be found like any other."""
     return {part.strip() for entry in qa["evidence"] for part in entry.split(";") if part.strip()}
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def recall(ranked: list[str], evidence: set[str]) -> dict[int, float]:
@@ -120,7 +125,8 @@ def measure(path: Path, database_url: str | None) -> dict[str, Any]:
                         "", qa["question"], identifiers={"user_id": user}
                     )
                     prompt_tokens.append(ms.context.counter.count(prompt))
-                    held = [d for d in evidence if text_of.get((user, d), "\0") in prompt]
+                    # The prompt shows each memory on one line, its whitespace collapsed.
+                    held = [d for d in evidence if one_line(text_of.get((user, d), "\0")) in prompt]
                     in_prompt += len(held) / len(evidence)
                     elsewhere = ms.memory.search(qa["question"], user_id=other, limit=20)
                     if not elsewhere:

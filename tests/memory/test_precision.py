@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from lamina import FactEvent, Lamina
-from lamina.memory.scoring import EVIDENCE_FULL
+from lamina.memory.scoring import EVIDENCE_FULL, QUESTION_SHARE
 from tests.conftest import chat_settings, fast_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.pg import require_postgres, reset_database
@@ -253,3 +253,19 @@ def test_a_superseded_message_ranks_below_the_current_fact(
             assert found[message].parts.stale == 0, window
         everything = ms.memory.search(query, user_id="alice", threshold=0, include_invalid=True)
         assert berlin_fact in {h.memory.id for h in everything}
+
+
+def test_a_question_ranks_below_the_statement_that_answers_it(lm: Lamina) -> None:
+    """A memory whose sentences ask loses QUESTION_SHARE of its score (in proportion to the
+    share of its sentences that are questions): asked about the passport, the reminder
+    request still passes, and its question part rebuilds the score."""
+    lm.memory.add("Alice renewed her passport in March", layer="user", user_id="alice")
+    hits = lm.memory.search("did Alice renew her passport?", user_id="alice", threshold=0.0)
+    order = [h.memory.content for h in hits]
+    statement = order.index("Alice renewed her passport in March")
+    asking = order.index("Can you remind me to renew my passport?")
+    assert statement < asking
+    asked = hits[asking].parts
+    assert asked.question < 0 and hits[statement].parts.question == 0
+    before = asked.raw - asked.question
+    assert math.isclose(asked.question, -QUESTION_SHARE * before, rel_tol=1e-9)

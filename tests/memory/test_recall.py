@@ -263,7 +263,7 @@ def test_every_score_is_rebuilt_from_its_parts(lm: Lamina) -> None:
             p = hit.parts
             w = p.semantic_weight
             raw = w * (p.semantic or 0.0) + (1 - w) * (p.keyword or 0.0)
-            raw += p.speaker + p.conversation + p.phrase + p.date
+            raw += p.speaker + p.conversation + p.phrase + p.date + p.stale + p.question
             assert math.isclose(hit.score, 1 - math.exp(-SCORE_RATE * raw), rel_tol=1e-9)
             assert 0.0 <= hit.score <= 1.0
             assert hit.semantic_score == p.semantic and hit.keyword_score == p.keyword
@@ -273,6 +273,10 @@ def test_every_score_is_rebuilt_from_its_parts(lm: Lamina) -> None:
         assert scores == sorted(scores, reverse=True)
         sunrise = next(h for h in hits if "sunrise" in h.memory.content)
         assert sunrise.parts.phrase > 0 and sunrise.parts.date > 0, mode
+        # The turn that asks loses a share of its score; the others lose nothing.
+        for hit in hits:
+            asks = hit.memory.content.endswith("?")
+            assert (hit.parts.question < 0) == asks and hit.parts.stale == 0, mode
 
 
 def test_the_date_signal_reads_the_event_time_of_any_memory(lm: Lamina) -> None:

@@ -70,6 +70,7 @@ def raw_score(
     phrase: float,
     date: float,
     stale: float = 0.0,
+    question: float = 0.0,
 ) -> float:
     """The raw score of its parts (``ScoreParts.raw``; ranking computes it without models)."""
     return (
@@ -80,6 +81,7 @@ def raw_score(
         + phrase
         + date
         + stale
+        + question
     )
 
 
@@ -92,14 +94,15 @@ class ScoreParts(Frozen):
     """What a search score is made of (lamina.memory.scoring, docs/search.md)::
 
         raw   = semantic_weight * semantic + (1 - semantic_weight) * keyword
-                + speaker + conversation + phrase + date + stale
+                + speaker + conversation + phrase + date + stale + question
         score = 1 - exp(-2.5 * raw)
 
     ``semantic`` and ``keyword`` are 0 for no evidence and 1 for strong evidence (a good
     paraphrase; every query term present), a little more for identical text (None: the mode
     does not use that part); the boosts are 0 when they do not apply, and scaled down with
     the evidence (none without any); ``stale`` is 0 or negative: a superseded message's
-    loss in a search about the present."""
+    loss in a search about the present; ``question`` is 0 or negative: what a memory that
+    asks (its sentences are questions) loses."""
 
     semantic: float | None = None
     keyword: float | None = None
@@ -109,6 +112,7 @@ class ScoreParts(Frozen):
     phrase: float = 0.0
     date: float = 0.0
     stale: float = 0.0
+    question: float = 0.0
 
     @property
     def raw(self) -> float:
@@ -121,6 +125,7 @@ class ScoreParts(Frozen):
             self.phrase,
             self.date,
             self.stale,
+            self.question,
         )
 
     @property

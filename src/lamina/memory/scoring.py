@@ -4,6 +4,7 @@
 Every mode builds one raw score from parts, each on a known scale, and maps it to [0, 1]:
 
     raw   = w · semantic + (1 - w) · keyword + speaker + conversation + phrase + date + stale
+            + question
     score = 1 - exp(-SCORE_RATE · raw)
 
 ``w`` is 1 in semantic mode, 0 in keyword mode and ``hybrid_semantic_weight`` (0.5) in
@@ -38,6 +39,9 @@ most 1): boosts scale evidence, they never create it. The parts:
 - ``stale`` (0 or -STALE_SHARE · the raw score before it): the message is marked
   superseded (consolidation replaced a fact it said) and the search asks about the present
   (``QuerySignals.current``).
+- ``question`` (0 or -QUESTION_SHARE · the share of the content's sentences that are
+  questions · the raw score before it): a memory that asks is seldom the one that answers
+  ("What did you paint?" against "I painted a sunrise").
 
 The default threshold 0.7 is a raw score of 0.48: a memory with evidence 0.48 passes (in
 hybrid mode: a cosine of 0.6 alone, or about every query term with a moderate cosine);
@@ -57,7 +61,7 @@ import numpy as np
 from lamina.embeddings.base import Vector
 from lamina.memory.models import SCORE_RATE, ScoreParts, SearchMode, raw_score, score_of
 from lamina.memory.signals import QuerySignals as QuerySignals  # re-exported: every caller's
-from lamina.memory.signals import dated, names_speaker, phrase_share
+from lamina.memory.signals import dated, names_speaker, phrase_share, question_share
 
 #: BM25 parameters of the keyword part (every store).
 BM25_K1 = 0.9
@@ -86,6 +90,9 @@ DATE_BOOST = 0.2
 EVIDENCE_FULL = 0.1
 #: The share of its raw score a superseded message loses in a search about the present.
 STALE_SHARE = 0.5
+#: The share of its raw score a memory loses when all its sentences are questions (in
+#: proportion when some are; tuned on LoCoMo dev).
+QUESTION_SHARE = 0.05
 #: The metadata key marking a message whose fact a later one replaced: {"at": ISO time,
 #: "fact": the replaced fact's id} (lamina.memory.consolidation.stale).
 SUPERSEDED_KEY = "superseded"
@@ -187,6 +194,7 @@ class _Own(NamedTuple):
     pre: float
     conversation: str | None
     stale: bool
+    asks: float
 
 
 def evidence_gate(evidence: float) -> float:
@@ -265,11 +273,12 @@ def rank(
                 pre,
                 c.conversation,
                 stale,
+                question_share(c.content),
             )
         )
         if c.conversation is not None:
             best[c.conversation] = max(best.get(c.conversation, 0.0), pre)
-    kept: list[tuple[float, _Own, float, float]] = []
+    kept: list[tuple[float, _Own, float, float, float]] = []
     below = 0
     for o in own:
         boost = 0.0
@@ -278,10 +287,15 @@ def rank(
         raw = raw_score(w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date)
         down = -STALE_SHARE * raw if o.stale else 0.0
         raw = raw_score(w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date, down)
+        asked = -QUESTION_SHARE * o.asks * raw if o.asks else 0.0
+        if asked:
+            raw = raw_score(
+                w, o.semantic, o.keyword, o.speaker, boost, o.phrase, o.date, down, asked
+            )
         if threshold is not None and score_of(raw) < threshold:
             below += 1
             continue
-        kept.append((raw, o, boost, down))
+        kept.append((raw, o, boost, down, asked))
     kept.sort(key=lambda item: (-item[0], item[1].key))
     hits = [
         (
@@ -294,10 +308,11 @@ def rank(
                 phrase=o.phrase,
                 date=o.date,
                 stale=down,
+                question=asked,
             ),
             o.key,
         )
-        for _, o, boost, down in kept[:limit]
+        for _, o, boost, down, asked in kept[:limit]
     ]
     return Ranked(hits, below)
 
@@ -377,6 +392,9 @@ def exact_needed(
         if c.superseded and query.current:
             boosted_low[i] *= 1.0 - STALE_SHARE
             boosted_high[i] *= 1.0 - STALE_SHARE
+        asks = QUESTION_SHARE * question_share(c.content)
+        boosted_low[i] *= 1.0 - asks
+        boosted_high[i] *= 1.0 - asks
     return _needed(candidates, low, high, best_low, boosted_low, boosted_high, threshold, limit)
 
 

@@ -111,6 +111,26 @@ def phrase_share(query: QuerySignals, content: str) -> float:
     return sum(1 for p in query.phrases if p in lowered) / len(query.phrases)
 
 
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
+_CLOSING = " \t\n\"')]}\u201d\u2019"
+
+
+@lru_cache(maxsize=65536)
+def question_share(content: str) -> float:
+    """The share of ``content``'s sentences that are questions (end with "?", closing quotes
+    and brackets aside): a text that asks is seldom the one that answers."""
+    if "?" not in content:
+        return 0.0
+    asked = total = 0
+    for part in _SENTENCE_BREAK.split(content):
+        sentence = part.strip(_CLOSING)
+        if not sentence.strip(".!?"):
+            continue
+        total += 1
+        asked += sentence.rstrip("!").endswith("?")
+    return asked / total if total else 0.0
+
+
 def dated(query: QuerySignals, at: datetime) -> bool:
     for year, month, day in query.dates:
         if (

@@ -288,7 +288,7 @@ def _parts(parts: ScoreParts) -> str:
         shown.append(f"sem {parts.semantic:.2f}")
     if parts.keyword is not None:
         shown.append(f"kw {parts.keyword:.2f}")
-    for name in ("speaker", "conversation", "phrase", "date", "stale"):
+    for name in ("speaker", "conversation", "phrase", "date", "stale", "question"):
         value = getattr(parts, name)
         if value:
             shown.append(f"{name} {value:.2f}")
