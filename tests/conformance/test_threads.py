@@ -9,11 +9,14 @@ from typing import Any
 import pytest
 
 from lamina.errors import LaminaError
+from lamina.threads.packing import pack
 from lamina.threads.ports import NewThread, StoredTask
 from tests.conformance.conftest import Harness
 from tests.conformance.test_forgetting import task_links
 
 TTL = 100.0
+#: A byte budget no test reaches.
+BIG = 2**40
 
 
 def test_threads_open_touch_and_expire_when_idle(harness: Harness) -> None:
@@ -173,9 +176,9 @@ def test_trim_bounds_tasks_and_threads_by_count(harness: Harness, tmp_path: Path
     h.run(t.save_task("t1", _task("mid", "th2", failed, 3)))
     h.run(t.save_task("t2", _task("new", "th3", completed, 4)))
     # Under the caps: nothing goes.
-    assert h.run(t.trim(4, 4)) == (0, 0)
+    assert h.run(t.trim(4, 4, BIG)) == (0, 0)
     # Two tasks past the cap: the two oldest finished ones, not the waiting one.
-    assert h.run(t.trim(2, 4)) == (2, 0)
+    assert h.run(t.trim(2, 4, BIG)) == (2, 0)
     assert h.run(t.get_task("t1", "old")) is None and h.run(t.get_task("t1", "mid")) is None
     assert h.run(t.get_task("t2", "waiting")) is not None
     assert h.run(t.get_task("t2", "new")) is not None
@@ -183,9 +186,39 @@ def test_trim_bounds_tasks_and_threads_by_count(harness: Harness, tmp_path: Path
     # Threads past the cap: the expired one first, then the least recently used, never
     # th1 (its task waits on its client); a thread's tasks go with it.
     h.run(t.open_thread("t1", "th0", 100.0 + 2 * TTL, TTL))  # th0 expires
-    assert h.run(t.trim(10, 2)) == (0, 2)  # th0 (expired), th2 (least recently used)
+    assert h.run(t.trim(10, 2, BIG)) == (0, 2)  # th0 (expired), th2 (least recently used)
     assert h.run(t.get_thread("t1", "th0")) is None and h.run(t.get_thread("t1", "th2")) is None
-    assert h.run(t.trim(10, 1)) == (1, 1)  # th3 and its task "new"; th1 stays
+    assert h.run(t.trim(10, 1, BIG)) == (1, 1)  # th3 and its task "new"; th1 stays
     assert h.run(t.get_task("t2", "new")) is None
     assert h.run(t.get_thread("t2", "th1")) is not None
-    assert h.run(t.trim(10, 0)) == (0, 0)  # only th1 is left, and it waits
+    assert h.run(t.trim(10, 0, BIG)) == (0, 0)  # only th1 is left, and it waits
+
+
+def test_trim_bounds_tasks_by_bytes(harness: Harness, tmp_path: Path) -> None:
+    """Retention bounded by bytes (server.max_task_bytes), across tenants: past the budget,
+    the oldest finished tasks go until the rest fit (a task's bytes: its packed JSON); a
+    task waiting on its client never goes, even when it alone is over the budget."""
+    h, t = harness, harness.store.threads
+    completed, input_required = 3, 6
+    saved = [
+        ("t1", _task("waiting", "th0", input_required, 1, memory="m0")),
+        ("t2", _task("old", "th1", completed, 2, memory="m1")),
+        ("t1", _task("mid", "th2", completed, 3)),
+        ("t2", _task("new", "th3", completed, 4)),
+    ]
+    for tenant, task in saved:
+        h.run(t.save_task(tenant, task))
+    size = {task.task_id: len(pack(task.data)) for _, task in saved}
+    total = sum(size.values())
+    assert h.run(t.trim(100, 100, total)) == (0, 0)  # within the budget
+    # One byte over: the oldest finished task goes (not the older, waiting one).
+    assert h.run(t.trim(100, 100, total - 1)) == (1, 0)
+    assert h.run(t.get_task("t2", "old")) is None
+    assert h.run(t.get_task("t1", "waiting")) is not None
+    assert task_links(h, tmp_path) == [("t1", "waiting")]  # the links of "old" went with it
+    # Enough bytes past the budget to need two more: "mid" and "new" go, oldest first.
+    assert h.run(t.trim(100, 100, size["waiting"] + size["new"] - 1)) == (2, 0)
+    assert h.run(t.get_task("t1", "mid")) is None and h.run(t.get_task("t2", "new")) is None
+    # Alone over the budget, the waiting task stays; the threads are untouched.
+    assert h.run(t.trim(100, 100, 1)) == (0, 0)
+    assert h.run(t.get_task("t1", "waiting")) is not None

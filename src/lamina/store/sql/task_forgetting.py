@@ -54,17 +54,20 @@ def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
         )
         gone += [str(r[0]) for r in deleted]
     scrubbed = scrub_task(task.data, gone, ()) if gone else None
+    packed = pack(task.data if scrubbed is None else scrubbed)
     yield count(
-        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data, packed) "
-        "VALUES (%s, %s, %s, %s, %s, '', %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
-        "context_id = excluded.context_id, state = excluded.state, "
-        "updated_ns = excluded.updated_ns, data = excluded.data, packed = excluded.packed",
+        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data, packed, "
+        "size) VALUES (%s, %s, %s, %s, %s, '', %s, %s) ON CONFLICT (tenant_id, task_id) DO "
+        "UPDATE SET context_id = excluded.context_id, state = excluded.state, "
+        "updated_ns = excluded.updated_ns, data = excluded.data, packed = excluded.packed, "
+        "size = excluded.size",
         tenant_id,
         task.task_id,
         task.context_id,
         task.state,
         task.updated_ns,
-        pack(task.data if scrubbed is None else scrubbed),
+        packed,
+        len(packed),
     )
     kept = sorted(r for r in found if r[1] not in gone)
     if kept:
@@ -127,9 +130,11 @@ def forget_in_tasks(
         scrubbed = [(scrub_task(stored_text(r[2], r[3]), memories, sessions), r) for r in tasks]
         changed = [(data, r) for data, r in scrubbed if data is not None]
         if changed:
+            packed = [(pack(data), r[0]) for data, r in changed]
             yield many(
-                "UPDATE a2a_tasks SET data = '', packed = %s WHERE tenant_id = %s AND task_id = %s",
-                [(pack(data), tenant_id, r[0]) for data, r in changed],
+                "UPDATE a2a_tasks SET data = '', packed = %s, size = %s "
+                "WHERE tenant_id = %s AND task_id = %s",
+                [(blob, len(blob), tenant_id, task_id) for blob, task_id in packed],
             )
         for _, r in changed:
             threads.setdefault(str(r[1]), set()).add(str(r[0]))

@@ -28,40 +28,73 @@ class SQLiteThreads(SqlThreads):
 
         return await self._exec.read(None, "count_threads", active())
 
-    async def trim(self, max_tasks: int, max_threads: int) -> tuple[int, int]:
-        return await self._exec.write(None, "trim", _trim(max_tasks, max_threads))
+    async def trim(self, max_tasks: int, max_threads: int, max_bytes: int) -> tuple[int, int]:
+        return await self._exec.write(None, "trim", _trim(max_tasks, max_threads, max_bytes))
 
 
-#: Threads per statement of ``_trim`` (two parameters each).
+#: Threads per statement of ``_trim`` (two parameters each); tasks read per statement.
 _PAIRS = 250
+_BATCH = 500
 
 
 def _marks(values: tuple[int, ...]) -> str:
     return ", ".join(["%s"] * len(values))
 
 
-def _trim(max_tasks: int, max_threads: int) -> Program[tuple[int, int]]:
-    """``ThreadStore.trim``: the oldest finished tasks past ``max_tasks``, then the expired
-    and least recently used threads past ``max_threads`` with their tasks."""
-    tasks = 0
-    total = yield row("SELECT count(*) FROM a2a_tasks")
-    excess = int(total[0]) - max_tasks
-    if excess > 0:
-        doomed = (
-            "SELECT rowid FROM a2a_tasks WHERE state IN "  # noqa: S608
-            f"({_marks(FINAL_STATES)}) ORDER BY updated_ns LIMIT %s"
-        )
+_FINAL = f"state IN ({_marks(FINAL_STATES)})"
+
+
+def _delete_tasks(rowids: list[int]) -> Program[int]:
+    """Delete the tasks of these rowids with their links; returns how many went."""
+    deleted = 0
+    for start in range(0, len(rowids), _PAIRS):
+        part = rowids[start : start + _PAIRS]
+        doomed = f"SELECT tenant_id, ref_key FROM a2a_tasks WHERE rowid IN ({_marks(tuple(part))})"  # noqa: S608
         yield count(
-            "DELETE FROM a2a_task_links WHERE (tenant_id, task) IN (SELECT tenant_id, "  # noqa: S608
-            f"ref_key FROM a2a_tasks WHERE rowid IN ({doomed}))",
-            *FINAL_STATES,
-            excess,
+            f"DELETE FROM a2a_task_links WHERE (tenant_id, task) IN ({doomed})",  # noqa: S608
+            *part,
         )
-        tasks = yield count(
-            f"DELETE FROM a2a_tasks WHERE rowid IN ({doomed})",  # noqa: S608
-            *FINAL_STATES,
-            excess,
+        deleted += yield count(
+            f"DELETE FROM a2a_tasks WHERE rowid IN ({_marks(tuple(part))})",  # noqa: S608
+            *part,
         )
+    return deleted
+
+
+def _oldest_finished(excess_tasks: int, excess_bytes: int) -> Program[list[int]]:
+    """The rowids of the oldest finished tasks (by status time): ``excess_tasks`` of them,
+    or as many as hold ``excess_bytes`` bytes."""
+    doomed: list[int] = []
+    freed = 0
+    after: tuple[int, int] = (-(2**63), -1)
+    while len(doomed) < excess_tasks or freed < excess_bytes:
+        found = yield rows(
+            f"SELECT rowid, size, updated_ns FROM a2a_tasks WHERE {_FINAL} "  # noqa: S608
+            "AND (updated_ns, rowid) > (%s, %s) ORDER BY updated_ns, rowid LIMIT %s",
+            *FINAL_STATES,
+            *after,
+            _BATCH,
+        )
+        for rowid, size, updated_ns in found:
+            if len(doomed) >= excess_tasks and freed >= excess_bytes:
+                break
+            doomed.append(int(rowid))
+            freed += int(size)
+            after = (int(updated_ns), int(rowid))
+        if len(found) < _BATCH:
+            break
+    return doomed
+
+
+def _trim(max_tasks: int, max_threads: int, max_bytes: int) -> Program[tuple[int, int]]:
+    """``ThreadStore.trim``: the oldest finished tasks past ``max_tasks`` and ``max_bytes``,
+    then the expired and least recently used threads past ``max_threads`` with their tasks."""
+    total = yield row("SELECT count(*), coalesce(sum(size), 0) FROM a2a_tasks")
+    excess_tasks, excess_bytes = int(total[0]) - max_tasks, int(total[1]) - max_bytes
+    tasks = 0
+    if excess_tasks > 0 or excess_bytes > 0:
+        doomed = yield from _oldest_finished(excess_tasks, excess_bytes)
+        tasks = yield from _delete_tasks(doomed)
     total = yield row("SELECT count(*) FROM a2a_threads")
     excess = int(total[0]) - max_threads
     if excess <= 0:
