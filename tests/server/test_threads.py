@@ -82,6 +82,9 @@ def test_expired_threads_and_state_are_cleaned_and_counted(tmp_path: Path) -> No
     settings = server_settings(tmp_path / "d", thread_ttl=1.0, state_ttl=0.5, expired_retention=0)
     with running_server(settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
         old = send(client, tool_message("memory_list", {"user_id": "u"}))
+        # Continued once: a thread with a row (a one-shot's is kept in its task, whose
+        # context holds nothing the task does not).
+        send(client, tool_message("memory_list", {}, contextId=old["contextId"]))
         kept = send(client, tool_message("memory_list", {"user_id": "u"}))
         time.sleep(0.7)
         send(client, tool_message("memory_list", {}, contextId=kept["contextId"]))
@@ -224,7 +227,9 @@ def test_retention_is_bounded_by_size_too(tmp_path: Path) -> None:
         assert waiting["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         done = [send(client, tool_message("memory_list", {"user_id": "u"})) for _ in range(3)]
         counts = live.run(live.server.threads.cleanup())
-        assert (counts.tasks_trimmed, counts.threads_trimmed) == (2, 1)
+        # Each call's thread is kept with its task (no contextId): the two went with theirs,
+        # and the two left are within server.max_threads.
+        assert (counts.tasks_trimmed, counts.threads_trimmed) == (2, 0)
         for task in done[:2]:
             assert rpc(client, "GetTask", {"id": task["id"]})["error"]["code"] == -32001
         for task in (waiting, done[2]):
@@ -233,7 +238,7 @@ def test_retention_is_bounded_by_size_too(tmp_path: Path) -> None:
         assert live.run(live.server.threads.get("default", done[0]["contextId"])) is None
         metrics = client.get("/metrics").text
         assert 'a2a_thread_cleanup_total{kind="tasks_trimmed"} 2.0' in metrics
-        assert 'a2a_thread_cleanup_total{kind="threads_trimmed"} 1.0' in metrics
+        assert 'a2a_thread_cleanup_total{kind="threads_trimmed"} 0.0' in metrics
 
 
 def _words(seed: int) -> str:

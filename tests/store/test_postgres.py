@@ -400,7 +400,8 @@ def _back_to_schema_15(url: str) -> int:
         conn.execute("DROP TABLE a2a_task_links")
         conn.execute("DROP INDEX a2a_tasks_age")
         conn.execute(
-            "ALTER TABLE a2a_tasks DROP COLUMN packed, DROP COLUMN ref_key, DROP COLUMN size"
+            "ALTER TABLE a2a_tasks DROP COLUMN packed, DROP COLUMN ref_key, DROP COLUMN size, "
+            "DROP COLUMN thread"  # migration 24's
         )
         conn.execute("DROP FUNCTION lamina_task_trim(bigint, bigint, bigint, integer[], integer[])")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 16")

@@ -1,0 +1,6 @@
+-- lamina embedded store, schema version 16: a one-shot call's thread is kept in its task
+-- (`thread`, packed: lamina.store.sql.thread_seeds) until a call continues it, instead of a
+-- row of a2a_threads and three index entries (issue 35). `a2a_tasks_threads` finds them
+-- for the cleanup, the count of active threads and the size cap.
+ALTER TABLE a2a_tasks ADD COLUMN thread BLOB;
+CREATE INDEX a2a_tasks_threads ON a2a_tasks (updated_ns) WHERE thread IS NOT NULL;
