@@ -183,7 +183,7 @@ def _scrub_seed(
     seed = yield from find_seed(tenant_id, thread_id, d.for_update)
     if seed is None:
         return
-    thread = decode(thread_id, seed[1])
+    thread = decode(thread_id, *seed)
     changed = scrub_thread(thread.context, task_ids, memories)
     if changed is not None:
         yield from rewrite_seed(

@@ -19,12 +19,17 @@ from typing import Any
 
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Program, count, rows
-from lamina.threads.packing import pack, unpack
+from lamina.threads.packing import pack_with, unpack
 from lamina.threads.ports import NewThread, StoredThread
 
 
-def encode(thread: NewThread) -> bytes:
-    """The thread as its task's ``thread`` column holds it."""
+def _words(thread_id: str, task_id: str) -> str:
+    """What the packed thread is compressed against: the ids its record of the call names."""
+    return f'{{"task":"{task_id}","contextId":"{thread_id}"'
+
+
+def encode(thread: NewThread, task_id: str) -> bytes:
+    """The thread as its task's (``task_id``) ``thread`` column holds it."""
     fields: dict[str, Any] = {
         "created_at": thread.created_at,
         "context": thread.context,
@@ -32,12 +37,13 @@ def encode(thread: NewThread) -> bytes:
         "version": thread.version,
         "identifiers": thread.identifiers,
     }
-    return pack(json.dumps(fields, ensure_ascii=False, separators=(",", ":")))
+    text = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    return pack_with(text, _words(thread.thread_id, task_id))
 
 
-def decode(thread_id: str, data: bytes) -> StoredThread:
-    """The thread of a task's ``thread`` column (idle since it was created)."""
-    fields = json.loads(unpack(bytes(data)))
+def decode(thread_id: str, task_id: str, data: bytes) -> StoredThread:
+    """The thread of the ``thread`` column of task ``task_id`` (idle since it was created)."""
+    fields = json.loads(unpack(bytes(data), _words(thread_id, task_id)))
     created = float(fields["created_at"])
     return StoredThread(
         thread_id,
@@ -72,7 +78,7 @@ def take_seed(d: Dialect, tenant_id: str, thread_id: str) -> Program[StoredThrea
     if found is None:
         return None
     task_id, data = found
-    thread = decode(thread_id, data)
+    thread = decode(thread_id, task_id, data)
     yield count(
         "INSERT INTO a2a_threads (tenant_id, thread_id, created_at, updated_at, context, "
         "context_expires_at, version, identifiers) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
@@ -109,7 +115,8 @@ def rewrite_seed(task_id: str, tenant_id: str, old: bytes, thread: StoredThread)
             thread.context_expires_at,
             thread.version,
             thread.identifiers,
-        )
+        ),
+        task_id,
     )
     yield count(
         "UPDATE a2a_tasks SET thread = %s, size = size - %s + %s WHERE tenant_id = %s "

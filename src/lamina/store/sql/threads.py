@@ -123,7 +123,7 @@ class SqlThreads(ABC):
         if found is not None:
             return found
         seed = yield from find_seed(tenant_id, thread_id)
-        return None if seed is None else decode(thread_id, seed[1])
+        return None if seed is None else decode(thread_id, *seed)
 
     async def save_context(
         self, tenant_id: str, thread_id: str, **write: Unpack[ContextWrite]
@@ -170,7 +170,7 @@ class SqlThreads(ABC):
                     f"thread {thread.thread_id!r} exists already",
                     details={"thread_id": thread.thread_id},
                 )
-            yield from save_task(self._d, tenant_id, task, encode(thread))
+            yield from save_task(self._d, tenant_id, task, encode(thread, task.task_id))
 
         await self._exec.write(tenant_id, "create_thread", create())
 

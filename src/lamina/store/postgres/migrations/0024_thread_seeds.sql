@@ -4,6 +4,10 @@
 -- count of active threads and the size cap, which count them as threads.
 ALTER TABLE a2a_tasks ADD COLUMN thread bytea;
 CREATE INDEX a2a_tasks_threads ON a2a_tasks (updated_ns) WHERE thread IS NOT NULL;
+-- ListTasks' index in ascending order (read backwards for newest first): new tasks come at
+-- its end, where a page split leaves full pages, not at its start (half-empty pages).
+DROP INDEX a2a_tasks_recent;
+CREATE INDEX a2a_tasks_recent ON a2a_tasks (tenant_id, updated_ns, task_id);
 
 -- The cleanup also deletes the threads kept in their task (with it and its links) idle for
 -- p_idle_ttl and then p_retention, counted as purged threads and tasks.

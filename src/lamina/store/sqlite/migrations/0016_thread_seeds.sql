@@ -4,3 +4,7 @@
 -- for the cleanup, the count of active threads and the size cap.
 ALTER TABLE a2a_tasks ADD COLUMN thread BLOB;
 CREATE INDEX a2a_tasks_threads ON a2a_tasks (updated_ns) WHERE thread IS NOT NULL;
+-- ListTasks' index in ascending order (read backwards for newest first): new tasks come at
+-- its end, where a page split leaves full pages, not at its start (half-empty pages).
+DROP INDEX a2a_tasks_recent;
+CREATE INDEX a2a_tasks_recent ON a2a_tasks (tenant_id, updated_ns, task_id);
