@@ -3,11 +3,16 @@ across restarts, expiry, conversation-state TTL and cleanup metric, the state si
 
 from __future__ import annotations
 
+import random
+import string
 import time
 from pathlib import Path
 
 import httpx
+import pytest
 
+from lamina.errors import ErrorCode, LaminaError
+from lamina.threads.packing import pack
 from tests.server.harness import (
     HEADERS,
     result_of,
@@ -77,6 +82,9 @@ def test_expired_threads_and_state_are_cleaned_and_counted(tmp_path: Path) -> No
     settings = server_settings(tmp_path / "d", thread_ttl=1.0, state_ttl=0.5, expired_retention=0)
     with running_server(settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
         old = send(client, tool_message("memory_list", {"user_id": "u"}))
+        # Continued once: a thread with a row (a one-shot's is kept in its task, whose
+        # context holds nothing the task does not).
+        send(client, tool_message("memory_list", {}, contextId=old["contextId"]))
         kept = send(client, tool_message("memory_list", {"user_id": "u"}))
         time.sleep(0.7)
         send(client, tool_message("memory_list", {}, contextId=kept["contextId"]))
@@ -219,7 +227,9 @@ def test_retention_is_bounded_by_size_too(tmp_path: Path) -> None:
         assert waiting["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
         done = [send(client, tool_message("memory_list", {"user_id": "u"})) for _ in range(3)]
         counts = live.run(live.server.threads.cleanup())
-        assert (counts.tasks_trimmed, counts.threads_trimmed) == (2, 1)
+        # Each call's thread is kept with its task (no contextId): the two went with theirs,
+        # and the two left are within server.max_threads.
+        assert (counts.tasks_trimmed, counts.threads_trimmed) == (2, 0)
         for task in done[:2]:
             assert rpc(client, "GetTask", {"id": task["id"]})["error"]["code"] == -32001
         for task in (waiting, done[2]):
@@ -228,4 +238,47 @@ def test_retention_is_bounded_by_size_too(tmp_path: Path) -> None:
         assert live.run(live.server.threads.get("default", done[0]["contextId"])) is None
         metrics = client.get("/metrics").text
         assert 'a2a_thread_cleanup_total{kind="tasks_trimmed"} 2.0' in metrics
-        assert 'a2a_thread_cleanup_total{kind="threads_trimmed"} 1.0' in metrics
+        assert 'a2a_thread_cleanup_total{kind="threads_trimmed"} 0.0' in metrics
+
+
+def _words(seed: int) -> str:
+    """Sixty made-up words: a text that compresses little."""
+    rng = random.Random(seed)
+    return " ".join("".join(rng.choices(string.ascii_lowercase, k=6)) for _ in range(60))
+
+
+def test_retention_is_bounded_by_bytes_too(tmp_path: Path) -> None:
+    """Past server.max_task_bytes of stored tasks, the cleanup deletes the oldest finished
+    ones until the rest fit (a GetTask of one answers task-not-found); a task waiting on
+    its client stays. A budget that is no positive number is a configuration error."""
+    for bad in (0, -1, "lots"):
+        with pytest.raises(LaminaError) as err:
+            server_settings(tmp_path / "bad", max_task_bytes=bad)
+        assert err.value.code is ErrorCode.CONFIGURATION_ERROR
+        assert "server.max_task_bytes" in err.value.message
+    settings = server_settings(tmp_path / "d", max_task_bytes=1500, session_memories=0)
+    with running_server(settings) as live, httpx.Client(base_url=live.url, timeout=30) as client:
+        waiting = send(client, tool_message("memory_add", {"layer": "user", "user_id": "u"}))
+        assert waiting["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+        done = [
+            send(
+                client,
+                tool_message("memory_add", {"content": _words(i), "layer": "user", "user_id": "u"}),
+            )
+            for i in range(4)
+        ]
+        counts = live.run(live.server.threads.cleanup())
+        assert counts.tasks_trimmed >= 1 and counts.threads_trimmed == 0
+        kept = [
+            task["id"] for task in done if "result" in rpc(client, "GetTask", {"id": task["id"]})
+        ]
+        # The oldest went, the newest stayed, and so did the task waiting on its client.
+        assert kept and kept == [task["id"] for task in done[len(done) - len(kept) :]]
+        assert len(kept) < len(done)
+        assert rpc(client, "GetTask", {"id": waiting["id"]})["result"]["id"] == waiting["id"]
+        stored = live.run(
+            live.server.ms.store.threads.list_tasks(
+                "default", context_id=None, state=None, updated_after_ns=None, before=None, limit=99
+            )
+        )
+        assert sum(len(pack(task.data)) for task in stored[0] if task.state != 6) <= 1500

@@ -395,11 +395,15 @@ def _back_to_schema_15(url: str) -> int:
                 (np.asarray(vector.to_numpy(), np.float32).tobytes(), tenant, seq),
             )
         conn.execute("DROP TABLE session_prompts")  # migration 18's
-        # Migration 22's links (it dropped migration 19's a2a_task_refs), columns, function.
+        # Migration 22's links (it dropped migration 19's a2a_task_refs), columns, function,
+        # and migration 23's column and function.
         conn.execute("DROP TABLE a2a_task_links")
-        conn.execute("ALTER TABLE a2a_tasks DROP COLUMN packed, DROP COLUMN ref_key")
         conn.execute("DROP INDEX a2a_tasks_age")
-        conn.execute("DROP FUNCTION lamina_task_trim(bigint, bigint, integer[], integer[])")
+        conn.execute(
+            "ALTER TABLE a2a_tasks DROP COLUMN packed, DROP COLUMN ref_key, DROP COLUMN size, "
+            "DROP COLUMN thread"  # migration 24's
+        )
+        conn.execute("DROP FUNCTION lamina_task_trim(bigint, bigint, bigint, integer[], integer[])")
         conn.execute("DELETE FROM schema_migrations WHERE version >= 16")
     return len(stored)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 
 import pytest
 
 from lamina.threads import packing
-from lamina.threads.packing import FORMAT_1, pack, stored_text, unpack
+from lamina.threads.packing import FORMAT_1, FORMAT_2, pack, pack_with, stored_text, unpack
 
 
 def test_the_format_1_dictionary_never_changes() -> None:
@@ -57,3 +58,18 @@ def test_a_search_task_keeps_a_fraction_of_its_json() -> None:
 def test_an_unknown_format_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown format"):
         unpack(b"\x07abc")
+
+
+def test_format_2_is_read_back_with_the_words_it_was_packed_with() -> None:
+    """``pack_with``: the dictionary followed by words the reader gives again (a thread kept
+    in its task is packed against the ids it names)."""
+    words = '{"task":"t-1","contextId":"c-1"'
+    text = json.dumps({"turns": [{"task": "t-1", "arguments": {"q": "héllo"}}]})
+    packed = pack_with(text, words)
+    assert packed[0] == FORMAT_2 and unpack(packed, words) == text
+    assert len(packed) < len(pack(text))
+    try:  # other words read back something else, or nothing
+        other = unpack(packed, '{"task":"t-2","contextId":"c-2"')
+    except (zlib.error, UnicodeDecodeError):
+        other = None
+    assert other != text

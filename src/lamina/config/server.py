@@ -61,6 +61,10 @@ class ServerSettings(Section):
     #: then the least recently used, with their tasks (never one with a task waiting on its
     #: client).
     max_threads: int = Field(default=1_000_000, gt=0)
+    #: Past this many bytes of stored tasks (across tenants: each task's compressed JSON, a
+    #: one-shot call's thread record stored with it), each cleanup deletes the oldest
+    #: finished tasks until they fit (never one waiting on its client).
+    max_task_bytes: int = Field(default=1024**3, gt=0)
     #: Tool calls remembered per thread (the oldest are dropped).
     max_turns: int = Field(default=20, gt=0, le=1000)
     #: Memories and constraints in a new thread's session context (0: none).

@@ -6,9 +6,11 @@ times each, a search result names the same fields for every hit. DEFLATE finds t
 repetitions inside one task; the preset dictionary gives it the first occurrence of each. A
 one-shot ``memory_search`` task of ten hits (8.6 kB of JSON) keeps about 1 kB.
 
-The first byte names the format: ``FORMAT_1`` is raw DEFLATE with ``DICTIONARY_1``. A stored
-task is read back with the dictionary it was written with, so that dictionary never changes
-(``tests/threads/test_packing.py`` pins it); a better one is a new format byte.
+The first byte names the format: ``FORMAT_1`` is raw DEFLATE with ``DICTIONARY_1``;
+``FORMAT_2`` (``pack_with``) is raw DEFLATE with ``DICTIONARY_1`` followed by words the
+reader knows apart (the ids of the row holding it: a thread kept in its task names them). A
+stored task is read back with the dictionary it was written with, so that dictionary never
+changes (``tests/threads/test_packing.py`` pins it); a better one is a new format byte.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import zlib
 
 FORMAT_1 = 1
+FORMAT_2 = 2
 
 # Least common first: DEFLATE reaches back 32 kB, and the nearer a match the fewer bits.
 DICTIONARY_1 = (
@@ -63,11 +66,22 @@ def pack(text: str) -> bytes:
     return bytes((FORMAT_1,)) + compressor.compress(text.encode("utf-8")) + compressor.flush()
 
 
-def unpack(data: bytes) -> str:
-    """The JSON text of a task ``pack`` wrote."""
-    if not data or data[0] != FORMAT_1:
+def pack_with(text: str, words: str) -> bytes:
+    """``text`` compressed with ``words`` (which the reader must give ``unpack`` again)
+    after the dictionary: what it repeats of them costs a few bits."""
+    zdict = DICTIONARY_1 + words.encode("utf-8", "surrogatepass")
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zdict=zdict)
+    return bytes((FORMAT_2,)) + compressor.compress(text.encode("utf-8")) + compressor.flush()
+
+
+def unpack(data: bytes, words: str = "") -> str:
+    """The text ``pack`` (or ``pack_with`` given these ``words``) wrote."""
+    if not data or data[0] not in (FORMAT_1, FORMAT_2):
         raise ValueError(f"a stored task of an unknown format ({data[:1]!r})")
-    decompressor = zlib.decompressobj(-15, zdict=DICTIONARY_1)
+    zdict = DICTIONARY_1
+    if data[0] == FORMAT_2:
+        zdict += words.encode("utf-8", "surrogatepass")
+    decompressor = zlib.decompressobj(-15, zdict=zdict)
     return (decompressor.decompress(data[1:]) + decompressor.flush()).decode("utf-8")
 
 

@@ -126,8 +126,9 @@ class ThreadStore(Protocol):
         """Threads, across tenants, neither expired nor idle past ``idle_ttl``."""
         ...
 
-    async def trim(self, max_tasks: int, max_threads: int) -> tuple[int, int]:
-        """Across tenants: past ``max_tasks`` tasks, delete the oldest (by status time) in a
+    async def trim(self, max_tasks: int, max_threads: int, max_bytes: int) -> tuple[int, int]:
+        """Across tenants: past ``max_tasks`` tasks, then past ``max_bytes`` bytes of them
+        (each task's stored size: its packed JSON), delete the oldest (by status time) in a
         ``FINAL_STATES``; past ``max_threads`` threads, delete the expired ones (oldest
         expiry first), then the least recently used, each with its tasks, never a thread
         with a task in a ``WAITING_STATES``. Returns how many tasks and threads went."""

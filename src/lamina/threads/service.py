@@ -266,7 +266,11 @@ class ThreadService:
         )
         tasks, threads = await self._calls.run(
             "trim_threads",
-            lambda: self._store.trim(self._settings.max_tasks, self._settings.max_threads),
+            lambda: self._store.trim(
+                self._settings.max_tasks,
+                self._settings.max_threads,
+                self._settings.max_task_bytes,
+            ),
         )
         counts = replace(counts, tasks_trimmed=tasks, threads_trimmed=threads)
         if self._on_cleanup is not None:
@@ -282,10 +286,11 @@ class ThreadService:
         if tasks or threads:
             log.info(
                 "thread cleanup: %d tasks and %d threads deleted past the size caps "
-                "(server.max_tasks %d, server.max_threads %d)",
+                "(server.max_tasks %d, server.max_task_bytes %d, server.max_threads %d)",
                 tasks,
                 threads,
                 self._settings.max_tasks,
+                self._settings.max_task_bytes,
                 self._settings.max_threads,
             )
         return counts

@@ -30,11 +30,12 @@ class PostgresThreads(SqlThreads):
 
         return await self._exec.read(None, "count_threads", active())
 
-    async def trim(self, max_tasks: int, max_threads: int) -> tuple[int, int]:
+    async def trim(self, max_tasks: int, max_threads: int, max_bytes: int) -> tuple[int, int]:
         def trim() -> Program[tuple[int, int]]:
             found = yield row(
-                "SELECT * FROM lamina_task_trim(%s, %s, %s, %s)",
+                "SELECT * FROM lamina_task_trim(%s, %s, %s, %s, %s)",
                 max_tasks,
+                max_bytes,
                 max_threads,
                 list(FINAL_STATES),
                 list(WAITING_STATES),

@@ -8,9 +8,11 @@ deleted is saved rewritten. A task's JSON is stored packed (lamina.threads.packi
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Lock, Program, count, many, row, rows
+from lamina.store.sql.thread_seeds import decode, find_seed, rewrite_seed
 from lamina.threads.forgetting import (
     MEMORY,
     SESSION,
@@ -34,8 +36,11 @@ def forgetting_lock(tenant_id: str, *, shared: bool = False) -> Lock:
     return Lock(tenant_id, _FORGET_LOCK, shared=shared)
 
 
-def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
-    """Save the task and index it by what it refers to. A task naming a memory deleted
+def save_task(
+    d: Dialect, tenant_id: str, task: StoredTask, thread: bytes | None = None
+) -> Program[None]:
+    """Save the task and index it by what it refers to; ``thread``: its new thread, kept
+    with it (lamina.store.sql.thread_seeds). A task naming a memory deleted
     already (a call that read it finishing after the delete) is saved as forgetting would
     have rewritten it, its thread's record of it too."""
     found = references(task.data)
@@ -54,17 +59,22 @@ def save_task(d: Dialect, tenant_id: str, task: StoredTask) -> Program[None]:
         )
         gone += [str(r[0]) for r in deleted]
     scrubbed = scrub_task(task.data, gone, ()) if gone else None
+    packed = pack(task.data if scrubbed is None else scrubbed)
     yield count(
-        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data, packed) "
-        "VALUES (%s, %s, %s, %s, %s, '', %s) ON CONFLICT (tenant_id, task_id) DO UPDATE SET "
-        "context_id = excluded.context_id, state = excluded.state, "
-        "updated_ns = excluded.updated_ns, data = excluded.data, packed = excluded.packed",
+        "INSERT INTO a2a_tasks (tenant_id, task_id, context_id, state, updated_ns, data, packed, "
+        "thread, size) VALUES (%s, %s, %s, %s, %s, '', %s, %s, %s) ON CONFLICT (tenant_id, "
+        "task_id) DO UPDATE SET context_id = excluded.context_id, state = excluded.state, "
+        "updated_ns = excluded.updated_ns, data = excluded.data, packed = excluded.packed, "
+        "thread = coalesce(excluded.thread, a2a_tasks.thread), size = length(excluded.packed) "
+        "+ coalesce(length(coalesce(excluded.thread, a2a_tasks.thread)), 0)",
         tenant_id,
         task.task_id,
         task.context_id,
         task.state,
         task.updated_ns,
-        pack(task.data if scrubbed is None else scrubbed),
+        packed,
+        thread,
+        len(packed) + len(thread or b""),
     )
     kept = sorted(r for r in found if r[1] not in gone)
     if kept:
@@ -127,9 +137,11 @@ def forget_in_tasks(
         scrubbed = [(scrub_task(stored_text(r[2], r[3]), memories, sessions), r) for r in tasks]
         changed = [(data, r) for data, r in scrubbed if data is not None]
         if changed:
+            packed = [(pack(data), r[0]) for data, r in changed]
             yield many(
-                "UPDATE a2a_tasks SET data = '', packed = %s WHERE tenant_id = %s AND task_id = %s",
-                [(pack(data), tenant_id, r[0]) for data, r in changed],
+                "UPDATE a2a_tasks SET data = '', packed = %s, size = %s + "
+                "coalesce(length(thread), 0) WHERE tenant_id = %s AND task_id = %s",
+                [(blob, len(blob), tenant_id, task_id) for blob, task_id in packed],
             )
         for _, r in changed:
             threads.setdefault(str(r[1]), set()).add(str(r[0]))
@@ -149,7 +161,10 @@ def _scrub_threads(
             tenant_id,
             thread_id,
         )
-        changed = scrub_thread(thread[0][0], threads[thread_id], memories) if thread else None
+        if not thread:
+            yield from _scrub_seed(d, tenant_id, thread_id, threads[thread_id], memories)
+            continue
+        changed = scrub_thread(thread[0][0], threads[thread_id], memories)
         if changed is not None:
             # A new version: a request holding the old context writes again on top of this.
             yield count(
@@ -159,3 +174,21 @@ def _scrub_threads(
                 tenant_id,
                 thread_id,
             )
+
+
+def _scrub_seed(
+    d: Dialect, tenant_id: str, thread_id: str, task_ids: set[str], memories: Sequence[str]
+) -> Program[None]:
+    """``_scrub_threads`` for a thread kept in its task (lamina.store.sql.thread_seeds)."""
+    seed = yield from find_seed(tenant_id, thread_id, d.for_update)
+    if seed is None:
+        return
+    thread = decode(thread_id, *seed)
+    changed = scrub_thread(thread.context, task_ids, memories)
+    if changed is not None:
+        yield from rewrite_seed(
+            seed[0],
+            tenant_id,
+            seed[1],
+            replace(thread, context=changed, version=thread.version + 1),
+        )

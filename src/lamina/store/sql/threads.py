@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Unpack
 
+from lamina.errors import ErrorCode, LaminaError
 from lamina.store.sql.dialect import Dialect
 from lamina.store.sql.program import Executor, Program, count, first, row, rows
 from lamina.store.sql.task_forgetting import delete_links, save_task
+from lamina.store.sql.thread_seeds import decode, encode, find_seed, take_seed
 from lamina.threads.packing import stored_text
 from lamina.threads.ports import (
     CleanupCounts,
@@ -76,13 +78,18 @@ class SqlThreads(ABC):
             now,
         )
         if created:
-            return StoredThread(thread_id, now, now, False, "{}", None, 0), True
-        found = yield row(
-            f"SELECT {_THREAD} FROM a2a_threads WHERE tenant_id = %s "  # noqa: S608
-            f"AND thread_id = %s{self._d.for_update}",
-            *key,
-        )
-        thread = _thread(found)
+            # A one-shot call's thread, kept in its task until now, moves to this row.
+            seeded = yield from take_seed(self._d, tenant_id, thread_id)
+            if seeded is None:
+                return StoredThread(thread_id, now, now, False, "{}", None, 0), True
+            thread = seeded
+        else:
+            found = yield row(
+                f"SELECT {_THREAD} FROM a2a_threads WHERE tenant_id = %s "  # noqa: S608
+                f"AND thread_id = %s{self._d.for_update}",
+                *key,
+            )
+            thread = _thread(found)
         if thread.expired:
             return thread, False
         if thread.updated_at + idle_ttl <= now:
@@ -107,29 +114,41 @@ class SqlThreads(ABC):
         return await self._exec.read(tenant_id, "get_thread", self._get(tenant_id, thread_id))
 
     def _get(self, tenant_id: str, thread_id: str) -> Program[StoredThread | None]:
-        return first(
+        found = yield from first(
             _thread,
             f"SELECT {_THREAD} FROM a2a_threads WHERE tenant_id = %s AND thread_id = %s",  # noqa: S608
             tenant_id,
             thread_id,
         )
+        if found is not None:
+            return found
+        seed = yield from find_seed(tenant_id, thread_id)
+        return None if seed is None else decode(thread_id, *seed)
 
     async def save_context(
         self, tenant_id: str, thread_id: str, **write: Unpack[ContextWrite]
     ) -> bool:
         def save() -> Program[bool]:
-            changed = yield count(
-                "UPDATE a2a_threads SET context = %s, context_expires_at = %s, "
-                "identifiers = %s, version = version + 1 WHERE tenant_id = %s "
-                "AND thread_id = %s AND version = %s AND expired_at IS NULL",
-                write["context"],
-                write["expires_at"],
-                write.get("identifiers", "{}"),
-                tenant_id,
-                thread_id,
-                write["expected_version"],
-            )
-            return bool(changed == 1)
+            for attempt in range(2):
+                changed = yield count(
+                    "UPDATE a2a_threads SET context = %s, context_expires_at = %s, "
+                    "identifiers = %s, version = version + 1 WHERE tenant_id = %s "
+                    "AND thread_id = %s AND version = %s AND expired_at IS NULL",
+                    write["context"],
+                    write["expires_at"],
+                    write.get("identifiers", "{}"),
+                    tenant_id,
+                    thread_id,
+                    write["expected_version"],
+                )
+                # No row: the thread may be kept in its task still (thread_seeds).
+                if (
+                    changed
+                    or attempt
+                    or (yield from take_seed(self._d, tenant_id, thread_id)) is None
+                ):
+                    return bool(changed == 1)
+            return False
 
         return await self._exec.write(tenant_id, "save_context", save())
 
@@ -138,20 +157,20 @@ class SqlThreads(ABC):
 
     async def create_thread(self, tenant_id: str, thread: NewThread, task: StoredTask) -> None:
         def create() -> Program[None]:
-            yield count(
-                "INSERT INTO a2a_threads (tenant_id, thread_id, created_at, updated_at, "
-                "context, context_expires_at, version, identifiers) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+            # Kept in its task (thread_seeds); the id must be new.
+            there = yield rows(
+                "SELECT 1 FROM a2a_threads WHERE tenant_id = %s AND thread_id = %s",
                 tenant_id,
                 thread.thread_id,
-                thread.created_at,
-                thread.created_at,
-                thread.context,
-                thread.context_expires_at,
-                thread.version,
-                thread.identifiers,
             )
-            yield from save_task(self._d, tenant_id, task)
+            seeded = yield from find_seed(tenant_id, thread.thread_id)
+            if there or seeded is not None:
+                raise LaminaError(
+                    ErrorCode.CONFLICT,
+                    f"thread {thread.thread_id!r} exists already",
+                    details={"thread_id": thread.thread_id},
+                )
+            yield from save_task(self._d, tenant_id, task, encode(thread, task.task_id))
 
         await self._exec.write(tenant_id, "create_thread", create())
 
