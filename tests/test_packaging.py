@@ -82,7 +82,16 @@ def _env(**extra: str) -> dict[str, str]:
         key: value
         for key, value in os.environ.items()
         if not key.startswith("LAMINA_")
-        and key not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "UV_PROJECT_ENVIRONMENT")
+        and key
+        not in (
+            "VIRTUAL_ENV",
+            "PYTHONPATH",
+            "PYTHONHOME",
+            "UV_PROJECT_ENVIRONMENT",
+            # The fresh environments write their bytecode, as a user's would: without it each
+            # of the test's cold starts compiles numpy, pydantic... again.
+            "PYTHONDONTWRITEBYTECODE",
+        )
     }
     env.update(UV_CACHE_DIR=UV_CACHE, UV_PYTHON_DOWNLOADS="never", **extra)
     return env
