@@ -26,7 +26,8 @@ from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.db import Database
 from lamina.store.sqlite.graph import Graph
 from lamina.store.sqlite.lexical_index import LexicalIndex
-from lamina.store.sqlite.vector_index import PartitionKey, Pks, Ranking, Start, VectorIndex
+from lamina.store.sqlite.ranking import Pks, Ranking
+from lamina.store.sqlite.vector_index import PartitionKey, Start, VectorIndex
 from lamina.text import decode_terms
 
 log = logging.getLogger(__name__)
