@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +23,7 @@ from lamina.embeddings.base import Vector
 from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.compact import Int8s, quantize
 from lamina.store.sqlite.graph import Graph
+from lamina.store.sqlite.graph_files import Save
 from lamina.store.sqlite.ranking import Exact, Ranking, most_read, ranked
 from lamina.store.sqlite.scan import Partition
 
@@ -251,15 +251,17 @@ class VectorIndex:
             for key in [k for k, p in self._parts.items() if p.size >= hnsw.GRAPH_FROM]:
                 self._promote(key)
 
-    def save_graphs(self, folder: Path, seq: int) -> None:
-        """Save the graphs changed since saved, as of log ``seq``; a graph that lost a
-        vector is never saved (its files are removed instead: graph.py)."""
+    def saves(self) -> list[Save]:
+        """What to save of the graphs (graph_files.py): a copy of each changed since saved,
+        and the removal of the files of each that lost a vector (never saved again)."""
         self.graphs_built = False
+        out: list[Save] = []
         for key, graph in self._graphs.items():
             if graph.forgot:
-                Graph.drop(folder, key)
+                out.append(Save(key, graph, None))
             elif graph.dirty:
-                graph.save(folder, key, seq)
+                out.append(Save(key, graph, graph.snapshot()))
+        return out
 
     # -- search -----------------------------------------------------------------------------
 
