@@ -83,7 +83,7 @@ def fill(size: int, data_dir: str) -> dict[str, Any]:
                 NewMemory(str(uuid.uuid4()), "default", scope, texts[i], {"i": i}, vectors[i])
                 for i in range(lo, min(size, lo + 5000))
             ]
-            ms._run(ms.aio.store.bulk_add(batch))
+            ms._run(ms.aio.store.memories.writes.bulk_add(batch))
     return {"memories": size, "bulk_load_s": round(time.perf_counter() - start, 1)}
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from lamina.embeddings.base import Vector
+from lamina.heap import release_freed
 from lamina.memory.bm25 import KeywordScores
 from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.db import Database
@@ -207,7 +208,9 @@ class SyncedIndexes:
             self._vectors.loading = True
             self._apply(rows, frozenset(restored), changed)
             self._vectors.finish_load()
+            self._lexicon.merge()
             self._applied_seq = top
+        release_freed()  # the load's temporaries (lamina/heap.py)
         self._loaded = True
 
     def _restore(
