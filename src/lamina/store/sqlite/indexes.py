@@ -112,8 +112,7 @@ class SyncedIndexes:
             loaded = self._catch_up()
             self._deleting = False
             pending = self._pending(everything=loaded)
-        if self._graphs is not None:
-            self._graphs.write(pending)
+        self._write(pending)
 
     def _catch_up(self) -> bool:
         """Apply the log this process has not seen; True if that (re)loaded everything."""
@@ -140,6 +139,15 @@ class SyncedIndexes:
         ).fetchall()
         self._apply(rows)
         return False
+
+    def _write(self, pending: Pending | None) -> None:
+        """Outside the lock: write what ``_pending`` took, then drop the copies and give
+        their memory back (lamina/heap.py)."""
+        if self._graphs is None or pending is None or not pending.saves:
+            return
+        self._graphs.write(pending)
+        pending.saves.clear()
+        release_freed()
 
     def _pending(self, everything: bool) -> Pending | None:
         """Under the lock: what to save of the graphs, as of the log applied (``everything``
@@ -248,8 +256,7 @@ class SyncedIndexes:
         """A graph built in the background is ready: swap it in, and save it."""
         with self._lock:
             pending = self._pending(everything=False) if self._vectors.swap_built() else None
-        if self._graphs is not None:
-            self._graphs.write(pending)
+        self._write(pending)
 
     def wait_for_builds(self, timeout: float | None = None) -> bool:
         """Wait until the graphs being built are in place (or ``timeout`` seconds have
@@ -274,7 +281,7 @@ class SyncedIndexes:
         if saving and self._graphs is not None:
             with self._lock:
                 pending = self._pending(everything=True)
-            self._graphs.write(pending)
+            self._write(pending)
 
     def drop_saved(self) -> None:
         """A deletion: no saved graph may keep the deleted vector (graph_files.py). Under
