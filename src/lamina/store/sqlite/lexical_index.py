@@ -7,8 +7,8 @@ are those of the searched scope alone.
 
 Memory: terms are numbered once (a dict from term to id), and the postings sit in a few flat
 arrays, never in an object per term (most terms of a real vocabulary, and every number or
-name, are held by a few documents: an object per term cost ~400 bytes each, the largest
-share of the index at 100k memories). The postings read since the last merge are grouped by
+name, are held by a few documents: with three arrays per term, the index of 100k memories
+of the benchmark corpus took 63 MB, now 25 MB). The postings read since the last merge are grouped by
 term in contiguous arrays (``_starts``: term ``t``'s are at ``_starts[t]:_starts[t + 1]``);
 those written since are appended to flat arrays (``_recent``), and merged into the grouped
 ones when a search finds them more than ``MERGE_SHARE`` of the whole (``merge``: a stable
