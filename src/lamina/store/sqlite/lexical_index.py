@@ -8,13 +8,13 @@ are those of the searched scope alone.
 Memory: terms are numbered once (a dict from term to id), and the postings sit in a few flat
 arrays, never in an object per term (most terms of a real vocabulary, and every number or
 name, are held by a few documents: with three arrays per term, the index of 100k memories
-of the benchmark corpus took 63 MB, now 25 MB). The postings read since the last merge are grouped by
-term in contiguous arrays (``_starts``: term ``t``'s are at ``_starts[t]:_starts[t + 1]``);
-those written since are appended to flat arrays (``_recent``), and merged into the grouped
-ones when a search finds them more than ``MERGE_SHARE`` of the whole (``merge``: a stable
-sort by term, which also drops the stale). A posting takes 12 bytes (pk, count, version),
-and 16 while recent. Keys (row ids) must fit in 31 bits, as the per-document arrays indexed
-by them already require.
+of the benchmark corpus took 63 MB, now 25 MB). The postings read since the last merge are
+grouped by term in contiguous arrays (``_starts``: term ``t``'s are at ``_starts[t]:
+_starts[t + 1]``); those written since are appended to flat arrays (``_recent``), and merged
+into the grouped ones when a search finds them more than ``MERGE_SHARE`` of the whole
+(``merge``: a stable sort by term, which also drops the stale). A posting takes 12 bytes
+(pk, count, version), and 16 while recent. Keys (row ids) must fit in 31 bits, as the
+per-document arrays indexed by them already require.
 
 Scores are computed by lamina.memory.bm25 (one BM25 for every store).
 """
