@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
+from lamina.store.sqlite import lexical_index
 from lamina.store.sqlite.lexical_index import LexicalIndex
 from lamina.store.sqlite.vector_index import VectorIndex
 from lamina.text import analyze, decode_terms, encode_terms
@@ -101,3 +103,49 @@ def test_postgres_keyword_levels_go_from_all_words_to_any() -> None:
     assert keyword_levels(["a", "a"]) == ["(a)"]
     many = keyword_levels([f"w{i}" for i in range(10)])
     assert len(many) == MAX_KEYWORD_TERMS and many[-1].count("|") == MAX_KEYWORD_TERMS - 1
+
+
+def test_lexical_postings_merged_or_recent_score_as_a_fresh_index(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Writes, rewrites, moves and removals, searched between merges (recent postings),
+    after them and after a compaction: the same hits and scores as an index built afresh
+    from the documents left."""
+    monkeypatch.setattr(lexical_index, "MERGE_MIN", 50)
+    rng = np.random.default_rng(7)
+    vocabulary = [f"w{i}" for i in range(60)]
+    keys = [A, B]
+    docs: dict[int, tuple[tuple[str, str, str], dict[str, float]]] = {}
+    index = LexicalIndex()
+
+    def check() -> None:
+        fresh = LexicalIndex()
+        for pk in sorted(docs):
+            fresh.upsert(pk, *docs[pk])
+        for _ in range(5):
+            query = [str(t) for t in rng.choice(vocabulary, 3)]
+            for key in keys:
+                got, want = index.search(key, query, None), fresh.search(key, query, None)
+                assert [pk for pk, _ in got] == [pk for pk, _ in want]
+                for (_, a), (_, b) in zip(got, want, strict=True):
+                    assert math.isclose(a, b, rel_tol=1e-6)
+
+    for step in range(600):
+        pk = int(rng.integers(0, 200))
+        if rng.random() < 0.2:
+            index.remove(pk)
+            docs.pop(pk, None)
+        else:
+            terms = {str(t): float(rng.integers(1, 3)) for t in rng.choice(vocabulary, 4)}
+            docs[pk] = (keys[int(rng.integers(0, 2))], terms)
+            index.upsert(pk, *docs[pk])
+        if step % 37 == 0:
+            check()
+    index.merge()
+    check()
+    index.compact()
+    check()
+    index.upsert(7, A, {"brand-new": 1.0})  # a term first seen after the compaction
+    docs[7] = (A, {"brand-new": 1.0})
+    assert [pk for pk, _ in index.search(A, ["brand-new"], None)] == [7]
+    check()

@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from lamina.store.sqlite import vector_index
+from lamina.store.sqlite import ranking, scan
 from lamina.store.sqlite.compact import binary_codes
-from lamina.store.sqlite.vector_index import TWO_PASS_FROM, VectorIndex
+from lamina.store.sqlite.scan import TWO_PASS_FROM
+from lamina.store.sqlite.vector_index import VectorIndex
 
 KEY = ("t", "user", "big")
 DIM = 384
@@ -83,7 +84,7 @@ def test_a_large_scope_gives_the_exact_results() -> None:
             stored.reads = 0
             assert_exact(index.search(KEY, query, None, limit), stored, query, limit)
             # Only the finalists' float32 vectors were read.
-            assert stored.reads <= max(vector_index.FINALISTS * limit, vector_index.FINALISTS_MIN)
+            assert stored.reads <= ranking.most_read(limit)
     assert index._parts[KEY].codes is not None  # the two-pass search did run
 
 
@@ -140,8 +141,8 @@ def test_small_scopes_unlimited_and_thresholded_searches_are_exact_scans(
     query = queries(vectors, 1)[0]
     assert_exact(index.search(KEY, query, None, 10), stored, query, 10)
     assert index._parts[KEY].codes is None  # below TWO_PASS_FROM: one exact scan
-    monkeypatch.setattr(vector_index, "TWO_PASS_FROM", 1_000)
-    monkeypatch.setattr(vector_index, "FIRST_PASS_MIN", 200)
+    monkeypatch.setattr(scan, "TWO_PASS_FROM", 1_000)
+    monkeypatch.setattr(scan, "FIRST_PASS_MIN", 200)
     # A limit whose first pass would hold a quarter of the scope or more: exact scan.
     index.search(KEY, query, None, 100)
     assert index._parts[KEY].codes is None
@@ -150,7 +151,7 @@ def test_small_scopes_unlimited_and_thresholded_searches_are_exact_scans(
     assert {pk for pk, _ in high} == {pk for pk, v in stored.items() if float(v @ query) >= 0.5}
     unlimited = index.search(KEY, query, None, None)
     assert len(unlimited) == len(vectors)
-    assert_exact(unlimited[: vector_index.UNLIMITED_EXACT], stored, query, 200)
+    assert_exact(unlimited[: ranking.UNLIMITED_EXACT], stored, query, 200)
     # Read on (as a filtered search does), it stays exact, down to the last.
     assert_exact(list(unlimited[:2_500]), stored, query, 2_500)
     assert_exact(list(index.search(KEY, query, None, None)), stored, query, len(vectors))

@@ -21,6 +21,7 @@ import numpy as np
 from lamina.embeddings.base import Vectors, normalize
 from lamina.embeddings.coalesce import Coalescer
 from lamina.errors import ErrorCode, LaminaError
+from lamina.heap import release_freed
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +201,7 @@ def load_model(threads: int = 0) -> _Model:
             log.info("loading local embedding model %s", MODEL_ID)
             model = _Model(path, threads)
             _loaded[key] = model
+            release_freed()  # the graph optimisations' temporaries (lamina/heap.py)
         return model
 
 

@@ -6,23 +6,13 @@ int8 codes (compact.py) and is then their one in-memory copy; a search asks it f
 ``count`` by the cosine of the codes, and the caller ranks those exactly from the float32
 vectors of the SQLite file.
 
-A graph is saved as ``<scope hash>-<log seq>.usearch`` in ``<file>-vectors/`` beside the
-SQLite file, written to a temporary name and renamed: a process killed mid-write leaves the
-previous file whole. The seq is that of the index log the graph had caught up with; on
-start, a store loads the newest file of each large scope and applies what the log says
-changed after that seq (or rebuilds, when the log was pruned past it, or no file is there).
-A build runs in the background while the scope is still searched through its codes
-(vector_index.py), in chunks, so that a closing store can cancel it.
-The SQLite file stays the truth: a lost or stale graph file costs time, never a memory.
-
-Deleted vectors must not outlive their rows on disk: a graph that lost a vector is never
-saved again (its files are removed; the next start rebuilds it), and a deletion removes the
-saved graphs of the whole file (``drop_saved``).
+The graphs are saved beside the SQLite file and caught up from its index log on start
+(graph_files.py). A build runs in the background while the scope is still searched through
+its codes (vector_index.py), in chunks, so that a closing store can cancel it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 from collections.abc import Callable
@@ -43,7 +33,6 @@ GRAPH_FROM = 100_000
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
 EXPANSION_SEARCH = 64
-SUFFIX = ".usearch"
 #: A build adds this many vectors between two looks at whether it was cancelled.
 BUILD_CHUNK = 1024
 
@@ -52,11 +41,6 @@ Cancelled = Callable[[], bool]
 
 def _never() -> bool:
     return False
-
-
-def scope_file(key: tuple[str, str, str]) -> str:
-    """The file name stem of a scope's graph: a hash, so no identifier shows in the name."""
-    return hashlib.sha256("\x1f".join(key).encode()).hexdigest()[:32]
 
 
 class Graph:
@@ -122,47 +106,29 @@ class Graph:
         cosines: Floats = (1 - np.asarray(found.distances, dtype=np.float32)).astype(np.float32)
         return np.asarray(found.keys, dtype=np.int64), cosines
 
-    def save(self, folder: Path, key: tuple[str, str, str], seq: int) -> None:
-        """Write the graph as of log ``seq`` (module docstring); older files of the scope
-        are removed once it is in place."""
-        folder.mkdir(parents=True, exist_ok=True)
-        stem = scope_file(key)
-        final = folder / f"{stem}-{seq}{SUFFIX}"
-        temporary = folder / f".{stem}-{seq}-{os.getpid()}.tmp"
-        self._index.save(str(temporary))
-        os.replace(temporary, final)
+    def snapshot(self) -> Graph:
+        """A copy to save while this graph goes on changing (graph_files.py); this one
+        counts as saved from now on."""
         self.dirty = False
-        for old in folder.glob(f"{stem}-*{SUFFIX}"):
-            if old != final:
-                old.unlink(missing_ok=True)
+        copy = Graph(self._index.copy())
+        copy.forgot = self.forgot
+        return copy
+
+    def write(self, path: Path) -> None:
+        self._index.save(str(path))
 
     @classmethod
-    def load(cls, folder: Path, key: tuple[str, str, str], dim: int) -> tuple[Graph, int] | None:
-        """The newest saved graph of a scope and its seq, None when there is none usable."""
+    def read(cls, path: Path, dim: int) -> Graph | None:
+        """The graph saved at ``path``; None when it is unreadable or of another size."""
         from usearch.index import Index
 
-        stem = scope_file(key)
-        saved: list[tuple[int, Path]] = []
-        for path in folder.glob(f"{stem}-*{SUFFIX}"):
-            number = path.name[len(stem) + 1 : -len(SUFFIX)]
-            if number.isdigit():
-                saved.append((int(number), path))
-        for seq, path in sorted(saved, reverse=True):
-            try:
-                index = Index.restore(str(path))
-            except Exception:
-                log.warning("ignoring the unreadable vector graph %s", path)
-                continue
-            if index is None or index.ndim != dim:
-                continue
-            graph = cls(index)
-            graph.dirty = False
-            return graph, seq
-        return None
-
-    @staticmethod
-    def drop(folder: Path, key: tuple[str, str, str] | None = None) -> None:
-        """Remove the saved graphs of one scope, or (None) of every scope."""
-        pattern = f"{scope_file(key)}-*{SUFFIX}" if key else f"*{SUFFIX}"
-        for path in folder.glob(pattern):
-            path.unlink(missing_ok=True)
+        try:
+            index = Index.restore(str(path))
+        except Exception:
+            log.warning("ignoring the unreadable vector graph %s", path)
+            return None
+        if index is None or index.ndim != dim:
+            return None
+        graph = cls(index)
+        graph.dirty = False
+        return graph

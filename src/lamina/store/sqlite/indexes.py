@@ -21,12 +21,14 @@ from typing import Any
 import numpy as np
 
 from lamina.embeddings.base import Vector
+from lamina.heap import release_freed
 from lamina.memory.bm25 import KeywordScores
 from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.db import Database
-from lamina.store.sqlite.graph import Graph
+from lamina.store.sqlite.graph_files import GraphFiles, Pending
 from lamina.store.sqlite.lexical_index import LexicalIndex
-from lamina.store.sqlite.vector_index import PartitionKey, Pks, Ranking, Start, VectorIndex
+from lamina.store.sqlite.ranking import Pks, Ranking
+from lamina.store.sqlite.vector_index import PartitionKey, Start, VectorIndex
 from lamina.text import decode_terms
 
 log = logging.getLogger(__name__)
@@ -85,7 +87,7 @@ class SyncedIndexes:
         self._db = db
         self._source = source
         self._dimensions = dimensions
-        self._graphs = graphs
+        self._graphs = None if graphs is None else GraphFiles(graphs)
         self._threads: list[threading.Thread] = []
         self._vectors = VectorIndex(
             dimensions,
@@ -99,34 +101,62 @@ class SyncedIndexes:
         self._lock = threading.Lock()
         self._loaded = False
         self._applied_seq = 0
+        #: A deletion was settled (``drop_saved``) that the indexes may not have applied:
+        #: no graph is saved until they catch up with the log.
+        self._deleting = False
 
     def sync(self) -> None:
-        """Bring both indexes up to date with every committed write (any process)."""
+        """Bring both indexes up to date with every committed write (any process); then
+        save the graphs that a load or a build made, outside the lock (graph_files.py)."""
+        with self._lock:
+            loaded = self._catch_up()
+            self._deleting = False
+            pending = self._pending(everything=loaded)
+        self._write(pending)
+
+    def _catch_up(self) -> bool:
+        """Apply the log this process has not seen; True if that (re)loaded everything."""
         conn = self._db.connection()
         src = self._source
-        with self._lock:
-            if self._loaded:
-                top, pruned = conn.execute(
-                    f"SELECT (SELECT max(seq) FROM {src.log}), "  # noqa: S608
-                    "(SELECT value FROM store_meta WHERE key = ?)",
-                    (src.pruned_key,),
-                ).fetchone()
-                if (top or 0) <= self._applied_seq:
-                    return
-                if pruned is not None and int(pruned) > self._applied_seq:
-                    self._loaded = False  # this process fell behind the pruned log
-            if not self._loaded:
-                self._load(conn)
-                return
-            rows = conn.execute(
-                f"SELECT l.seq, l.{src.log_column}, {src.partition}, m.embedding, "  # noqa: S608
-                f"m.lexicon FROM {src.log} l LEFT JOIN {src.table} m "
-                f"ON m.pk = l.{src.log_column} WHERE l.seq > ? ORDER BY l.seq",
-                (self._applied_seq,),
-            ).fetchall()
-            self._apply(rows)
-            if self._graphs is not None and self._vectors.graphs_built:
-                self._vectors.save_graphs(self._graphs, self._applied_seq)
+        if self._loaded:
+            top, pruned = conn.execute(
+                f"SELECT (SELECT max(seq) FROM {src.log}), "  # noqa: S608
+                "(SELECT value FROM store_meta WHERE key = ?)",
+                (src.pruned_key,),
+            ).fetchone()
+            if (top or 0) <= self._applied_seq:
+                return False
+            if pruned is not None and int(pruned) > self._applied_seq:
+                self._loaded = False  # this process fell behind the pruned log
+        if not self._loaded:
+            self._load(conn)
+            return True
+        rows = conn.execute(
+            f"SELECT l.seq, l.{src.log_column}, {src.partition}, m.embedding, "  # noqa: S608
+            f"m.lexicon FROM {src.log} l LEFT JOIN {src.table} m "
+            f"ON m.pk = l.{src.log_column} WHERE l.seq > ? ORDER BY l.seq",
+            (self._applied_seq,),
+        ).fetchall()
+        self._apply(rows)
+        return False
+
+    def _write(self, pending: Pending | None) -> None:
+        """Outside the lock: write what ``_pending`` took, then drop the copies and give
+        their memory back (lamina/heap.py)."""
+        if self._graphs is None or pending is None or not pending.saves:
+            return
+        self._graphs.write(pending)
+        pending.saves.clear()
+        release_freed()
+
+    def _pending(self, everything: bool) -> Pending | None:
+        """Under the lock: what to save of the graphs, as of the log applied (``everything``
+        changed since saved; else only when a scope became a graph since)."""
+        if self._graphs is None or self._deleting:
+            return None
+        if not (everything or self._vectors.graphs_built):
+            return None
+        return Pending(self._graphs.ticket(), self._applied_seq, self._vectors.saves())
 
     def _apply(
         self,
@@ -186,9 +216,9 @@ class SyncedIndexes:
             self._vectors.loading = True
             self._apply(rows, frozenset(restored), changed)
             self._vectors.finish_load()
+            self._lexicon.merge()
             self._applied_seq = top
-        if self._graphs is not None:
-            self._vectors.save_graphs(self._graphs, top)
+        release_freed()  # the load's temporaries (lamina/heap.py)
         self._loaded = True
 
     def _restore(
@@ -196,7 +226,7 @@ class SyncedIndexes:
     ) -> dict[PartitionKey, int]:
         """Load the saved graphs of large scopes that the log can bring up to date (saved
         at a seq the log still holds every entry after); their seqs by scope."""
-        if self._graphs is None or not self._graphs.is_dir():
+        if self._graphs is None:
             return {}
         row = conn.execute(
             "SELECT value FROM store_meta WHERE key = ?", (self._source.pruned_key,)
@@ -207,7 +237,7 @@ class SyncedIndexes:
             if tenant is None or count < hnsw.GRAPH_FROM:
                 continue
             part = (tenant, layer, key)
-            loaded = Graph.load(self._graphs, part, self._dimensions)
+            loaded = self._graphs.load(part, self._dimensions)
             if loaded is not None and pruned <= loaded[1] <= top:
                 self._vectors.restore(part, loaded[0])
                 out[part] = loaded[1]
@@ -225,8 +255,8 @@ class SyncedIndexes:
     def _built(self) -> None:
         """A graph built in the background is ready: swap it in, and save it."""
         with self._lock:
-            if self._vectors.swap_built() and self._graphs is not None:
-                self._vectors.save_graphs(self._graphs, self._applied_seq)
+            pending = self._pending(everything=False) if self._vectors.swap_built() else None
+        self._write(pending)
 
     def wait_for_builds(self, timeout: float | None = None) -> bool:
         """Wait until the graphs being built are in place (or ``timeout`` seconds have
@@ -250,12 +280,17 @@ class SyncedIndexes:
             log.warning("a vector graph build did not stop within %s s", CLOSE_WAIT)
         if saving and self._graphs is not None:
             with self._lock:
-                self._vectors.save_graphs(self._graphs, self._applied_seq)
+                pending = self._pending(everything=True)
+            self._write(pending)
 
     def drop_saved(self) -> None:
-        """A deletion: no saved graph may keep the deleted vector (graph.py)."""
-        if self._graphs is not None and self._graphs.is_dir():
-            Graph.drop(self._graphs)
+        """A deletion: no saved graph may keep the deleted vector (graph_files.py). Under
+        the lock, so that a save taken before the deletion was applied is voided."""
+        if self._graphs is not None:
+            with self._lock:
+                self._graphs.forget()
+                self._deleting = True
+            self._graphs.drop_all()
 
     def _stored(self, pks: Pks) -> Vector:
         """The float32 vectors the file holds for ``pks`` (NaN rows: none, or another

@@ -1,27 +1,14 @@
 """An in-process vector index, partitioned by (tenant, layer, scope key).
 
-A search only ever looks inside one scope, so each scope's vectors sit in contiguous arrays
-and a query is scored over that scope alone. Vectors are unit length: the dot product is the
-cosine similarity.
+A search only ever looks inside one scope, so each scope is searched alone: by a scan of its
+compact codes (scan.py), or, once it holds ``GRAPH_FROM`` vectors, through an HNSW graph of
+them (graph.py). Either way the index keeps the one in-memory copy of each vector (compact.py:
+int8 codes, a scale and the length of the rounding error, 392 bytes at 384 dimensions), and
+the finalists of a search are ranked exactly from the float32 vectors of the SQLite file
+(ranking.py). Vectors are unit length: the dot product is the cosine similarity.
 
-The index keeps the one in-memory copy of each vector, compact (compact.py: int8 codes, a
-scale and the length of the rounding error, 392 bytes at 384 dimensions). A search scores
-the codes, then reads the float32 vectors of the few that may belong to the exact result
-(``exact``, the stored vectors of the SQLite file) and ranks those exactly: with a limit, the
-result is the exact scan's. Only when more than ``max(FINALISTS x limit, FINALISTS_MIN)``
-might belong does it keep the best of them by code (likely exact, no longer certain).
-
-A large scope (TWO_PASS_FROM vectors or more) is searched in two passes, because even the
-int8 scan grows with the scope. Each vector also has a binary code: one bit per dimension,
-set where the vector is above the scope's mean vector (48 bytes at 384 dimensions). The
-first pass counts the bits in which each code differs from the query's (Hamming distance,
-``np.bitwise_count``) and keeps every vector within the smallest distance that holds at
-least ``max(OVERSAMPLE x limit, FIRST_PASS_MIN)`` of them; the second pass scores those as
-above. The result is the exact one unless a true top-``limit`` vector lies outside that
-pool (at 100k memories of the benchmark corpus, none did for 200 queries:
-docs/operations.md). Smaller scopes, searches without a limit and searches with a minimum
-score score every code. Without a limit, the first ``UNLIMITED_EXACT`` are ranked exactly and
-the rest follow in the order of their codes.
+A scope that crosses the threshold keeps being scanned while its graph is built (``start``,
+a background job), and the writes made meanwhile are journaled for the graph (``_Build``).
 """
 
 from __future__ import annotations
@@ -29,134 +16,27 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
-from typing import overload
 
 import numpy as np
-import numpy.typing as npt
 
 from lamina.embeddings.base import Vector
 from lamina.store.sqlite import graph as hnsw
-from lamina.store.sqlite.compact import (
-    Codes,
-    Int8s,
-    Slots,
-    approximate,
-    binary_codes,
-    dequantize,
-    finalists,
-    hamming_within,
-    quantize,
-    slack,
-    words,
-)
+from lamina.store.sqlite.compact import Int8s, quantize
 from lamina.store.sqlite.graph import Graph
+from lamina.store.sqlite.graph_files import Save
+from lamina.store.sqlite.ranking import Exact, Ranking, most_read, ranked
+from lamina.store.sqlite.scan import Partition
 
 log = logging.getLogger(__name__)
 
 PartitionKey = tuple[str, str, str]
-Pks = npt.NDArray[np.int64]
-#: The float32 vectors stored for ``pks`` (len(pks) x dim), a row of NaN for one that is no
-#: longer stored (deleted or rewritten since the index last caught up).
-Exact = Callable[[Pks], Vector]
 #: Runs a graph build job (a background thread, say); see ``VectorIndex``.
 Start = Callable[[Callable[[], None]], None]
 
-#: Scopes with at least this many vectors are searched in two passes (module docstring).
-TWO_PASS_FROM = 20_000
-#: The first pass keeps at least OVERSAMPLE x limit vectors, and at least FIRST_PASS_MIN.
-OVERSAMPLE = 20
-FIRST_PASS_MIN = 1_000
-#: At most max(FINALISTS x limit, FINALISTS_MIN) vectors are read and scored exactly.
-FINALISTS = 4
-FINALISTS_MIN = 256
-#: A search without a limit ranks this many exactly (module docstring).
-UNLIMITED_EXACT = 200
 #: A build applies the writes made meanwhile until fewer than this are left for the swap.
 _REPLAY = 64
 #: How far below a minimum score a graph's cosine of codes may be and its exact one not.
 GRAPH_SLACK = 0.05
-
-
-class _Partition:
-    __slots__ = ("center", "codes", "errors", "int8", "pks", "scales", "size")
-
-    def __init__(self, dim: int, capacity: int = 8) -> None:
-        self.int8 = np.empty((capacity, dim), dtype=np.int8)
-        self.scales = np.empty(capacity, dtype=np.float32)
-        self.errors = np.empty(capacity, dtype=np.float32)
-        self.pks: Pks = np.empty(capacity, dtype=np.int64)
-        self.size = 0
-        #: Binary codes, one column per slot (words x capacity), made by the first search
-        #: that needs them and kept in step from then on; and the vector they are taken
-        #: around (the mean vector of the scope when they were made).
-        self.codes: Codes | None = None
-        self.center: Vector | None = None
-
-    def resize(self, capacity: int) -> None:
-        n = self.size
-        for name in ("int8", "scales", "errors", "pks"):
-            old = getattr(self, name)
-            new = np.empty((capacity, *old.shape[1:]), dtype=old.dtype)
-            new[:n] = old[:n]
-            setattr(self, name, new)
-        if self.codes is not None:
-            codes = np.empty((self.codes.shape[0], capacity), dtype=np.uint64)
-            codes[:, :n] = self.codes[:, :n]
-            self.codes = codes
-
-    def set(self, slot: int, vector: Vector) -> None:
-        int8, scales, errors = quantize(vector[None, :])
-        self.int8[slot], self.scales[slot], self.errors[slot] = int8[0], scales[0], errors[0]
-        if self.codes is not None and self.center is not None:
-            self.codes[:, slot] = binary_codes(dequantize(int8, scales), self.center)[:, 0]
-
-    def append(self, pk: int, vector: Vector) -> int:
-        if self.size == len(self.pks):
-            self.resize(max(8, self.size + self.size // 2))
-        slot = self.size
-        self.set(slot, vector)
-        self.pks[slot] = pk
-        self.size += 1
-        return slot
-
-    def pop(self, slot: int) -> int | None:
-        """Remove ``slot`` by moving the last row into it; returns the moved pk, if any."""
-        last = self.size - 1
-        moved: int | None = None
-        if slot != last:
-            for array in (self.int8, self.scales, self.errors, self.pks):
-                array[slot] = array[last]
-            if self.codes is not None:
-                self.codes[:, slot] = self.codes[:, last]
-            moved = int(self.pks[slot])
-        self.size -= 1
-        return moved
-
-    def live(self, start: int = 0, stop: int | None = None) -> Vector:
-        """The vectors of slots ``start:stop`` as their codes give them (float32)."""
-        stop = self.size if stop is None else min(stop, self.size)
-        return dequantize(self.int8[start:stop], self.scales[start:stop])
-
-    def coded(self) -> tuple[Codes, Vector]:
-        """The binary codes of every slot and their center, made now if need be."""
-        if self.codes is None or self.center is None:
-            total = np.zeros(self.int8.shape[1], dtype=np.float64)
-            for start in range(0, self.size, 8192):  # bounded temporaries
-                total += self.live(start, start + 8192).sum(axis=0)
-            center: Vector = (total / max(self.size, 1)).astype(np.float32)
-            codes = np.empty((words(self.int8.shape[1]), len(self.pks)), dtype=np.uint64)
-            for start in range(0, self.size, 8192):
-                chunk = self.live(start, start + 8192)
-                codes[:, start : start + len(chunk)] = binary_codes(chunk, center)
-            self.codes, self.center = codes, center
-        return self.codes, self.center
-
-    def nearest_slots(self, query: Vector, want: int) -> Slots:
-        """Slots of the first pass, ascending: every vector whose code is within the
-        smallest Hamming distance of the query's that holds at least ``want`` of them."""
-        codes, center = self.coded()
-        return hamming_within(codes, self.size, query, center, want)
 
 
 class _Build:
@@ -199,7 +79,7 @@ class VectorIndex:
         self._use_graphs = graphs
         self._start = start
         self._built = built
-        self._parts: dict[PartitionKey, _Partition] = {}
+        self._parts: dict[PartitionKey, Partition] = {}
         self._where: dict[int, tuple[PartitionKey, int]] = {}
         #: Scopes searched through a graph; their pks are in the graph, not in ``_where``.
         self._graphs: dict[PartitionKey, Graph] = {}
@@ -228,7 +108,7 @@ class VectorIndex:
             return
         part = self._parts.get(key)
         if part is None:
-            self._parts[key] = _Partition(self.dim, capacity)
+            self._parts[key] = Partition(self.dim, capacity)
         elif len(part.pks) < capacity:
             part.resize(capacity)
 
@@ -256,7 +136,7 @@ class VectorIndex:
             return
         part = self._parts.get(key)
         if part is None:
-            part = self._parts[key] = _Partition(self.dim)
+            part = self._parts[key] = Partition(self.dim)
         slot = part.append(pk, vector)
         self._where[pk] = (key, slot)
         self._journal(key, pk, slot)
@@ -371,15 +251,17 @@ class VectorIndex:
             for key in [k for k, p in self._parts.items() if p.size >= hnsw.GRAPH_FROM]:
                 self._promote(key)
 
-    def save_graphs(self, folder: Path, seq: int) -> None:
-        """Save the graphs changed since saved, as of log ``seq``; a graph that lost a
-        vector is never saved (its files are removed instead: graph.py)."""
+    def saves(self) -> list[Save]:
+        """What to save of the graphs (graph_files.py): a copy of each changed since saved,
+        and the removal of the files of each that lost a vector (never saved again)."""
         self.graphs_built = False
+        out: list[Save] = []
         for key, graph in self._graphs.items():
             if graph.forgot:
-                Graph.drop(folder, key)
+                out.append(Save(key, graph, None))
             elif graph.dirty:
-                graph.save(folder, key, seq)
+                out.append(Save(key, graph, graph.snapshot()))
+        return out
 
     # -- search -----------------------------------------------------------------------------
 
@@ -393,61 +275,30 @@ class VectorIndex:
         if graph is not None:
             return self._graph_search(graph, query, min_score, limit)
         part = self._parts.get(key)
-        if part is None or part.size == 0:
+        if part is None:
             return []
-        slots: Slots | None = None
-        if min_score is None and limit is not None and part.size >= TWO_PASS_FROM:
-            want = max(limit * OVERSAMPLE, FIRST_PASS_MIN)
-            if want * 4 <= part.size:
-                slots = part.nearest_slots(query, want)
-        if slots is None:
-            slots = np.arange(part.size)
-            approx, off = approximate(part.int8[: part.size], part.scales[: part.size], query)
-        else:
-            approx, off = approximate(part.int8[slots], part.scales[slots], query)
-        bound = slack(part.errors[slots], query, off)
-        if min_score is not None:
-            chosen: Slots = np.flatnonzero(approx + bound >= min_score)
-        elif limit is None:
-            return Ranking(part.pks[slots], approx, bound, self._exact, query)
-        else:
-            k = min(len(slots), limit)
-            chosen = finalists(approx, bound, k, max(FINALISTS * k, FINALISTS_MIN))
-        ranked = self._ranked(part.pks[np.sort(slots[chosen])], query)
-        if min_score is not None:
-            return [(pk, s) for pk, s in ranked if s >= min_score]
-        return ranked[:limit]
+        return part.search(query, min_score, limit, self._exact)
 
     def _graph_search(
         self, graph: Graph, query: Vector, min_score: float | None, limit: int | None
     ) -> Sequence[tuple[int, float]]:
         """A graph's best by the cosine of the codes, ranked exactly: with a limit, the
-        ``max(FINALISTS x limit, FINALISTS_MIN)`` the graph finds; else every vector by an
+        ``most_read(limit)`` the graph finds (ranking.py); else every vector by an
         exhaustive scan of the codes (ranked exactly as far as it is read, or those within
         ``GRAPH_SLACK`` of ``min_score``)."""
         if len(graph) == 0:
             return []
         codes = quantize(query[None, :])[0][0]
         if limit is not None and min_score is None:
-            count = min(len(graph), max(FINALISTS * limit, FINALISTS_MIN))
+            count = min(len(graph), most_read(limit))
             pks, _ = graph.search(codes, count)
-            return self._ranked(np.sort(pks), query)[:limit]
+            return ranked(np.sort(pks), query, self._exact)[:limit]
         pks, approx = graph.search(codes, len(graph), exact=True)
         if min_score is not None:
             near = np.sort(pks[approx >= min_score - GRAPH_SLACK])
-            return [(pk, s) for pk, s in self._ranked(near, query) if s >= min_score]
+            return [(pk, s) for pk, s in ranked(near, query, self._exact) if s >= min_score]
         bound = np.full(len(pks), GRAPH_SLACK, dtype=np.float32)
         return Ranking(pks, approx, bound, self._exact, query)
-
-    def _ranked(self, pks: Pks, query: Vector) -> list[tuple[int, float]]:
-        """(pk, exact cosine) of ``pks`` still stored, best first (ties: in the given order)."""
-        if len(pks) == 0:
-            return []
-        scores = np.vecdot(self._exact(pks), query)
-        stored = ~np.isnan(scores)
-        pks, scores = pks[stored], scores[stored]
-        order = np.argsort(-scores, kind="stable")
-        return _pairs(pks[order], scores[order])
 
     def counts_by_layer(self, tenant_id: str | None = None) -> dict[str, int]:
         counts: Counter[str] = Counter()
@@ -459,73 +310,6 @@ class VectorIndex:
             if tenant_id is None or tenant == tenant_id:
                 counts[layer] += size
         return dict(counts)
-
-
-class Ranking(Sequence[tuple[int, float]]):
-    """Every vector of a scope, best first, ranked exactly as far as it is read: reading
-    the first ``m`` ranks exactly every vector whose upper bound reaches the ``m``-th best
-    lower bound (reading on doubles ``m``). A search with a metadata filter reads it until
-    enough pass. It holds copies of the scope's pks and approximate cosines, not the index:
-    it stays valid while the index changes. A vector no longer stored is left out (the
-    length counts it until the ranking reaches it)."""
-
-    def __init__(
-        self, pks: Pks, approx: npt.NDArray[np.float32], bound: npt.NDArray[np.float32],
-        exact: Exact, query: Vector,
-    ) -> None:  # fmt: skip
-        self._pks, self._approx, self._bound = pks, approx, bound
-        self._exact, self._query = exact, query
-        self._done: list[tuple[int, float]] = []
-        self._reached = 0
-
-    def __len__(self) -> int:
-        return len(self._pks)
-
-    def _reach(self, m: int) -> None:
-        if m <= self._reached:
-            return
-        m = min(max(m, 2 * self._reached, UNLIMITED_EXACT), len(self._pks))
-        chosen = finalists(self._approx, self._bound, m, len(self._pks))
-        order = np.sort(chosen)  # ties: in scope order
-        scores = np.vecdot(self._exact(self._pks[order]), self._query)
-        stored = ~np.isnan(scores)
-        pks, scores = self._pks[order][stored], scores[stored]
-        best = np.argsort(-scores, kind="stable")
-        self._done = _pairs(pks[best], scores[best])[:m]
-        self._reached = m
-
-    @overload
-    def __getitem__(self, i: int) -> tuple[int, float]: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[tuple[int, float]]: ...
-    def __getitem__(self, i: int | slice) -> tuple[int, float] | list[tuple[int, float]]:
-        if isinstance(i, slice):
-            stop = len(self._pks) if i.stop is None else i.stop
-            self._reach(stop if stop >= 0 else len(self._pks))
-            return self._done[i]
-        self._reach(i + 1 if i >= 0 else len(self._pks))
-        return self._done[i]
-
-    def pks(self) -> Sequence[int]:
-        """The pks alone, as lazily."""
-        return _Pks(self)
-
-
-class _Pks(Sequence[int]):
-    def __init__(self, ranking: Ranking) -> None:
-        self._ranking = ranking
-
-    def __len__(self) -> int:
-        return len(self._ranking)
-
-    @overload
-    def __getitem__(self, i: int) -> int: ...
-    @overload
-    def __getitem__(self, i: slice) -> list[int]: ...
-    def __getitem__(self, i: int | slice) -> int | list[int]:
-        if isinstance(i, slice):
-            return [pk for pk, _ in self._ranking[i]]
-        return self._ranking[i][0]
 
 
 def _replay(graph: Graph, build: _Build) -> None:
@@ -541,7 +325,3 @@ def _replay(graph: Graph, build: _Build) -> None:
 
 def _at_once(job: Callable[[], None]) -> None:
     job()
-
-
-def _pairs(pks: Pks, scores: npt.NDArray[np.float32]) -> list[tuple[int, float]]:
-    return [(int(pk), float(s)) for pk, s in zip(pks, scores, strict=True)]
