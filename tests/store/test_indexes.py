@@ -86,6 +86,20 @@ def test_lexical_updates_deletes_and_compaction() -> None:
     assert [pk for pk, _ in index.search(B, ["alpha"], None)] == [2]
 
 
+def test_removed_documents_terms_are_compacted_away() -> None:
+    # Each removal follows its document's upsert: once more postings are stale than live
+    # (past the threshold), the terms only removed documents held leave memory.
+    index = LexicalIndex()
+    for pk in range(60_001):
+        index.upsert(pk, A, {f"secret{pk}": 1})
+    for pk in range(60_001):
+        index.remove(pk)
+    index.upsert(70_000, A, {"kept": 1})
+    assert index.term_count == 1
+    assert index.search(A, ["secret5"], None) == []
+    assert [pk for pk, _ in index.search(A, ["kept"], None)] == [70_000]
+
+
 def test_term_encoding_round_trips() -> None:
     counts = analyze("The editors' editor edits: C'est la vie! 東京 2024 rock'n'roll")
     assert decode_terms(encode_terms(counts)) == dict(counts)

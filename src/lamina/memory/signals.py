@@ -115,7 +115,6 @@ _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+")
 _CLOSING = " \t\n\"')]}\u201d\u2019"
 
 
-@lru_cache(maxsize=65536)
 def question_share(content: str) -> float:
     """The share of ``content``'s sentences that are questions (end with "?", closing quotes
     and brackets aside): a text that asks is seldom the one that answers."""

@@ -96,6 +96,7 @@ class LexicalIndex:
         self._doc_part[pk] = -1
         self._doc_version[pk] += 1
         self._doc_length[pk] = 0.0
+        self._live -= 1
         self._stale += 1
 
     def upsert(self, pk: int, key: PartitionKey, terms: dict[str, float]) -> None:
@@ -145,6 +146,12 @@ class LexicalIndex:
         self._pks, self._tfs, self._versions = pks[order], tfs[order], versions[order]
         counts = np.bincount(terms, minlength=len(self._term_ids))
         self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    @property
+    def term_count(self) -> int:
+        """Terms the index holds, those only removed documents held included until the
+        next compaction."""
+        return len(self._term_ids)
 
     def compact(self) -> None:
         """Drop postings of removed or rewritten documents, and terms no document holds."""
