@@ -173,6 +173,18 @@ def test_an_older_save_never_replaces_a_newer_one_and_a_deletion_voids_older_sav
     assert not list(files.folder.iterdir())
 
 
+def test_a_deletion_removes_half_written_graphs_too(tmp_path: Path) -> None:
+    files = GraphFiles(tmp_path / "vectors")
+    graph = graph_of(30, seed=5)
+    files.write(Pending(files.ticket(), 3, [Save(KEY, graph, graph.snapshot())]))
+    # What a process killed in the middle of a write leaves behind.
+    stray = files.folder / f".{scope_file(KEY)}-4-12345.tmp"
+    stray.write_bytes(b"part of a graph with a deleted vector")
+    files.forget()
+    files.drop_all()
+    assert not list(files.folder.iterdir())
+
+
 def test_a_failed_write_leaves_the_previous_file_whole_and_saves_again_later(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -81,10 +81,11 @@ class GraphFiles:
         self._void_below = self._next + 1
 
     def drop_all(self) -> None:
-        """Remove the saved graph of every scope."""
+        """Remove the saved graph of every scope, and every half-written one: a process
+        killed while writing leaves its temporary file, which may hold deleted vectors."""
         with self._writing:
             if self.folder.is_dir():
-                for path in self.folder.glob(f"*{SUFFIX}"):
+                for path in [*self.folder.glob(f"*{SUFFIX}"), *self.folder.glob(".*.tmp")]:
                     path.unlink(missing_ok=True)
 
     def write(self, pending: Pending | None) -> None:
@@ -112,7 +113,9 @@ class GraphFiles:
             temporary = self.folder / f".{stem}-{seq}-{os.getpid()}.tmp"
             try:
                 save.copy.write(temporary)
+                _sync(temporary)  # whole on disk before it takes the final name
                 os.replace(temporary, final)
+                _sync(self.folder)
             finally:
                 temporary.unlink(missing_ok=True)
         if self.folder.is_dir():
@@ -135,3 +138,12 @@ class GraphFiles:
             if graph is not None:
                 return graph, seq
         return None
+
+
+def _sync(path: Path) -> None:
+    """Flush ``path`` (a file, or a folder's entries) to the disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
