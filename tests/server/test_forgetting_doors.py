@@ -8,6 +8,7 @@ the deletion has returned); on PostgreSQL in no column of any table, at once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
 from pathlib import Path
@@ -203,14 +204,12 @@ def _remember_for_a_while(
 ) -> tuple[dict[str, str], float]:
     """The marker remembered with a time to live (the first of TTLS long enough to read it
     back through every door); its tasks' ids and when it expires (monotonic clock)."""
-    for ttl in TTLS:
+    for ttl in TTLS[:-1]:
         started = time.monotonic()
-        try:
+        with contextlib.suppress(AssertionError):  # expired before it was read back
             return _remember(client, marker, user, session, ttl=ttl), started + ttl
-        except AssertionError:
-            if ttl == TTLS[-1]:
-                raise
-    raise AssertionError("unreachable")
+    started = time.monotonic()
+    return _remember(client, marker, user, session, ttl=TTLS[-1]), started + TTLS[-1]
 
 
 def _delete(
