@@ -35,6 +35,9 @@ EXPANSION_ADD = 64
 EXPANSION_SEARCH = 64
 #: A build adds this many vectors between two looks at whether it was cancelled.
 BUILD_CHUNK = 1024
+#: Threads a build inserts with; the graph then depends on their timing (one thread: the same
+#: graph for the same vectors each time).
+BUILD_THREADS = os.cpu_count() or 1
 
 Cancelled = Callable[[], bool]
 
@@ -74,7 +77,7 @@ class Graph:
             if cancelled():
                 return None
             stop = start + BUILD_CHUNK
-            index.add(keys[start:stop], codes[start:stop], threads=os.cpu_count() or 1)
+            index.add(keys[start:stop], codes[start:stop], threads=BUILD_THREADS)
         return cls(index)
 
     def __len__(self) -> int:
