@@ -57,11 +57,8 @@ class Graph:
         self.dirty = True
 
     @classmethod
-    def build(
-        cls, dim: int, pks: npt.NDArray[np.int64], codes: Int8s, cancelled: Cancelled = _never
-    ) -> Graph | None:
-        """A graph of ``codes`` keyed by ``pks``, added ``BUILD_CHUNK`` at a time; None when
-        ``cancelled()`` turns true between two chunks."""
+    def new(cls, dim: int) -> Graph:
+        """An empty graph of ``dim``-dimensional codes."""
         from usearch.index import Index
 
         index = Index(
@@ -72,13 +69,31 @@ class Graph:
             expansion_add=EXPANSION_ADD,
             expansion_search=EXPANSION_SEARCH,
         )
-        keys = pks.astype(np.uint64)
+        return cls(index)
+
+    @classmethod
+    def build(
+        cls, dim: int, pks: npt.NDArray[np.int64], codes: Int8s, cancelled: Cancelled = _never
+    ) -> Graph | None:
+        """A graph of ``codes`` keyed by ``pks``; None when ``cancelled()`` turns true."""
+        graph = cls.new(dim)
+        return graph if graph.extend(pks, codes, cancelled) else None
+
+    def extend(
+        self, pks: npt.NDArray[np.int64], codes: Int8s, cancelled: Cancelled = _never
+    ) -> bool:
+        """Add the ``pks`` (and their ``codes``) the graph does not hold yet, ``BUILD_CHUNK``
+        at a time; False when ``cancelled()`` turned true between two chunks (the graph then
+        holds the chunks added so far: a partial graph, which a later build extends)."""
+        missing = ~np.isin(pks, self.keys())
+        keys, codes = pks[missing].astype(np.uint64), codes[missing]
         for start in range(0, len(keys), BUILD_CHUNK):
             if cancelled():
-                return None
+                return False
             stop = start + BUILD_CHUNK
-            index.add(keys[start:stop], codes[start:stop], threads=BUILD_THREADS)
-        return cls(index)
+            self._index.add(keys[start:stop], codes[start:stop], threads=BUILD_THREADS)
+            self.dirty = True
+        return True
 
     def __len__(self) -> int:
         return len(self._index)
