@@ -1,6 +1,8 @@
 """A scope that crosses the graph threshold is searched through its int8 codes while its
 graph is built in the background: no search waits for a build, the writes made during it
-reach the graph, and closing during a build neither hangs nor saves a half-built graph.
+reach the graph, and closing during a build does not hang; it saves what the build made as
+a partial graph only when that is worth it and holds no deleted memory, and the next start
+extends it.
 
 Builds are held by a ``start`` that keeps the job until the test runs it: no timing."""
 
