@@ -46,6 +46,20 @@ def _never() -> bool:
     return False
 
 
+def _usearch() -> Any:
+    """usearch's index module, imported after onnxruntime (the local embedder's runtime):
+    importing onnxruntime once usearch's compiled module is loaded crashes the process
+    (SIGSEGV in libstdc++, onnxruntime 1.31 and usearch 2.26: ``python -c "import
+    usearch.index; import onnxruntime"``), and a store may load a saved graph before its
+    first query loads the model."""
+    from lamina.embeddings.local import load_runtime
+
+    load_runtime()
+    import usearch.index
+
+    return usearch.index
+
+
 class Graph:
     """One scope's HNSW graph over int8 codes, keyed by the rows' pks."""
 
@@ -59,9 +73,7 @@ class Graph:
     @classmethod
     def new(cls, dim: int) -> Graph:
         """An empty graph of ``dim``-dimensional codes."""
-        from usearch.index import Index
-
-        index = Index(
+        index = _usearch().Index(
             ndim=dim,
             metric="cos",
             dtype="i8",
@@ -138,10 +150,8 @@ class Graph:
     @classmethod
     def read(cls, path: Path, dim: int) -> Graph | None:
         """The graph saved at ``path``; None when it is unreadable or of another size."""
-        from usearch.index import Index
-
         try:
-            index = Index.restore(str(path))
+            index = _usearch().Index.restore(str(path))
         except Exception:
             log.warning("ignoring the unreadable vector graph %s", path)
             return None
