@@ -29,10 +29,12 @@ log = logging.getLogger(__name__)
 
 #: Scopes with at least this many vectors are searched through a graph (module docstring).
 GRAPH_FROM = 100_000
-#: HNSW parameters: edges per node, candidates kept while inserting and while searching.
+#: HNSW parameters: edges per node, candidates kept while inserting and while searching (a
+#: search keeps at least 1,024: at 300,000 vectors, 256 kept missed one query's neighbours
+#: nine times in ten, recall@10 0.985; 1,024 gave 0.994 for 1.5 ms more a search).
 CONNECTIVITY = 16
 EXPANSION_ADD = 64
-EXPANSION_SEARCH = 64
+EXPANSION_SEARCH = 1024
 #: A build adds this many vectors between two looks at whether it was cancelled.
 BUILD_CHUNK = 1024
 #: Threads a build inserts with; the graph then depends on their timing (one thread: the same
