@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from lamina.store.sqlite.graph_codes import Stripped, strip
+
 if TYPE_CHECKING:
     from lamina.store.sqlite.compact import Floats, Int8s
 
@@ -118,17 +120,47 @@ class Graph:
         return copy
 
     def write(self, path: Path) -> None:
-        self._index.save(str(path))
+        """Save the graph without the codes the SQLite file holds (graph_codes.py), or as
+        usearch saves it when its bytes are not laid out as expected."""
+        saved = self._index.save()
+        keys = self.keys()
+        parts = None
+        if len(keys):
+            codes = np.vstack(self._index.get(keys.astype(np.uint64)))
+            parts = strip(saved, keys, codes)
+        with path.open("wb") as f:
+            for part in parts if parts is not None else [saved]:
+                f.write(part)
 
     @classmethod
-    def read(cls, path: Path, dim: int) -> Graph | None:
-        """The graph saved at ``path``; None when it is unreadable or of another size."""
+    def read(cls, path: Path, dim: int) -> Graph | Stripped | None:
+        """The graph saved at ``path``: one waiting for its codes (graph_codes.py), or one
+        usearch saved whole; None when it is unreadable or of another size."""
         from usearch.index import Index
 
         try:
+            stripped = Stripped.read(path, dim)
+            if stripped is not None:
+                return stripped
             index = Index.restore(str(path))
         except Exception:
             log.warning("ignoring the unreadable vector graph %s", path)
+            return None
+        if index is None or index.ndim != dim:
+            return None
+        graph = cls(index)
+        graph.dirty = False
+        return graph
+
+    @classmethod
+    def from_buffer(cls, data: bytearray, dim: int) -> Graph | None:
+        """The graph of usearch's saved bytes ``data``; None when they are unreadable."""
+        from usearch.index import Index
+
+        try:
+            index = Index.restore(data)
+        except Exception:
+            log.warning("ignoring an unreadable vector graph")
             return None
         if index is None or index.ndim != dim:
             return None
