@@ -119,15 +119,15 @@ class Graph:
         copy.forgot = self.forgot
         return copy
 
+    def _codes(self, pks: npt.NDArray[np.int64]) -> Int8s:
+        found: Int8s = np.vstack(self._index.get(pks.astype(np.uint64)))
+        return found
+
     def write(self, path: Path) -> None:
         """Save the graph without the codes the SQLite file holds (graph_codes.py), or as
         usearch saves it when its bytes are not laid out as expected."""
         saved = self._index.save()
-        keys = self.keys()
-        parts = None
-        if len(keys):
-            codes = np.vstack(self._index.get(keys.astype(np.uint64)))
-            parts = strip(saved, keys, codes)
+        parts = strip(saved, self.keys(), self._codes)
         with path.open("wb") as f:
             for part in parts if parts is not None else [saved]:
                 f.write(part)
@@ -136,31 +136,24 @@ class Graph:
     def read(cls, path: Path, dim: int) -> Graph | Stripped | None:
         """The graph saved at ``path``: one waiting for its codes (graph_codes.py), or one
         usearch saved whole; None when it is unreadable or of another size."""
-        from usearch.index import Index
-
         try:
             stripped = Stripped.read(path, dim)
-            if stripped is not None:
-                return stripped
-            index = Index.restore(str(path))
         except Exception:
             log.warning("ignoring the unreadable vector graph %s", path)
             return None
-        if index is None or index.ndim != dim:
-            return None
-        graph = cls(index)
-        graph.dirty = False
-        return graph
+        return stripped if stripped is not None else cls.restore(str(path), dim)
 
     @classmethod
-    def from_buffer(cls, data: bytearray, dim: int) -> Graph | None:
-        """The graph of usearch's saved bytes ``data``; None when they are unreadable."""
+    def restore(cls, source: str | bytearray, dim: int) -> Graph | None:
+        """The graph usearch saved (a file's path, or its bytes); None when it is
+        unreadable or of another size."""
         from usearch.index import Index
 
         try:
-            index = Index.restore(data)
+            index = Index.restore(source)
         except Exception:
-            log.warning("ignoring an unreadable vector graph")
+            where = source if isinstance(source, str) else "read back"
+            log.warning("ignoring the unreadable vector graph %s", where)
             return None
         if index is None or index.ndim != dim:
             return None

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,7 +29,6 @@ from lamina.store.sqlite.compact import quantize
 
 if TYPE_CHECKING:
     from lamina.store.sqlite.compact import Int8s
-    from lamina.store.sqlite.graph import Graph
 
 log = logging.getLogger(__name__)
 
@@ -43,17 +43,30 @@ _BATCH = 4096
 _MIX = 0x9E3779B97F4A7C15
 
 Pks = npt.NDArray[np.int64]
+#: The codes a graph holds for some of its keys, in their order.
+CodesOf = Callable[[Pks], "Int8s"]
 
 
 def _weights(dim: int) -> npt.NDArray[np.uint64]:
-    return np.array([((i + 1) * _MIX) % 2**64 | 1 for i in range(dim)], dtype=np.uint64)
+    """One odd pseudo-random 64-bit weight a dimension (splitmix64: fixed for good)."""
+    out, state, mask = [], 0, 2**64 - 1
+    for _ in range(dim):
+        state = (state + _MIX) & mask
+        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        out.append((z ^ (z >> 31)) | 1)
+    return np.array(out, dtype=np.uint64)
 
 
 def code_hashes(codes: Int8s) -> npt.NDArray[np.uint64]:
-    """A 64-bit hash of each row of codes (wrapping products: the same on every machine)."""
-    wide = codes.astype(np.int64).view(np.uint64)
+    """A 64-bit hash of each row of codes (wrapping products: the same on every machine),
+    ``_BATCH`` rows at a time (they are widened to 64 bits)."""
+    weights = _weights(codes.shape[1])
+    out = np.empty(len(codes), dtype=np.uint64)
     with np.errstate(over="ignore"):
-        out: npt.NDArray[np.uint64] = wide @ _weights(codes.shape[1])
+        for start in range(0, len(codes), _BATCH):
+            wide = codes[start : start + _BATCH].astype(np.int64).view(np.uint64)
+            out[start : start + _BATCH] = wide @ weights
     return out
 
 
@@ -69,27 +82,33 @@ def _ranked(hashes: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
     return out
 
 
-def strip(saved: bytes, keys: Pks, vectors: Int8s) -> list[Any] | None:
+def strip(saved: bytes, keys: Pks, codes_of: CodesOf) -> list[Any] | None:
     """The parts of the file to write for usearch's ``saved`` bytes of a graph of ``keys``
-    and their ``vectors`` (in the same order); None when the bytes are not laid out as
-    expected (the graph is then saved as usearch saves it)."""
-    if len(saved) < _USEARCH_HEAD.size:
+    (``codes_of`` gives their codes); None when the bytes are not laid out as expected (the
+    graph is then saved as usearch saves it)."""
+    if len(saved) < _USEARCH_HEAD.size or not len(keys):
         return None
     rows, cols = _USEARCH_HEAD.unpack_from(saved)
-    if cols != vectors.shape[1] or rows < len(keys) or _USEARCH_HEAD.size + rows * cols > len(saved):
+    if rows < len(keys) or len(saved) < _USEARCH_HEAD.size + rows * cols:
         return None
     matrix = np.frombuffer(saved, dtype=np.int8, count=rows * cols, offset=_USEARCH_HEAD.size)
     matrix = matrix.reshape(rows, cols)
     hashes = code_hashes(matrix)
-    mine = _ranked(code_hashes(vectors))
+    parts = [codes_of(keys[i : i + _BATCH]) for i in range(0, len(keys), _BATCH)]
+    if any(
+        part.shape != (min(_BATCH, len(keys) - i * _BATCH), cols) for i, part in enumerate(parts)
+    ):
+        return None
+    mine = _ranked(np.concatenate([code_hashes(part) for part in parts]))
     theirs = _ranked(hashes)
     order = np.argsort(mine, kind="stable")
-    at = np.minimum(np.searchsorted(mine[order], theirs), max(len(order) - 1, 0))
-    slot_pks = np.full(rows, -1, dtype=np.int64)
-    if len(order):
-        which = order[at]
-        same = (mine[which] == theirs) & np.all(vectors[which] == matrix, axis=1)
-        slot_pks[same] = keys[which[same]]
+    which = order[np.minimum(np.searchsorted(mine[order], theirs), len(order) - 1)]
+    same = mine[which] == theirs
+    slot_pks = np.where(same, keys[which], -1)
+    for start in range(0, len(keys), _BATCH):  # the codes themselves, not just hashes
+        slots = np.flatnonzero(same & (which >= start) & (which < start + _BATCH))
+        equal = np.all(parts[start // _BATCH][which[slots] - start] == matrix[slots], axis=1)
+        slot_pks[slots[~equal]] = -1
     kept = np.ascontiguousarray(matrix[slot_pks < 0])
     head = _HEAD.pack(MAGIC, rows, cols, len(kept), len(keys))
     tail = memoryview(saved)[_USEARCH_HEAD.size + rows * cols :]
@@ -168,10 +187,8 @@ class Stripped:
         for pk, c in zip(pks[changed | ~found].tolist(), codes[changed | ~found], strict=True):
             self.puts.append((pk, c.copy()))
 
-    def graph(self) -> Graph | None:
-        """The graph as saved (with the codes filled); None if usearch cannot read it."""
-        from lamina.store.sqlite.graph import Graph
-
+    def assemble(self) -> bytearray:
+        """The bytes usearch saved (with the codes filled), to restore the graph from."""
         self._flush()
         # A pk in several slots (they hold the same codes): ``fill`` filled its first.
         first = np.searchsorted(self._sorted, self._sorted)
@@ -180,8 +197,7 @@ class Stripped:
         self._filled[self._order[again]] = self._filled[self._order[first[again]]]
         if not self._filled.all():
             self._matrix[~self._filled] = 1  # neutral codes: their keys are removed
-        index = Graph.from_buffer(self._buffer, self._dim)
-        del self._buffer, self._matrix
-        if index is not None and self.puts:
+        if self.puts:
             log.info("a restored vector graph takes %d vectors changed since", len(self.puts))
-        return index
+        del self._matrix
+        return self._buffer

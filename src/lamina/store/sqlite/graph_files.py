@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lamina.store.sqlite.graph import Graph
+from lamina.store.sqlite.graph_codes import Stripped
 
 log = logging.getLogger(__name__)
 
@@ -123,8 +124,9 @@ class GraphFiles:
                 if old != final:
                     old.unlink(missing_ok=True)
 
-    def load(self, key: PartitionKey, dim: int) -> tuple[Graph, int] | None:
-        """The newest saved graph of a scope and its seq, None when there is none usable."""
+    def load(self, key: PartitionKey, dim: int) -> tuple[Graph | Stripped, int] | None:
+        """The newest saved graph of a scope and its seq, None when there is none usable
+        (one saved without its codes waits for them: graph_codes.py)."""
         if not self.folder.is_dir():
             return None
         stem = scope_file(key)

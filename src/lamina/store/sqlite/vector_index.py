@@ -261,7 +261,7 @@ class VectorIndex:
         start again: ``restore_failed``) and lose what is no longer stored in their scope,
         and scopes large enough become graphs."""
         for key, stripped in self._stripped.items():
-            graph = stripped.graph()
+            graph = Graph.restore(stripped.assemble(), self.dim)
             if graph is None:
                 self.restore_failed = True
                 continue
