@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from lamina.store.sqlite.graph_codes import Stripped, strip
+
 if TYPE_CHECKING:
     from lamina.store.sqlite.compact import Floats, Int8s
 
@@ -146,16 +148,39 @@ class Graph:
         copy.forgot = self.forgot
         return copy
 
-    def write(self, path: Path) -> None:
-        self._index.save(str(path))
+    def _codes(self, pks: npt.NDArray[np.int64]) -> Int8s:
+        found: Int8s = np.vstack(self._index.get(pks.astype(np.uint64)))
+        return found
+
+    def write(self, path: Path, whole: bool = False) -> None:
+        """Save the graph without the codes the SQLite file holds (graph_codes.py), or as
+        usearch saves it (``whole``, or when its bytes are not laid out as expected)."""
+        saved = self._index.save()
+        parts = None if whole else strip(saved, self.keys(), self._codes)
+        with path.open("wb") as f:
+            for part in parts if parts is not None else [saved]:
+                f.write(part)
 
     @classmethod
-    def read(cls, path: Path, dim: int) -> Graph | None:
-        """The graph saved at ``path``; None when it is unreadable or of another size."""
+    def read(cls, path: Path, dim: int) -> Graph | Stripped | None:
+        """The graph saved at ``path``: one waiting for its codes (graph_codes.py), or one
+        usearch saved whole; None when it is unreadable or of another size."""
         try:
-            index = _usearch().Index.restore(str(path))
+            stripped = Stripped.read(path, dim)
         except Exception:
             log.warning("ignoring the unreadable vector graph %s", path)
+            return None
+        return stripped if stripped is not None else cls.restore(str(path), dim)
+
+    @classmethod
+    def restore(cls, source: str | bytearray, dim: int) -> Graph | None:
+        """The graph usearch saved (a file's path, or its bytes); None when it is
+        unreadable or of another size."""
+        try:
+            index = _usearch().Index.restore(source)
+        except Exception:
+            where = source if isinstance(source, str) else "read back"
+            log.warning("ignoring the unreadable vector graph %s", where)
             return None
         if index is None or index.ndim != dim:
             return None

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lamina.store.sqlite.graph import Graph
+from lamina.store.sqlite.graph_codes import Stripped
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ class GraphFiles:
             final = self.folder / f"{stem}-{seq}{PARTIAL if save.partial else ''}{SUFFIX}"
             temporary = self.folder / f".{stem}-{seq}-{os.getpid()}.tmp"
             try:
-                save.copy.write(temporary)
+                save.copy.write(temporary, whole=save.partial)  # (the load reads it so)
                 _sync(temporary)  # whole on disk before it takes the final name
                 os.replace(temporary, final)
                 _sync(self.folder)
@@ -133,9 +134,12 @@ class GraphFiles:
                 if old != final:
                     old.unlink(missing_ok=True)
 
-    def load(self, key: PartitionKey, dim: int, partial: bool = False) -> tuple[Graph, int] | None:
+    def load(
+        self, key: PartitionKey, dim: int, partial: bool = False
+    ) -> tuple[Graph | Stripped, int] | None:
         """The newest saved graph of a scope (or, ``partial``, partial graph) and its seq,
-        None when there is none usable."""
+        None when there is none usable (one saved without its codes waits for them:
+        graph_codes.py; a partial one is saved whole)."""
         if not self.folder.is_dir():
             return None
         stem = scope_file(key)

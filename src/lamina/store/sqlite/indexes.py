@@ -174,7 +174,7 @@ class SyncedIndexes:
             else:
                 part = (tenant, layer, key)
                 if part in restored and pk not in changed:
-                    self._vectors.adopt(pk, part)
+                    self._vectors.adopt(pk, part, blob)
                 elif blob is None or len(blob) != self._blob_size:  # None, or another model's
                     self._vectors.remove(pk)
                 else:
@@ -220,8 +220,15 @@ class SyncedIndexes:
             self._vectors.loading = True
             self._apply(rows, frozenset(restored), changed)
             self._vectors.finish_load()
-            self._lexicon.merge()
-            self._applied_seq = top
+            failed = self._vectors.restore_failed
+            if not failed:
+                self._lexicon.merge()
+                self._applied_seq = top
+        if failed and self._graphs is not None:
+            log.warning("a saved vector graph could not be read back: it is built again")
+            self._graphs.drop_all()
+            self._load(conn)
+            return
         release_freed()  # the load's temporaries (lamina/heap.py)
         self._loaded = True
 
@@ -253,8 +260,10 @@ class SyncedIndexes:
                 continue
             loaded = self._graphs.load(part, self._dimensions, partial=True)
             if loaded is not None and pruned <= loaded[1] <= top:
-                partial[part] = loaded
-                log.info("a vector graph of %d resumes from %d saved", count, len(loaded[0]))
+                graph, seq = loaded
+                if isinstance(graph, hnsw.Graph):  # (saved whole)
+                    partial[part] = (graph, seq)
+                    log.info("a vector graph of %d resumes from %d saved", count, len(graph))
         return out, partial
 
     def _in_background(self, job: Callable[[], None]) -> None:

@@ -26,6 +26,7 @@ from lamina.embeddings.base import Vector
 from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.compact import Int8s, quantize
 from lamina.store.sqlite.graph import Graph
+from lamina.store.sqlite.graph_codes import Stripped
 from lamina.store.sqlite.graph_files import Save
 from lamina.store.sqlite.ranking import Exact, Ranking, most_read, ranked
 from lamina.store.sqlite.scan import Partition
@@ -127,6 +128,10 @@ class VectorIndex:
         self.loading = False
         #: pks of restored graphs that the load found stored (``adopt``).
         self._seen: dict[PartitionKey, list[int]] = {}
+        #: While loading, restored graphs waiting for their codes (graph_codes.py).
+        self._stripped: dict[PartitionKey, Stripped] = {}
+        #: A restored graph could not be read back: the load must start again without.
+        self.restore_failed = False
         #: A scope became a graph since the graphs were last saved.
         self.graphs_built = False
 
@@ -140,6 +145,8 @@ class VectorIndex:
         self._where.clear()
         self._graphs.clear()
         self._seen.clear()
+        self._stripped.clear()
+        self.restore_failed = False
 
     def reserve(self, key: PartitionKey, capacity: int) -> None:
         """Make room for ``capacity`` vectors in one scope (a bulk load sizes it exactly)."""
@@ -158,6 +165,10 @@ class VectorIndex:
         return None
 
     def upsert(self, pk: int, key: PartitionKey, vector: Vector) -> None:
+        stripped = self._stripped.get(key)
+        if stripped is not None:  # loading: the graph takes it once read back
+            self.adopt(pk, key, np.asarray(vector, dtype=np.float32).tobytes())
+            return
         found = self._where.get(pk)
         if found is not None:
             old_key, slot = found
@@ -292,18 +303,38 @@ class VectorIndex:
         it; the vectors of ``changed`` pks (written since it was saved) are put again."""
         self._resumed[key] = (graph, changed)
 
-    def restore(self, key: PartitionKey, graph: Graph) -> None:
-        """Take a saved graph of a scope; the load then ``adopt``s its stored pks."""
-        self._graphs[key] = graph
+    def restore(self, key: PartitionKey, graph: Graph | Stripped) -> None:
+        """Take a saved graph of a scope; the load then ``adopt``s its stored pks (a graph
+        saved without its codes takes them from there: graph_codes.py)."""
+        if isinstance(graph, Stripped):
+            self._stripped[key] = graph
+        else:
+            self._graphs[key] = graph
         self._seen[key] = []
 
-    def adopt(self, pk: int, key: PartitionKey) -> None:
-        """During a load: ``pk`` is stored in restored scope ``key``, unchanged since."""
+    def adopt(self, pk: int, key: PartitionKey, blob: bytes) -> None:
+        """During a load: ``pk`` is stored in restored scope ``key`` (unchanged since, but
+        for a graph waiting for its codes), ``blob`` its float32 vector."""
+        stripped = self._stripped.get(key)
+        if stripped is not None:
+            stripped.fill(pk, blob)
         self._seen[key].append(pk)
 
     def finish_load(self) -> None:
-        """After a load: restored graphs lose what is no longer stored in their scope, and
-        scopes large enough become graphs."""
+        """After a load: restored graphs get their codes (or, unreadable, make the load
+        start again: ``restore_failed``) and lose what is no longer stored in their scope,
+        and scopes large enough become graphs."""
+        for key, stripped in self._stripped.items():
+            graph = Graph.restore(stripped.assemble(), self.dim)
+            if graph is None:
+                self.restore_failed = True
+                continue
+            self._graphs[key] = graph
+            for pk, codes in stripped.puts:
+                graph.put(pk, codes)
+        self._stripped.clear()
+        if self.restore_failed:
+            return
         for key, seen in self._seen.items():
             graph = self._graphs[key]
             keys = graph.keys()
