@@ -22,6 +22,15 @@ def fast_settings(data_dir: Path, **overrides: object) -> Settings:
     return load_settings(data_dir=data_dir, retry=retry, **overrides)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The files holding a slow test first, each file's tests kept together and in order:
+    under ``--dist loadfile --no-loadscope-reorder`` (scripts/test) the workers take the
+    long files (whole minutes on one worker) at the start, and the many short ones fill in
+    behind them, instead of one long file starting last and running on alone."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for key in list(__import__("os").environ):

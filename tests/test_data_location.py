@@ -17,6 +17,9 @@ import pytest
 from lamina import ErrorCode, Lamina, LaminaError, load_settings
 from lamina.config import sqlite_url_path
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -10,6 +10,11 @@ import shlex
 import subprocess
 from pathlib import Path
 
+import pytest
+
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections import Counter
 from collections.abc import Mapping
-from functools import cache, lru_cache
+from functools import lru_cache
 from typing import Any
 
 # A conventional English stop-word list (the common Lucene/NLTK core, lower-case).
@@ -26,13 +27,21 @@ STOP_WORDS = frozenset(
 )
 
 
-@cache
-def _stemmer() -> Any:
-    """The English Snowball stemmer, built on first use: snowballstemmer imports every
-    language it knows, too slow for a start-up that stems nothing."""
-    import snowballstemmer
+_THREAD = threading.local()
 
-    return snowballstemmer.stemmer("english")
+
+def _stemmer() -> Any:
+    """This thread's English Snowball stemmer, built on its first use: snowballstemmer
+    imports every language it knows, too slow for a start-up that stems nothing. One per
+    thread: a stemmer keeps the word it works on in itself, and two threads stemming with
+    one (the SQLite store's worker threads, the event loop's) read each other's word (an
+    IndexError, or a wrong stem)."""
+    stemmer = getattr(_THREAD, "stemmer", None)
+    if stemmer is None:
+        import snowballstemmer
+
+        stemmer = _THREAD.stemmer = snowballstemmer.stemmer("english")
+    return stemmer
 
 
 _APOSTROPHES = "'\u2019"

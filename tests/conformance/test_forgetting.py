@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import pytest
 
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.models import HistoryOperation
@@ -28,6 +29,9 @@ from lamina.threads.ports import NewThread, StoredTask
 from tests.conformance.conftest import Harness
 from tests.conformance.test_store import scope
 from tests.pg import PG_URL
+
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 T1, T2 = "tenant-one", "tenant-two"
 #: Words found nowhere else: their stems too (postings, lexicon, context).

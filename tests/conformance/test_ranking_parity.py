@@ -27,6 +27,9 @@ from lamina.store.sqlite import SQLiteStore
 from lamina.text import analyze
 from tests.pg import require_postgres, reset_database
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 LOCOMO = Path(__file__).resolve().parents[2].parent / "shared" / "eval" / "locomo-dev.json"
 TENANT = "parity"
 PLAIN = Scope(MemoryLayer.USER, {"user_id": "plain"}, "plain")
@@ -96,21 +99,18 @@ class Stores:
         turns = [t for session in sessions for t in session]
         talk = iter(self.embedder.embed_sync([t["text"] for t in turns]))
         tags = ["ops", "ui", "db"]
-        for store in (self.sqlite, self.postgres):
-            rows = [
-                NewMemory(
-                    f"plain-{i}",
-                    TENANT,
-                    PLAIN,
-                    text,
-                    {"tags": [tags[i % 3]], "n": i % 7},
-                    plain[i],
-                )
-                for i, text in enumerate(texts)
-            ]
-            self.runner.run(store.memories.writes.bulk_add(rows))
+        rows = [
+            NewMemory(
+                f"plain-{i}", TENANT, PLAIN, text, {"tags": [tags[i % 3]], "n": i % 7}, plain[i]
+            )
+            for i, text in enumerate(texts)
+        ]
         vectors = list(talk)
-        for store in (self.sqlite, self.postgres):
+        # Both stores load at once (the SQLite store works in a thread, PostgreSQL in its
+        # server), each the same rows in the same order.
+
+        async def load(store: SQLiteStore | PostgresStore) -> None:
+            await store.memories.writes.bulk_add(rows)
             k = 0
             for number, session in enumerate(sessions):
                 batch = []
@@ -132,21 +132,22 @@ class Stores:
                         )
                     )
                     k += 1
-                self.runner.run(store.memories.writes.add_messages(batch))
-        # A few changes, the same on both: deleted and rewritten turns renew neighbours.
-        for store in (self.sqlite, self.postgres):
-            self.runner.run(
-                store.memories.writes.bulk_delete(TENANT, ["turn-5", "turn-40", "plain-7"])
+                await store.memories.writes.add_messages(batch)
+            # A few changes, the same on both: deleted and rewritten turns renew neighbours.
+            await store.memories.writes.bulk_delete(TENANT, ["turn-5", "turn-40", "plain-7"])
+            await store.memories.writes.update(
+                TENANT,
+                "turn-60",
+                content="I repainted the kitchen in bright yellow",
+                embedding=repaint,
             )
-            vector = self.embedder.embed_sync(["I repainted the kitchen in bright yellow"])[0]
-            self.runner.run(
-                store.memories.writes.update(
-                    TENANT,
-                    "turn-60",
-                    content="I repainted the kitchen in bright yellow",
-                    embedding=vector,
-                )
-            )
+
+        repaint = self.embedder.embed_sync(["I repainted the kitchen in bright yellow"])[0]
+
+        async def both() -> None:
+            await asyncio.gather(load(self.sqlite), load(self.postgres))
+
+        self.runner.run(both())
 
     def search(self, cases: list[tuple[Scope, str, Any, MetadataFilter]]) -> list[Any]:
         """For each case (scope, query, vector, filter) and mode: both stores' hits."""
@@ -168,8 +169,10 @@ class Stores:
                         0.5,
                         QuerySignals.of(query),
                     )
-                    a = await self.sqlite.memories.reads.search(request)
-                    b = await self.postgres.memories.reads.search(request)
+                    a, b = await asyncio.gather(
+                        self.sqlite.memories.reads.search(request),
+                        self.postgres.memories.reads.search(request),
+                    )
                     what = f"{mode.value} {query!r}"
                     # As many candidates below the threshold (PostgreSQL counts some of
                     # them from bounds on its own cosines).

@@ -20,6 +20,9 @@ from lamina.memory.scoring import QuerySignals
 from lamina.text import analyze
 from tests.conformance.conftest import Harness
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 T1, T2 = "tenant-one", "tenant-two"
 
 

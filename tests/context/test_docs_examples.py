@@ -18,6 +18,9 @@ import pytest
 from tests.docs_examples import python_examples, run_example
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "context.md"
 _OUTPUT = re.compile(r"<!-- output: ([\w-]+) -->\s*```\n(.*?)\n```", re.S)

@@ -22,6 +22,9 @@ from lamina.llm import ChatModel, build_chat_model, request
 from tests.conftest import fast_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 PROVIDERS = ["openai", "anthropic"]
 
 

@@ -10,6 +10,9 @@ import pytest
 from tests.docs_examples import python_examples, run_example
 from tests.fakes.openai_server import FakeOpenAI
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "integrations.md"
 

@@ -28,6 +28,9 @@ from lamina.integrations.langgraph import LaminaStore
 from tests.conftest import fast_settings
 from tests.pg import require_postgres, reset_database
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 DEFAULT = {"layer": "project", "project_id": "graph"}
 ALICE = ("user", "alice", "prefs")
 BOB = ("user", "bob", "prefs")

@@ -18,6 +18,9 @@ from lamina.integrations.langgraph import LaminaStore
 from tests.conftest import fast_settings
 from tests.pg import require_postgres, reset_database
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 TEXT = "The deploy window is Tuesday at 10:00"
 N = 1000
 

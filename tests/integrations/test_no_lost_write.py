@@ -21,6 +21,9 @@ from lamina.integrations.openai_agents import LaminaSession
 from lamina.integrations.pydantic_ai import memory_toolset
 from tests.fakes.openai_server import FakeOpenAI, Reply
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 N = 1_000
 TEXT = "The deploy window is Tuesday at 10:00"
 

@@ -19,6 +19,9 @@ from lamina.memory.scoring import QuerySignals, raw_of
 from tests.conftest import fast_settings
 from tests.pg import require_postgres, reset_database
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def lm(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Lamina]:

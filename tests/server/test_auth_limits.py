@@ -33,6 +33,9 @@ from tests.server.harness import (
     tool_message,
 )
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 KEY_A, KEY_B, KEY_C, KEY_ADMIN = new_key(), new_key(), new_key(), new_key()
 A = {"Authorization": f"Bearer {KEY_A}"}
 B = {"X-API-Key": KEY_B}

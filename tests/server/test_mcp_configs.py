@@ -26,6 +26,9 @@ from tests.server.mcp_support import (
     snippets,
 )
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 
 def test_the_page_holds_one_config_per_client_matching_the_command() -> None:
     found = snippets()

@@ -13,6 +13,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.server.mcp_support import (
     DOC,
     LAMINA,
@@ -26,6 +28,9 @@ from tests.server.mcp_support import (
     run,
     snippets,
 )
+
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 #: The pages stating how many tools `lamina mcp` serves.
 COUNTED = (DOC, ROOT / "docs" / "server.md")

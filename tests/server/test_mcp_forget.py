@@ -26,6 +26,9 @@ from tests.server.mcp_support import (
     snippets,
 )
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 ENTRY = server_entry("claude-desktop", snippets()["claude-desktop"])
 DEFAULTS = expected_defaults(ENTRY)
 USER, AGENT = DEFAULTS["user_id"], DEFAULTS["agent_id"]

@@ -10,8 +10,13 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.server.args_support import STORES, store_overrides
 from tests.server.mcp_support import LAMINA, mcp_session, ok, run
+
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 INITIALIZE = {
     "jsonrpc": "2.0",

@@ -15,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.pg import require_postgres, reset_database
 from tests.server.harness import (
@@ -27,6 +28,9 @@ from tests.server.harness import (
     tool_message,
 )
 from tests.server.mcp_support import documented_tool_count
+
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 
 @contextmanager

@@ -19,6 +19,9 @@ from tests.conftest import fast_settings
 from tests.pg import require_postgres, reset_database, server_without_pgvector
 from tests.store.test_multiprocess import WORKER
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 #: The newest schema version (numbers may leave gaps: parallel work reserves them).
 PG_VERSIONS = sorted(
     int(f.name[:4])

@@ -29,6 +29,9 @@ from lamina.memory.records import dump_record, parse_record
 from tests.conftest import fast_settings
 from tests.store import test_postgres
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 #: An empty PostgreSQL database (the fixture of test_postgres).
 pg_url = test_postgres.pg_url
 

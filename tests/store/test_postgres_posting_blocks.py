@@ -9,10 +9,14 @@ import threading
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from lamina import Lamina
 from tests.conftest import fast_settings
 from tests.store import test_postgres
+
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
 
 Posting = tuple[str, str, str, str, int, float, float]
 

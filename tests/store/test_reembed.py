@@ -22,6 +22,9 @@ from tests.conftest import fast_settings, openai_settings
 from tests.fakes.openai_server import FakeOpenAI
 from tests.pg import require_postgres, reset_database
 
+#: Minutes of work on one worker: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.slow
+
 DIMS = 16  # the fake model's; the local model's are 384
 
 
