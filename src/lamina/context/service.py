@@ -37,9 +37,9 @@ from lamina.tokens import TokenCounter, default_counter
 
 log = logging.getLogger(__name__)
 
-#: With a token budget for the Relevant Memories section, the memories searched for it, per
-#: memory it may show: the shorter ones that fit where a longer one does not.
-RAG_CANDIDATES = 2
+#: With a token budget for the Relevant Memories section, the memories searched for it
+#: beyond the most it may show: the shorter ones that can take a longer one's place.
+RAG_SPARE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +211,7 @@ class ContextService(ServiceCore):
             team_id=ids["team_id"],
             org_id=ids["org_id"],
             company_id=ids["company_id"],
-            limit=self.settings.rag_limit * (1 if budget is None else RAG_CANDIDATES),
+            limit=self.settings.rag_limit + (0 if budget is None else RAG_SPARE),
             threshold=self.settings.rag_threshold,
             tenant_id=tenant_id,
         )
