@@ -9,7 +9,12 @@ import pytest
 
 from lamina.context.keywords import extract_keywords
 from lamina.context.models import ContextItem, ContextLayer
-from lamina.context.prompt import assemble_prompt, memory_section
+from lamina.context.prompt import (
+    assemble_prompt,
+    memories_section,
+    memory_section,
+    pack_memories,
+)
 from lamina.context.providers import (
     RuntimeContextAdapter,
     ToolDescriptor,
@@ -90,6 +95,25 @@ def test_sections_come_in_the_specified_order_and_format() -> None:
         "## Relevant Memories\n- remembered\n\n"
         "## Conversation Memory\n\n### Summary\nR1\n\n### Recent Observations\n- O1"
     )
+
+
+def test_relevant_memories_are_packed_best_first_within_their_budget() -> None:
+    counter = HeuristicTokenCounter()
+    memories = ["a" * 40, "b" * 400, "   ", "c" * 40, "d" * 40, "e" * 40]  # 10/100/-/10 tokens
+    # No budget: the first ``limit`` with text, in order (a blank one is never shown).
+    assert pack_memories(memories, 3, None, counter) == [0, 1, 3]
+    # Room for the heading and three short ones: the long one is passed over for the next
+    # ones that fit, and the limit still binds.
+    budget = counter.count(memories_section(memories[3:5] + memories[:1]))
+    assert pack_memories(memories, 10, budget, counter) == [0, 3, 4]
+    assert pack_memories(memories, 2, budget, counter) == [0, 3]
+    # The best memory shows whatever its length: a relevant memory never leaves the section
+    # empty; the budget binds from the second on.
+    assert pack_memories(memories[1:], 10, 5, counter) == [0]
+    shown = memories_section([memories[i] for i in pack_memories(memories, 10, budget, counter)])
+    assert counter.count(shown) <= budget
+    assert shown == "## Relevant Memories\n- " + "\n- ".join(["a" * 40, "c" * 40, "d" * 40])
+    assert memories_section(["  ", ""]) == ""
 
 
 def test_the_memory_budget_keeps_reflections_first_and_the_newest() -> None:

@@ -15,7 +15,8 @@ from lamina.context.providers import (
     ToolDescriptor,
     ToolRegistryAdapter,
 )
-from tests.conftest import openai_settings
+from lamina.tokens import default_counter
+from tests.conftest import fast_settings, openai_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
 
 
@@ -273,6 +274,39 @@ def test_build_prompt_with_memories_and_degradation(filled: Lamina) -> None:
     with pytest.raises(LaminaError) as err:
         filled.context.build_prompt("Base.", "db", layers=["nope"])
     assert err.value.code is ErrorCode.INVALID_LAYER
+
+
+def test_relevant_memories_spend_at_most_their_token_budget(data_dir: Path) -> None:
+    """context.rag_token_budget bounds the Relevant Memories section (heading included): a
+    long memory is passed over for shorter ones that fit, and the prompt's memory ids are
+    those of the memories it shows."""
+    short = [
+        "The deploy pipeline runs on GitHub Actions",
+        "Deploy pipeline failures page the on-call engineer",
+        "The deploy pipeline needs a second reviewer on Fridays",
+    ]
+    long = "The deploy pipeline once stalled." + " A runner lost its cached layers." * 60
+    query = "how does the deploy pipeline run?"
+
+    def relevant(**context: Any) -> tuple[str, list[str]]:
+        with Lamina(fast_settings(data_dir, context={"rag_threshold": 0.0, **context})) as ms:
+            if not ms.memory.list(user_id="u1").items:
+                for note in [*short, long]:
+                    ms.memory.add(note, layer="user", user_id="u1")
+            built = ms.context.compose_prompt("", query, identifiers={"user_id": "u1"})
+            section = built.text.split("\n\n## Conversation Memory")[0]
+            assert section.startswith("## Relevant Memories\n")
+            shown = [ms.memory.get(i).content for i in built.memory_ids]
+            assert section == "## Relevant Memories\n" + "\n".join(f"- {m}" for m in shown)
+            return section, shown
+
+    section, shown = relevant(rag_token_budget=None)
+    assert sorted(shown) == sorted([*short, long])  # rag_limit (6) binds, not tokens
+    section, shown = relevant()  # the default budget: 220 tokens
+    assert sorted(shown) == sorted(short)
+    assert default_counter().count(section) <= 220 < default_counter().count(long)
+    section, shown = relevant(rag_limit=2)
+    assert len(shown) == 2 and set(shown) <= set(short)
 
 
 def test_layer_retrieval_survives_an_embedding_failure(

@@ -125,8 +125,11 @@ class ContextSettings(Section):
     semantic_weight: float = Field(default=0.5, ge=0.0, le=1.0)
     #: Items scoring below this are not retrieved (hybrid and semantic scores lie in [0, 1]).
     min_score: float = Field(default=0.2, ge=0.0, le=1.0)
-    #: Memories added to the prompt's "Relevant Memories" section (0: none).
-    rag_limit: int = Field(default=5, ge=0, le=100)
+    #: Most memories in the prompt's "Relevant Memories" section (0: none).
+    rag_limit: int = Field(default=6, ge=0, le=100)
+    #: Tokens that section may spend, heading included (None: no bound): the best memories
+    #: that fit, a longer one passed over for a shorter next one; the best one always shows.
+    rag_token_budget: int | None = Field(default=220, ge=1)
     #: Minimum search score of a memory for that section (None: the memory search default).
     rag_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
     #: Longest query accepted (characters).

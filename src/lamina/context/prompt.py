@@ -69,6 +69,38 @@ def _by_layer(
     return out
 
 
+def memories_section(memories: Iterable[str]) -> str:
+    """ "## Relevant Memories", a memory a line (its whitespace collapsed); "" without any."""
+    lines = [m for m in (_one_line(x) for x in memories) if m]
+    if not lines:
+        return ""
+    return "## Relevant Memories\n" + "\n".join(f"- {m}" for m in lines)
+
+
+def pack_memories(
+    memories: Sequence[str], limit: int, budget: int | None, counter: TokenCounter
+) -> list[int]:
+    """The indexes of the ``memories`` (best first) the Relevant Memories section shows: at
+    most ``limit``, and with a ``budget`` the section (heading included) within it. A memory
+    that does not fit is passed over for the next that does; the first memory with text is
+    always shown, whatever its length, so a relevant memory never leaves the section
+    empty."""
+    kept: list[int] = []
+    shown: list[str] = []
+    for index, text in enumerate(memories):
+        if len(kept) >= limit:
+            break
+        if not _one_line(text) or (
+            budget is not None
+            and shown
+            and counter.count(memories_section([*shown, text])) > budget
+        ):
+            continue
+        kept.append(index)
+        shown.append(text)
+    return kept
+
+
 def memory_section(
     reflections: Sequence[str],
     observations: Sequence[str],
@@ -149,9 +181,9 @@ def assemble_prompt(
         items = layers.get(layer) or []
         if items:
             sections.append(f"## {title}\n" + "\n".join(format_item(i) for i in items))
-    rag = [m for m in (_one_line(x) for x in memories) if m]
+    rag = memories_section(memories)
     if rag:
-        sections.append("## Relevant Memories\n" + "\n".join(f"- {m}" for m in rag))
+        sections.append(rag)
     facts = [g for g in (_one_line(x) for x in graph) if g]
     if facts:
         sections.append("## Knowledge Graph\n" + "\n".join(f"- {g}" for g in facts))

@@ -13,7 +13,7 @@ from lamina.config import ContextSettings, MemorySettings
 from lamina.context.layer_store import ItemContext
 from lamina.context.models import ContextLayer, RetrievalResult
 from lamina.context.ports import ContextItemStore
-from lamina.context.prompt import Retrieved, assemble_prompt
+from lamina.context.prompt import Retrieved, assemble_prompt, pack_memories
 from lamina.context.providers import (
     RuntimeContextProvider,
     ToolRegistryProvider,
@@ -36,6 +36,10 @@ from lamina.memory.service import MemoryService
 from lamina.tokens import TokenCounter, default_counter
 
 log = logging.getLogger(__name__)
+
+#: With a token budget for the Relevant Memories section, the memories searched for it
+#: beyond the most it may show: the shorter ones that can take a longer one's place.
+RAG_SPARE = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +198,7 @@ class ContextService(ServiceCore):
     ) -> list[SearchHit]:
         if self.settings.rag_limit == 0 or not identifiers or not query.strip():
             return []
+        budget = self.settings.rag_token_budget
         ids = {k: identifiers.get(k) for k in IDENTIFIER_NAMES}
         if session_key:
             ids["session_id"] = session_key
@@ -206,11 +211,14 @@ class ContextService(ServiceCore):
             team_id=ids["team_id"],
             org_id=ids["org_id"],
             company_id=ids["company_id"],
-            limit=self.settings.rag_limit,
+            limit=self.settings.rag_limit + (0 if budget is None else RAG_SPARE),
             threshold=self.settings.rag_threshold,
             tenant_id=tenant_id,
         )
-        return list(hits)
+        shown = pack_memories(
+            [h.memory.content for h in hits], self.settings.rag_limit, budget, self.counter
+        )
+        return [hits[i] for i in shown]
 
     async def build_prompt(
         self,
