@@ -296,19 +296,25 @@ class SyncedIndexes:
         """The float32 vectors the file holds for ``pks`` (NaN rows: none, or another
         model's), read by the vector index for the few it ranks exactly."""
         out: Vector = np.full((len(pks), self._dimensions), np.nan, dtype=np.float32)
-        place = {pk: i for i, pk in enumerate(pks.tolist())}
+        order = np.argsort(pks, kind="stable")
+        ascending = pks[order]
         conn = self._db.connection()
-        keys = list(place)
+        keys = pks.tolist()
         for start in range(0, len(keys), _READ):
             chunk = keys[start : start + _READ]
             found = conn.execute(
                 f"SELECT pk, embedding FROM {self._source.table} "  # noqa: S608
                 f"WHERE pk IN ({','.join('?' * len(chunk))})",
                 chunk,
-            )
-            for pk, blob in found:
-                if blob is not None and len(blob) == self._blob_size:
-                    out[place[pk]] = np.frombuffer(blob, dtype=np.float32)
+            ).fetchall()
+            # One buffer for all (a row at a time costs more than reading it).
+            usable = [r for r in found if r[1] is not None and len(r[1]) == self._blob_size]
+            if usable:
+                at = np.fromiter((r[0] for r in usable), dtype=np.int64, count=len(usable))
+                blobs = b"".join([r[1] for r in usable])
+                out[order[np.searchsorted(ascending, at)]] = np.frombuffer(
+                    blobs, dtype=np.float32
+                ).reshape(len(usable), self._dimensions)
         return out
 
     def vector_hits(
