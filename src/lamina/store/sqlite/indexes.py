@@ -10,7 +10,9 @@ wrote them, before every search. The same machinery serves every indexed table.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +39,21 @@ log = logging.getLogger(__name__)
 CLOSE_WAIT = 10.0
 #: Keys read per statement by ``_stored`` (below SQLite's limit on parameters).
 _READ = 500
+#: The nice value a background graph build runs at (Linux: per thread; its insert threads
+#: inherit it), so that searches meanwhile keep the cores they need.
+BUILD_NICE = 10
+
+
+def yield_to_searches() -> None:
+    """Lower the calling thread's CPU priority to ``BUILD_NICE``, if it is not lower (Linux
+    only, where a thread's priority is its own; elsewhere it would lower the process's)."""
+    if sys.platform.startswith("linux"):
+        try:
+            me = threading.get_native_id()
+            nice = max(os.getpriority(os.PRIO_PROCESS, me), BUILD_NICE)
+            os.setpriority(os.PRIO_PROCESS, me, nice)
+        except OSError:  # not permitted: the build runs at the process's priority
+            log.debug("could not lower the graph build's priority", exc_info=True)
 
 
 @dataclass(frozen=True)
@@ -247,8 +264,12 @@ class SyncedIndexes:
         return out
 
     def _in_background(self, job: Callable[[], None]) -> None:
+        def run() -> None:
+            yield_to_searches()
+            job()
+
         self._threads = [t for t in self._threads if t.is_alive()]
-        thread = threading.Thread(target=job, name="lamina-vector-graph", daemon=True)
+        thread = threading.Thread(target=run, name="lamina-vector-graph", daemon=True)
         self._threads.append(thread)
         thread.start()
 
