@@ -193,11 +193,11 @@ def test_a_failed_write_leaves_the_previous_file_whole_and_saves_again_later(
     files.write(Pending(files.ticket(), 5, [Save(KEY, graph, graph.snapshot())]))
     graph.put(100, quantize(corpus(1, seed=4))[0][0])
 
-    def full_disk(index: Index, path: Any = None, progress: Any = None) -> None:
-        Path(path).write_bytes(b"half a graph")
+    def full_disk(copy: Graph, path: Path, whole: bool = False) -> None:
+        path.write_bytes(b"half a graph")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(Index, "save", full_disk)
+    monkeypatch.setattr(Graph, "write", full_disk)
     with caplog.at_level(logging.ERROR):
         files.write(Pending(files.ticket(), 9, [Save(KEY, graph, graph.snapshot())]))
     assert "saving a vector graph failed" in caplog.text

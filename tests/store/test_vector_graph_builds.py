@@ -1,6 +1,8 @@
 """A scope that crosses the graph threshold is searched through its int8 codes while its
 graph is built in the background: no search waits for a build, the writes made during it
-reach the graph, and closing during a build neither hangs nor saves a half-built graph.
+reach the graph, and closing during a build does not hang; it saves what the build made as
+a partial graph only when that is worth it and holds no deleted memory, and the next start
+extends it.
 
 Builds are held by a ``start`` that keeps the job until the test runs it: no timing."""
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -159,13 +162,13 @@ def test_a_background_build_runs_at_a_lower_priority_than_searches(
 ) -> None:
     monkeypatch.setattr(hnsw, "GRAPH_FROM", 200)
     seen: list[int] = []
-    build = hnsw.Graph.build
+    extend = hnsw.Graph.extend
 
-    def noting(cls: type[hnsw.Graph], *args: Any, **kwargs: Any) -> hnsw.Graph | None:
+    def noting(graph: hnsw.Graph, *args: Any, **kwargs: Any) -> bool:
         seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
-        return build(*args, **kwargs)
+        return extend(graph, *args, **kwargs)
 
-    monkeypatch.setattr(hnsw.Graph, "build", classmethod(noting))
+    monkeypatch.setattr(hnsw.Graph, "extend", noting)
     mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
     scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
     with Lamina(fast_settings(data_dir)) as ms:
@@ -176,3 +179,75 @@ def test_a_background_build_runs_at_a_lower_priority_than_searches(
     assert seen == [max(mine, BUILD_NICE)]
     # The process and this thread keep their priority: only the build's thread yields.
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+
+
+def _stop_partway(indexes: SyncedIndexes, key: tuple[str, str, str], at_least: int) -> int:
+    """Close ``indexes`` once the build of ``key`` holds ``at_least`` vectors; its size."""
+    build = indexes._vectors._building[key]
+    deadline = time.monotonic() + 60
+    while len(build.partial) < at_least and time.monotonic() < deadline:
+        time.sleep(0.001)
+    indexes.close()  # waits for the build to stop (between two chunks)
+    return len(build.partial)
+
+
+def test_a_build_stopped_by_closing_is_saved_partial_and_the_next_start_extends_it(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hnsw, "GRAPH_FROM", 200)
+    monkeypatch.setattr(hnsw, "BUILD_CHUNK", 16)
+    scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+    folder = data_dir / "lamina.db-vectors"
+    key = ("default", "user", "u")
+    with Lamina(fast_settings(data_dir)) as ms:
+        db = ms.aio.store._db
+        ms._run(ms.aio.store.memories.writes.bulk_add(memories(scope, 3_000)))
+        first = SyncedIndexes(db, DIM, graphs=folder)
+        first.sync()  # loads: the scope is large, its build starts in the background
+        held = _stop_partway(first, key, 400)
+        assert 400 <= held < 3_000
+        (saved,) = folder.glob("*.usearch")
+        assert saved.name.endswith("-partial.usearch")
+        # Written since: one vector changed, which the resumed graph must not keep stale.
+        with db.write_transaction() as conn:
+            pk = conn.execute("SELECT min(pk) FROM memories").fetchone()[0]
+            conn.execute(
+                "UPDATE memories SET embedding = ? WHERE pk = ?", (vector(10_001).tobytes(), pk)
+            )
+        gated = Held()
+        second = SyncedIndexes(db, DIM, graphs=folder, start=gated)
+        second.sync()
+        assert second._vectors._building[key].start == held  # extends, not from nothing
+        gated.run()
+        assert key in second._vectors._graphs and second.counts_by_layer("default") == {
+            "user": 3_000
+        }
+        ((found, score),) = second.vector_hits(key, vector(10_001), None, 1)
+        assert (found, score) == (pk, pytest.approx(1.0, abs=1e-5))
+        ((_, score),) = second.vector_hits(key, vector(2_999), None, 1)
+        assert score == pytest.approx(1.0, abs=1e-5)
+        second.close()
+        (saved,) = folder.glob("*.usearch")  # the whole graph, in the partial one's place
+        assert not saved.name.endswith("-partial.usearch")
+
+
+def test_a_stopped_build_holding_a_deleted_memory_is_not_saved(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hnsw, "GRAPH_FROM", 200)
+    monkeypatch.setattr(hnsw, "BUILD_CHUNK", 16)
+    scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+    folder = data_dir / "lamina.db-vectors"
+    key = ("default", "user", "u")
+    with Lamina(fast_settings(data_dir)) as ms:
+        stored = memories(scope, 3_000)
+        ms._run(ms.aio.store.memories.writes.bulk_add(stored))
+        indexes = SyncedIndexes(ms.aio.store._db, DIM, graphs=folder)
+        indexes.sync()
+        build = indexes._vectors._building[key]
+        deadline = time.monotonic() + 60
+        while len(build.partial) < 400 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        ms.memory.delete(stored[0].id)  # its vector is in the graph being built
+        indexes.close()
+        assert not list(folder.glob("*.usearch"))  # a partial graph would hold its bytes

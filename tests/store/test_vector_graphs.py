@@ -164,3 +164,45 @@ def test_a_deletion_drops_the_saved_graphs(data_dir: Path, monkeypatch: pytest.M
         hits = ms.aio.store._indexes.vector_hits(("default", "user", "u"), vector(0), None, 1)
         assert hits and hits[0][1] < 0.9  # gone from the graph in memory too
     assert list(folder.glob("*.usearch")) == []  # and not saved again at close
+
+
+KEYWORD_FIRST = textwrap.dedent(
+    """
+    import sys
+    from lamina.store.sqlite import graph
+    graph.GRAPH_FROM = 50
+    from lamina import Lamina, load_settings
+
+    with Lamina(load_settings(data_dir=sys.argv[1])) as ms:
+        ms.memory.search("memory", user_id="u", mode="keyword")  # loads the saved graph
+        assert "usearch.index" in sys.modules  # the model loads on the next search
+        hits = ms.memory.search("memory 7", user_id="u", mode="semantic", threshold=0.0)
+        print(len(hits))
+    """
+)
+
+
+def test_a_saved_graph_loaded_before_the_model_does_not_crash_the_process(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """onnxruntime imported after usearch crashed the process (SIGSEGV): a keyword search
+    loading the saved graph, then the first query that loads the embedding model."""
+    monkeypatch.setattr(hnsw, "GRAPH_FROM", 50)
+    scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+    with Lamina(fast_settings(data_dir)) as ms:
+        batch = [
+            NewMemory(str(uuid.uuid4()), "default", scope, f"memory {i}", {}, vector(i))
+            for i in range(60)
+        ]
+        ms._run(ms.aio.store.memories.writes.bulk_add(batch))
+        ms.memory.search("memory", user_id="u", mode="keyword")
+        assert ms.aio.store._indexes.wait_for_builds(60)
+    assert len(list((data_dir / "lamina.db-vectors").glob("*.usearch"))) == 1
+    done = subprocess.run(
+        [sys.executable, "-c", KEYWORD_FIRST, str(data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert int(done.stdout.split()[-1]) > 0

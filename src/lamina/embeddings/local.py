@@ -191,6 +191,12 @@ def _model_file() -> Path:
     return path
 
 
+def load_runtime() -> None:
+    """Import onnxruntime now, before a library that breaks it (lamina.store.sqlite.graph:
+    onnxruntime imported after usearch crashes the process)."""
+    import onnxruntime  # noqa: F401
+
+
 def load_model(threads: int = 0) -> _Model:
     """The process-wide model, loaded on first use."""
     path = _model_file()

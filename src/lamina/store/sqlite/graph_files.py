@@ -7,6 +7,11 @@ large scope and applies what the log says changed after that seq (or rebuilds, w
 was pruned past it, or no file is there). The SQLite file stays the truth: a lost or stale
 graph file costs time, never a memory.
 
+A build that a closing process stops leaves its graph as ``<scope hash>-<log seq>-partial
+.usearch`` (when it got far enough to be worth the write, vector_index.py): the next start
+extends it instead of building from nothing, so that short-lived processes (a CLI search
+each) finish a large scope's graph between them.
+
 Writing a graph of 100,000 vectors takes a while, and must not hold the index lock, which
 every search and write takes: under that lock the owner takes a ``Pending`` save (a copy of
 each graph to save, ``Graph.snapshot``, and a ``ticket``), and writes it after releasing
@@ -29,11 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lamina.store.sqlite.graph import Graph
+from lamina.store.sqlite.graph_codes import Stripped
 
 log = logging.getLogger(__name__)
 
 PartitionKey = tuple[str, str, str]
 SUFFIX = ".usearch"
+#: Marks the file of a partial graph (``Save.partial``): ``<scope hash>-<seq>-partial``.
+PARTIAL = "-partial"
 
 
 def scope_file(key: PartitionKey) -> str:
@@ -49,6 +57,9 @@ class Save:
     key: PartitionKey
     graph: Graph
     copy: Graph | None
+    #: A build stopped before its end (a closing process): the graph holds part of the
+    #: scope, each vector as of the save's seq; a later start extends it (vector_index.py).
+    partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -109,10 +120,10 @@ class GraphFiles:
         final: Path | None = None
         if save.copy is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
-            final = self.folder / f"{stem}-{seq}{SUFFIX}"
+            final = self.folder / f"{stem}-{seq}{PARTIAL if save.partial else ''}{SUFFIX}"
             temporary = self.folder / f".{stem}-{seq}-{os.getpid()}.tmp"
             try:
-                save.copy.write(temporary)
+                save.copy.write(temporary, whole=save.partial)  # (the load reads it so)
                 _sync(temporary)  # whole on disk before it takes the final name
                 os.replace(temporary, final)
                 _sync(self.folder)
@@ -123,14 +134,19 @@ class GraphFiles:
                 if old != final:
                     old.unlink(missing_ok=True)
 
-    def load(self, key: PartitionKey, dim: int) -> tuple[Graph, int] | None:
-        """The newest saved graph of a scope and its seq, None when there is none usable."""
+    def load(
+        self, key: PartitionKey, dim: int, partial: bool = False
+    ) -> tuple[Graph | Stripped, int] | None:
+        """The newest saved graph of a scope (or, ``partial``, partial graph) and its seq,
+        None when there is none usable (one saved without its codes waits for them:
+        graph_codes.py; a partial one is saved whole)."""
         if not self.folder.is_dir():
             return None
         stem = scope_file(key)
+        end = len(PARTIAL if partial else "") + len(SUFFIX)
         saved: list[tuple[int, Path]] = []
-        for path in self.folder.glob(f"{stem}-*{SUFFIX}"):
-            number = path.name[len(stem) + 1 : -len(SUFFIX)]
+        for path in self.folder.glob(f"{stem}-*{PARTIAL if partial else ''}{SUFFIX}"):
+            number = path.name[len(stem) + 1 : -end]
             if number.isdigit():
                 saved.append((int(number), path))
         for seq, path in sorted(saved, reverse=True):

@@ -112,6 +112,7 @@ class SyncedIndexes:
             graphs=graphs is not None,
             start=start or self._in_background,
             built=self._built,
+            position=lambda: self._applied_seq,
         )
         self._blob_size = 4 * dimensions  # float32
         self._lexicon = LexicalIndex()
@@ -190,7 +191,7 @@ class SyncedIndexes:
             else:
                 part = (tenant, layer, key)
                 if part in restored and pk not in changed:
-                    self._vectors.adopt(pk, part)
+                    self._vectors.adopt(pk, part, blob)
                 elif blob is None or len(blob) != self._blob_size:  # None, or another model's
                     self._vectors.remove(pk)
                 else:
@@ -210,20 +211,23 @@ class SyncedIndexes:
                 f"SELECT {src.partition}, count(*) FROM {src.table} m "  # noqa: S608
                 "WHERE m.embedding IS NOT NULL GROUP BY 1, 2, 3"
             ).fetchall()
-            restored = self._restore(conn, sizes, top)
+            restored, partial = self._restore(conn, sizes, top)
             for tenant, layer, key, count in sizes:
                 if tenant is not None:
                     self._vectors.reserve((tenant, layer, key), count)
             changed: frozenset[int] = frozenset()
-            if restored:
+            if restored or partial:
+                since = min([*restored.values(), *(seq for _, seq in partial.values())])
                 changed = frozenset(
                     pk
                     for (pk,) in conn.execute(
                         f"SELECT DISTINCT {src.log_column} FROM {src.log} "  # noqa: S608
                         "WHERE seq > ?",
-                        (min(restored.values()),),
+                        (since,),
                     )
                 )
+            for part, (graph, _) in partial.items():
+                self._vectors.resume(part, graph, changed)
             rows = conn.execute(
                 f"SELECT ?, m.pk, {src.partition}, m.embedding, m.lexicon "  # noqa: S608
                 f"FROM {src.table} m ORDER BY m.pk",
@@ -233,23 +237,32 @@ class SyncedIndexes:
             self._vectors.loading = True
             self._apply(rows, frozenset(restored), changed)
             self._vectors.finish_load()
-            self._lexicon.merge()
-            self._applied_seq = top
+            failed = self._vectors.restore_failed
+            if not failed:
+                self._lexicon.merge()
+                self._applied_seq = top
+        if failed and self._graphs is not None:
+            log.warning("a saved vector graph could not be read back: it is built again")
+            self._graphs.drop_all()
+            self._load(conn)
+            return
         release_freed()  # the load's temporaries (lamina/heap.py)
         self._loaded = True
 
     def _restore(
         self, conn: sqlite3.Connection, sizes: list[tuple[Any, ...]], top: int
-    ) -> dict[PartitionKey, int]:
+    ) -> tuple[dict[PartitionKey, int], dict[PartitionKey, tuple[hnsw.Graph, int]]]:
         """Load the saved graphs of large scopes that the log can bring up to date (saved
-        at a seq the log still holds every entry after); their seqs by scope."""
+        at a seq the log still holds every entry after): their seqs by scope, and for the
+        scopes without one, the partial graphs a stopped build saved, and their seqs."""
         if self._graphs is None:
-            return {}
+            return {}, {}
         row = conn.execute(
             "SELECT value FROM store_meta WHERE key = ?", (self._source.pruned_key,)
         ).fetchone()
         pruned = int(row[0]) if row else 0
         out: dict[PartitionKey, int] = {}
+        partial: dict[PartitionKey, tuple[hnsw.Graph, int]] = {}
         for tenant, layer, key, count in sizes:
             if tenant is None or count < hnsw.GRAPH_FROM:
                 continue
@@ -261,7 +274,14 @@ class SyncedIndexes:
                 log.info(
                     "restored a vector graph of %d at log seq %d (now %d)", count, loaded[1], top
                 )
-        return out
+                continue
+            loaded = self._graphs.load(part, self._dimensions, partial=True)
+            if loaded is not None and pruned <= loaded[1] <= top:
+                graph, seq = loaded
+                if isinstance(graph, hnsw.Graph):  # (saved whole)
+                    partial[part] = (graph, seq)
+                    log.info("a vector graph of %d resumes from %d saved", count, len(graph))
+        return out, partial
 
     def _in_background(self, job: Callable[[], None]) -> None:
         def run() -> None:
@@ -289,9 +309,9 @@ class SyncedIndexes:
         return not any(t.is_alive() for t in self._threads)
 
     def close(self) -> None:
-        """Cancel the graphs being built (the next start builds them again) and save those
-        that changed (caught up with the log first: a deletion another process made is
-        applied, and its graph not saved)."""
+        """Stop the graphs being built, and save those that changed (caught up with the log
+        first: a deletion another process made is applied, and its graph not saved) and the
+        partial graphs of the stopped builds worth saving (the next start extends them)."""
         saving = self._graphs is not None and self._loaded
         if saving:
             self.sync()
@@ -301,8 +321,14 @@ class SyncedIndexes:
             log.warning("a vector graph build did not stop within %s s", CLOSE_WAIT)
         if saving and self._graphs is not None:
             with self._lock:
-                pending = self._pending(everything=True)
-            self._write(pending)
+                pending = [self._pending(everything=True)]
+                if not self._deleting:
+                    pending += [
+                        Pending(self._graphs.ticket(), seq, [save])
+                        for seq, save in self._vectors.partial_saves()
+                    ]
+            for each in pending:
+                self._write(each)
 
     def drop_saved(self) -> None:
         """A deletion: no saved graph may keep the deleted vector (graph_files.py). Under

@@ -9,6 +9,8 @@ the finalists of a search are ranked exactly from the float32 vectors of the SQL
 
 A scope that crosses the threshold keeps being scanned while its graph is built (``start``,
 a background job), and the writes made meanwhile are journaled for the graph (``_Build``).
+A build stopped by a closing process leaves a partial graph to save (``partial_saves``),
+which the next start extends (``resume``) instead of building from nothing.
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from lamina.embeddings.base import Vector
 from lamina.store.sqlite import graph as hnsw
 from lamina.store.sqlite.compact import Int8s, quantize
 from lamina.store.sqlite.graph import Graph
+from lamina.store.sqlite.graph_codes import Stripped
 from lamina.store.sqlite.graph_files import Save
 from lamina.store.sqlite.ranking import Exact, Ranking, most_read, ranked
 from lamina.store.sqlite.scan import Partition
@@ -37,21 +41,48 @@ Start = Callable[[Callable[[], None]], None]
 _REPLAY = 64
 #: How far below a minimum score a graph's cosine of codes may be and its exact one not.
 GRAPH_SLACK = 0.05
+#: A stopped build's graph is saved when it added at least this share of the vectors it
+#: holds (a write of the whole graph for each step would cost more than it saves).
+PARTIAL_SHARE = 0.05
 
 
 class _Build:
     """A graph being built from a snapshot of a scope's codes, and what changed since."""
 
-    __slots__ = ("applied", "cancelled", "failed", "graph", "journal")
+    __slots__ = (
+        "applied", "cancelled", "failed", "graph", "journal", "partial", "seq", "start", "stopped"
+    )  # fmt: skip
 
-    def __init__(self) -> None:
+    def __init__(self, seq: int, graph: Graph) -> None:
         #: The writes to the scope since the snapshot, in order: (pk, codes), None: removed.
         self.journal: list[tuple[int, Int8s | None]] = []
         #: How many of them the graph has (the job applies most before the swap).
         self.applied = 0
         self.cancelled = False
         self.failed = False
+        #: The graph, once built and caught up with all but the last few writes.
         self.graph: Graph | None = None
+        #: The owner's log position of the snapshot, and the graph the job extends from it
+        #: (a resumed partial graph, or a new one) and its size then.
+        self.seq = seq
+        self.partial = graph
+        self.start = len(graph)
+        #: The job has returned: nothing touches ``partial`` any more.
+        self.stopped = False
+
+    def worth_saving(self, stored: npt.NDArray[np.int64]) -> bool:
+        """Cancelled and stopped, it added enough to its graph to save it as a partial one,
+        and every vector of that graph is still ``stored`` in the scope (a deleted memory's
+        bytes must not reach the disk)."""
+        size = len(self.partial)
+        return (
+            self.cancelled
+            and self.stopped
+            and not self.failed
+            and not self.partial.forgot
+            and size - self.start >= max(hnsw.BUILD_CHUNK, PARTIAL_SHARE * size)
+            and bool(np.isin(self.partial.keys(), stored).all())
+        )
 
 
 class VectorIndex:
@@ -73,7 +104,9 @@ class VectorIndex:
         graphs: bool = False,
         start: Start | None = None,
         built: Callable[[], None] | None = None,
+        position: Callable[[], int] = lambda: 0,
     ) -> None:
+        """``position``: the owner's log position, which a build's snapshot is as of."""
         self.dim = dim
         self._exact = exact
         self._use_graphs = graphs
@@ -85,10 +118,20 @@ class VectorIndex:
         self._graphs: dict[PartitionKey, Graph] = {}
         #: Scopes whose graph is being built (still searched through their codes).
         self._building: dict[PartitionKey, _Build] = {}
+        self._position = position
+        #: Partial graphs saved by an earlier process, for the builds of their scopes to
+        #: extend, with the pks changed since they were saved (``resume``).
+        self._resumed: dict[PartitionKey, tuple[Graph, frozenset[int]]] = {}
+        #: Builds cancelled whose partial graphs may be saved (``partial_saves``).
+        self._stopped: list[tuple[PartitionKey, _Build]] = []
         #: While loading, large scopes wait for ``finish_load`` to become graphs at once.
         self.loading = False
         #: pks of restored graphs that the load found stored (``adopt``).
         self._seen: dict[PartitionKey, list[int]] = {}
+        #: While loading, restored graphs waiting for their codes (graph_codes.py).
+        self._stripped: dict[PartitionKey, Stripped] = {}
+        #: A restored graph could not be read back: the load must start again without.
+        self.restore_failed = False
         #: A scope became a graph since the graphs were last saved.
         self.graphs_built = False
 
@@ -97,10 +140,13 @@ class VectorIndex:
 
     def clear(self) -> None:
         self.cancel_builds()
+        self._resumed.clear()
         self._parts.clear()
         self._where.clear()
         self._graphs.clear()
         self._seen.clear()
+        self._stripped.clear()
+        self.restore_failed = False
 
     def reserve(self, key: PartitionKey, capacity: int) -> None:
         """Make room for ``capacity`` vectors in one scope (a bulk load sizes it exactly)."""
@@ -119,6 +165,10 @@ class VectorIndex:
         return None
 
     def upsert(self, pk: int, key: PartitionKey, vector: Vector) -> None:
+        stripped = self._stripped.get(key)
+        if stripped is not None:  # loading: the graph takes it once read back
+            self.adopt(pk, key, np.asarray(vector, dtype=np.float32).tobytes())
+            return
         found = self._where.get(pk)
         if found is not None:
             old_key, slot = found
@@ -172,30 +222,37 @@ class VectorIndex:
             building.journal.append((pk, self._parts[key].int8[slot].copy()))
 
     def _promote(self, key: PartitionKey) -> None:
-        """Build a graph of a scope from a snapshot of its codes (``start``); the scope is
+        """Build a graph of a scope from a snapshot of its codes (``start``), extending the
+        partial graph an earlier process saved (``resume``) if there is one; the scope is
         searched through its codes until ``swap_built`` puts the graph in their place."""
         if key in self._building:
             return
         part = self._parts[key]
         pks = part.pks[: part.size].copy()
         codes = part.int8[: part.size].copy()
-        build = self._building[key] = _Build()
+        resumed, changed = self._resumed.pop(key, (None, frozenset()))
+        build = self._building[key] = _Build(self._position(), resumed or Graph.new(self.dim))
         built: Callable[[], object] | None = self._built
         if self._start is None:
             built = self.swap_built
 
         def job() -> None:
+            graph = build.partial
             try:
-                graph = Graph.build(self.dim, pks, codes, lambda: build.cancelled)
+                if resumed is not None:
+                    _refresh(graph, pks, codes, changed)
+                done = graph.extend(pks, codes, lambda: build.cancelled)
                 # The writes made meanwhile, outside the owner's lock while they are many.
-                while graph is not None and len(build.journal) - build.applied > _REPLAY:
+                while done and len(build.journal) - build.applied > _REPLAY:
                     _replay(graph, build)
             except Exception:
                 log.exception("building a vector graph failed; its scope stays a scan")
                 build.failed = True
                 build.journal.clear()
                 return
-            if graph is not None and not build.cancelled:
+            finally:
+                build.stopped = True
+            if done and not build.cancelled:
                 build.graph = graph
                 if built is not None:
                     built()
@@ -223,23 +280,61 @@ class VectorIndex:
         return swapped
 
     def cancel_builds(self) -> None:
-        """Forget the graphs being built: their scopes stay scans (a reload builds again)."""
-        for build in self._building.values():
+        """Stop the graphs being built: their scopes stay scans (a reload builds again, from
+        the partial graph ``partial_saves`` gives, once saved)."""
+        for key, build in self._building.items():
             build.cancelled = True
+            self._stopped.append((key, build))
         self._building.clear()
 
-    def restore(self, key: PartitionKey, graph: Graph) -> None:
-        """Take a saved graph of a scope; the load then ``adopt``s its stored pks."""
-        self._graphs[key] = graph
+    def partial_saves(self) -> list[tuple[int, Save]]:
+        """The partial graphs of the builds cancelled since, with the log position each is
+        as of, those worth saving (``_Build.worth_saving``) once their jobs have stopped."""
+        stopped, self._stopped = self._stopped, []
+        out = []
+        for key, build in stopped:
+            part = self._parts.get(key)
+            if part is not None and build.worth_saving(part.pks[: part.size]):
+                out.append((build.seq, Save(key, build.partial, build.partial, partial=True)))
+        return out
+
+    def resume(self, key: PartitionKey, graph: Graph, changed: frozenset[int]) -> None:
+        """A partial graph of a scope saved by an earlier process: the scope's build extends
+        it; the vectors of ``changed`` pks (written since it was saved) are put again."""
+        self._resumed[key] = (graph, changed)
+
+    def restore(self, key: PartitionKey, graph: Graph | Stripped) -> None:
+        """Take a saved graph of a scope; the load then ``adopt``s its stored pks (a graph
+        saved without its codes takes them from there: graph_codes.py)."""
+        if isinstance(graph, Stripped):
+            self._stripped[key] = graph
+        else:
+            self._graphs[key] = graph
         self._seen[key] = []
 
-    def adopt(self, pk: int, key: PartitionKey) -> None:
-        """During a load: ``pk`` is stored in restored scope ``key``, unchanged since."""
+    def adopt(self, pk: int, key: PartitionKey, blob: bytes) -> None:
+        """During a load: ``pk`` is stored in restored scope ``key`` (unchanged since, but
+        for a graph waiting for its codes), ``blob`` its float32 vector."""
+        stripped = self._stripped.get(key)
+        if stripped is not None:
+            stripped.fill(pk, blob)
         self._seen[key].append(pk)
 
     def finish_load(self) -> None:
-        """After a load: restored graphs lose what is no longer stored in their scope, and
-        scopes large enough become graphs."""
+        """After a load: restored graphs get their codes (or, unreadable, make the load
+        start again: ``restore_failed``) and lose what is no longer stored in their scope,
+        and scopes large enough become graphs."""
+        for key, stripped in self._stripped.items():
+            graph = Graph.restore(stripped.assemble(), self.dim)
+            if graph is None:
+                self.restore_failed = True
+                continue
+            self._graphs[key] = graph
+            for pk, codes in stripped.puts:
+                graph.put(pk, codes)
+        self._stripped.clear()
+        if self.restore_failed:
+            return
         for key, seen in self._seen.items():
             graph = self._graphs[key]
             keys = graph.keys()
@@ -321,6 +416,22 @@ def _replay(graph: Graph, build: _Build) -> None:
         else:
             graph.put(pk, codes)
     build.applied = stop
+
+
+def _refresh(
+    graph: Graph, pks: npt.NDArray[np.int64], codes: Int8s, changed: frozenset[int]
+) -> None:
+    """Bring a resumed partial graph to the snapshot (``pks``, ``codes``): drop what left
+    the scope, put again what ``changed`` since it was saved; ``extend`` adds the rest."""
+    held = graph.keys()
+    for pk in held[~np.isin(held, pks)].tolist():
+        graph.remove(pk)
+    if changed:
+        order = np.argsort(pks)
+        stale = held[np.isin(held, np.fromiter(changed, dtype=np.int64)) & np.isin(held, pks)]
+        places = order[np.searchsorted(pks, stale, sorter=order)]
+        for pk, at in zip(stale.tolist(), places.tolist(), strict=True):
+            graph.put(pk, codes[at])
 
 
 def _at_once(job: Callable[[], None]) -> None:
