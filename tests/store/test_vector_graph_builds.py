@@ -8,11 +8,14 @@ Builds are held by a ``start`` that keeps the job until the test runs it: no tim
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +23,7 @@ from lamina import Lamina
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.ports import NewMemory, Scope
 from lamina.store.sqlite import graph as hnsw
-from lamina.store.sqlite.indexes import SyncedIndexes
+from lamina.store.sqlite.indexes import BUILD_NICE, SyncedIndexes
 from lamina.store.sqlite.vector_index import VectorIndex
 from tests.conftest import fast_settings
 from tests.store.test_vector_graphs import vector
@@ -151,6 +154,31 @@ def test_closing_during_a_build_saves_no_graph_and_the_next_start_builds_it(
         ((_, score),) = store_indexes.vector_hits(key, vector(42), None, 1)
         assert score == pytest.approx(1.0, abs=1e-5)
         assert key in ms.aio.store._indexes._vectors._graphs
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread priority: Linux")
+def test_a_background_build_runs_at_a_lower_priority_than_searches(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(hnsw, "GRAPH_FROM", 200)
+    seen: list[int] = []
+    extend = hnsw.Graph.extend
+
+    def noting(graph: hnsw.Graph, *args: Any, **kwargs: Any) -> bool:
+        seen.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+        return extend(graph, *args, **kwargs)
+
+    monkeypatch.setattr(hnsw.Graph, "extend", noting)
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+    with Lamina(fast_settings(data_dir)) as ms:
+        ms._run(ms.aio.store.memories.writes.bulk_add(memories(scope, 250)))
+        ms.memory.search("memory", user_id="u")  # loads: the scope is large, a build starts
+        assert ms.aio.store._indexes.wait_for_builds(60)
+        assert ("default", "user", "u") in ms.aio.store._indexes._vectors._graphs
+    assert seen == [max(mine, BUILD_NICE)]
+    # The process and this thread keep their priority: only the build's thread yields.
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
 
 
 def _stop_partway(indexes: SyncedIndexes, key: tuple[str, str, str], at_least: int) -> int:

@@ -10,7 +10,9 @@ wrote them, before every search. The same machinery serves every indexed table.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -37,6 +39,21 @@ log = logging.getLogger(__name__)
 CLOSE_WAIT = 10.0
 #: Keys read per statement by ``_stored`` (below SQLite's limit on parameters).
 _READ = 500
+#: The nice value a background graph build runs at (Linux: per thread; its insert threads
+#: inherit it), so that searches meanwhile keep the cores they need.
+BUILD_NICE = 10
+
+
+def yield_to_searches() -> None:
+    """Lower the calling thread's CPU priority to ``BUILD_NICE``, if it is not lower (Linux
+    only, where a thread's priority is its own; elsewhere it would lower the process's)."""
+    if sys.platform.startswith("linux"):
+        try:
+            me = threading.get_native_id()
+            nice = max(os.getpriority(os.PRIO_PROCESS, me), BUILD_NICE)
+            os.setpriority(os.PRIO_PROCESS, me, nice)
+        except OSError:  # not permitted: the build runs at the process's priority
+            log.debug("could not lower the graph build's priority", exc_info=True)
 
 
 @dataclass(frozen=True)
@@ -267,8 +284,12 @@ class SyncedIndexes:
         return out, partial
 
     def _in_background(self, job: Callable[[], None]) -> None:
+        def run() -> None:
+            yield_to_searches()
+            job()
+
         self._threads = [t for t in self._threads if t.is_alive()]
-        thread = threading.Thread(target=job, name="lamina-vector-graph", daemon=True)
+        thread = threading.Thread(target=run, name="lamina-vector-graph", daemon=True)
         self._threads.append(thread)
         thread.start()
 
@@ -322,19 +343,25 @@ class SyncedIndexes:
         """The float32 vectors the file holds for ``pks`` (NaN rows: none, or another
         model's), read by the vector index for the few it ranks exactly."""
         out: Vector = np.full((len(pks), self._dimensions), np.nan, dtype=np.float32)
-        place = {pk: i for i, pk in enumerate(pks.tolist())}
+        order = np.argsort(pks, kind="stable")
+        ascending = pks[order]
         conn = self._db.connection()
-        keys = list(place)
+        keys = pks.tolist()
         for start in range(0, len(keys), _READ):
             chunk = keys[start : start + _READ]
             found = conn.execute(
                 f"SELECT pk, embedding FROM {self._source.table} "  # noqa: S608
                 f"WHERE pk IN ({','.join('?' * len(chunk))})",
                 chunk,
-            )
-            for pk, blob in found:
-                if blob is not None and len(blob) == self._blob_size:
-                    out[place[pk]] = np.frombuffer(blob, dtype=np.float32)
+            ).fetchall()
+            # One buffer for all (a row at a time costs more than reading it).
+            usable = [r for r in found if r[1] is not None and len(r[1]) == self._blob_size]
+            if usable:
+                at = np.fromiter((r[0] for r in usable), dtype=np.int64, count=len(usable))
+                blobs = b"".join([r[1] for r in usable])
+                out[order[np.searchsorted(ascending, at)]] = np.frombuffer(
+                    blobs, dtype=np.float32
+                ).reshape(len(usable), self._dimensions)
         return out
 
     def vector_hits(

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
+from lamina.memory.bm25 import KeywordScores
 from lamina.memory.filters import Condition, MetadataFilter, matches
 from lamina.memory.models import SearchMode
 from lamina.memory.ports import LayerHits, LayerSearch
@@ -24,9 +25,21 @@ from lamina.store.sql.memory_rows import MemoryRows, Row
 from lamina.store.sql.owners import SqlMemoryOwners
 from lamina.store.sqlite.db import REBUILD, Database, dumps
 from lamina.store.sqlite.indexes import SyncedIndexes
+from lamina.store.sqlite.vector_index import PartitionKey
 
 #: Rows read per round while filtering index hits.
 _CHUNK = 256
+#: A search's keyword side: the scope's BM25 scores and the rows of its best candidates.
+_Keywords = tuple[KeywordScores, dict[int, Row]]
+
+
+def _key(req: LayerSearch) -> PartitionKey:
+    return (req.tenant_id, req.scope.layer.value, req.scope.key)
+
+
+def _pool(req: LayerSearch) -> int:
+    """Candidates taken from each side (vector, keyword) of a search."""
+    return max(req.limit * 5, 50)
 
 
 def _filter_json(flt: MetadataFilter) -> str:
@@ -167,8 +180,15 @@ class SQLiteMemoryReads(SqlMemoryReads):
         self._indexes = indexes
 
     async def search(self, request: LayerSearch) -> LayerHits:
+        """A hybrid search whose query is still being embedded does its keyword side
+        meanwhile (``_keyword_side``), on the other core; the vector side then."""
+        request = self._searchable(request)
+        early: _Keywords | None = None
+        soon = request.vector_soon
+        if request.mode is SearchMode.HYBRID and soon is not None and not soon.done():
+            early = await self._db.call("search", self._early, request)
         request = await request.resolved()
-        return await self._db.call("search", self._search, self._searchable(request))
+        return await self._db.call("search", self._search, request, early)
 
     def _candidate_rows(self, pks: Sequence[int], req: LayerSearch) -> dict[int, Row]:
         if not pks:
@@ -204,13 +224,27 @@ class SQLiteMemoryReads(SqlMemoryReads):
                     out[pk] = rows[pk]
         return out
 
-    def _search(self, req: LayerSearch) -> LayerHits:
+    def _early(self, req: LayerSearch) -> _Keywords:
+        self._indexes.sync()
+        return self._keyword_side(req, {})
+
+    def _keyword_side(self, req: LayerSearch, known: dict[int, Row]) -> _Keywords:
+        """The BM25 scores of the scope and the rows of the ``_pool`` best by them that pass
+        the filter and the time window (``known``: rows that passed already)."""
+        keyword = self._indexes.keyword_scores(_key(req), list(req.terms))
+
+        def best(cap: int | None) -> list[int]:
+            return [pk for pk, _ in keyword.top(cap)]
+
+        return keyword, self._passing(best, req, _pool(req), known)
+
+    def _search(self, req: LayerSearch, early: _Keywords | None = None) -> LayerHits:
         """Candidates: the ``pool`` best by vector and the ``pool`` best by BM25 that pass
         the filter and the time window; every candidate is then scored on all parts
-        (lamina.memory.scoring), and the whole rows of the hits read."""
+        (lamina.memory.scoring), and the whole rows of the hits read. ``early``: the
+        keyword side, done already (``search``)."""
         self._indexes.sync()
-        key = (req.tenant_id, req.scope.layer.value, req.scope.key)
-        pool = max(req.limit * 5, 50)
+        key = _key(req)
         found: dict[int, Row] = {}
         query = req.vector
         if query is not None and req.mode is not SearchMode.KEYWORD:
@@ -218,15 +252,12 @@ class SQLiteMemoryReads(SqlMemoryReads):
             def nearest(cap: int | None) -> Sequence[int]:
                 return self._indexes.nearest(key, query, cap)
 
-            found.update(self._passing(nearest, req, pool, found))
+            found.update(self._passing(nearest, req, _pool(req), early[1] if early else found))
         keywords = {}
         if req.mode is not SearchMode.SEMANTIC:
-            keyword = self._indexes.keyword_scores(key, list(req.terms))
-
-            def best(cap: int | None) -> list[int]:
-                return [pk for pk, _ in keyword.top(cap)]
-
-            found.update(self._passing(best, req, pool, found))
+            # The same candidates in the same order, whichever side was read first.
+            keyword, passed = early or self._keyword_side(req, found)
+            found.update(passed)
             keywords = keyword.parts(found)
         ranked = self._rank(req, found, keywords)
         keys = [key for _, key in ranked.hits]
