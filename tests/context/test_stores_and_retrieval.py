@@ -307,6 +307,12 @@ def test_relevant_memories_spend_at_most_their_token_budget(data_dir: Path) -> N
     assert default_counter().count(section) <= 220 < default_counter().count(long)
     section, shown = relevant(rag_limit=2)
     assert len(shown) == 2 and set(shown) <= set(short)
+    # The spare memories the budget looks at stay within memory.max_limit (the search
+    # refused rag_limit + 4 = 10 above it, and the section was left out).
+    capped = fast_settings(data_dir, memory={"max_limit": 6}, context={"rag_threshold": 0.0})
+    with Lamina(capped) as ms:
+        built = ms.context.compose_prompt("", query, identifiers={"user_id": "u1"})
+        assert sorted(ms.memory.get(i).content for i in built.memory_ids) == sorted(short)
 
 
 def test_layer_retrieval_survives_an_embedding_failure(

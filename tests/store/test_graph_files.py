@@ -173,6 +173,22 @@ def test_an_older_save_never_replaces_a_newer_one_and_a_deletion_voids_older_sav
     assert not list(files.folder.iterdir())
 
 
+def test_a_partial_graph_replaces_only_partial_ones(tmp_path: Path) -> None:
+    """A stopped build's partial graph never removes a whole graph another process saved;
+    a whole graph replaces both, and loads before a partial one."""
+    files = GraphFiles(tmp_path / "vectors")
+    whole, part = graph_of(30, seed=5), graph_of(20, seed=6)
+    files.write(Pending(files.ticket(), 7, [Save(KEY, part, part, partial=True)]))
+    files.write(Pending(files.ticket(), 9, [Save(KEY, whole, whole.snapshot())]))
+    assert len(list(files.folder.iterdir())) == 1  # the whole one replaced the partial one
+    files.write(Pending(files.ticket(), 8, [Save(KEY, part, part, partial=True)]))
+    assert len(list(files.folder.iterdir())) == 2
+    loaded = files.load(KEY, DIM)
+    assert loaded is not None and loaded[1] == 9
+    partial = files.load(KEY, DIM, partial=True)
+    assert partial is not None and partial[1] == 8 and len(partial[0]) == 20
+
+
 def test_a_deletion_removes_half_written_graphs_too(tmp_path: Path) -> None:
     files = GraphFiles(tmp_path / "vectors")
     graph = graph_of(30, seed=5)

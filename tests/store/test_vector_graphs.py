@@ -135,6 +135,7 @@ def test_a_writer_killed_loses_nothing_and_the_graph_catches_up(
         assert "restored a vector graph" in caplog.text  # caught up, not rebuilt
         key = ("default", "user", "u")
         graph = store._indexes._vectors._graphs[key]
+        assert key not in store._indexes._vectors._parts  # no scan's room kept beside it
         assert len(graph) >= 400 + len(acked)  # one more write may have committed unacked
         conn = store._db.connection()
         for i, memory_id in [*acked.items(), (0, None), (399, None)]:

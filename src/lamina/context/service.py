@@ -211,7 +211,10 @@ class ContextService(ServiceCore):
             team_id=ids["team_id"],
             org_id=ids["org_id"],
             company_id=ids["company_id"],
-            limit=self.settings.rag_limit + (0 if budget is None else RAG_SPARE),
+            limit=min(
+                self.settings.rag_limit + (0 if budget is None else RAG_SPARE),
+                max(self.settings.rag_limit, self._memory.shared.settings.max_limit),
+            ),
             threshold=self.settings.rag_threshold,
             tenant_id=tenant_id,
         )

@@ -129,8 +129,9 @@ class GraphFiles:
                 _sync(self.folder)
             finally:
                 temporary.unlink(missing_ok=True)
-        if self.folder.is_dir():
-            for old in self.folder.glob(f"{stem}-*{SUFFIX}"):
+        if self.folder.is_dir():  # (a partial graph replaces only partial ones)
+            older = f"{stem}-*{PARTIAL if save.partial else ''}{SUFFIX}"
+            for old in self.folder.glob(older):
                 if old != final:
                     old.unlink(missing_ok=True)
 

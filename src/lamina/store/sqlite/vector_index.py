@@ -139,7 +139,7 @@ class VectorIndex:
         return len(self._where) + sum(len(g) for g in self._graphs.values())
 
     def clear(self) -> None:
-        self.cancel_builds()
+        self.cancel_builds(keep=False)
         self._resumed.clear()
         self._parts.clear()
         self._where.clear()
@@ -150,7 +150,7 @@ class VectorIndex:
 
     def reserve(self, key: PartitionKey, capacity: int) -> None:
         """Make room for ``capacity`` vectors in one scope (a bulk load sizes it exactly)."""
-        if key in self._graphs:
+        if key in self._graphs or key in self._stripped:
             return
         part = self._parts.get(key)
         if part is None:
@@ -279,12 +279,14 @@ class VectorIndex:
             self.graphs_built = swapped = True
         return swapped
 
-    def cancel_builds(self) -> None:
+    def cancel_builds(self, keep: bool = True) -> None:
         """Stop the graphs being built: their scopes stay scans (a reload builds again, from
-        the partial graph ``partial_saves`` gives, once saved)."""
+        the partial graph ``partial_saves`` gives, once saved; ``keep``: for that, else
+        dropped, as a reload drops them)."""
         for key, build in self._building.items():
             build.cancelled = True
-            self._stopped.append((key, build))
+            if keep:
+                self._stopped.append((key, build))
         self._building.clear()
 
     def partial_saves(self) -> list[tuple[int, Save]]:
@@ -345,6 +347,7 @@ class VectorIndex:
         if self._use_graphs:
             for key in [k for k, p in self._parts.items() if p.size >= hnsw.GRAPH_FROM]:
                 self._promote(key)
+        self._resumed.clear()  # (those not promoted now: their changed pks are of this load)
 
     def saves(self) -> list[Save]:
         """What to save of the graphs (graph_files.py): a copy of each changed since saved,
