@@ -7,7 +7,12 @@ import pytest
 
 from lamina import Lamina, load_settings
 from lamina.config import Settings
+from lamina.embeddings.local import load_runtime
 from tests.fakes.openai_server import FakeOpenAI
+
+# Test modules import usearch themselves; onnxruntime imported after it crashes the process
+# (lamina/store/sqlite/graph.py), so it is imported first, as lamina's own graphs do.
+load_runtime()
 
 
 def fast_settings(data_dir: Path, **overrides: object) -> Settings:
