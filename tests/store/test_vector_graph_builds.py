@@ -13,7 +13,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -181,73 +181,75 @@ def test_a_background_build_runs_at_a_lower_priority_than_searches(
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
 
 
-def _stop_partway(indexes: SyncedIndexes, key: tuple[str, str, str], at_least: int) -> int:
-    """Close ``indexes`` once the build of ``key`` holds ``at_least`` vectors; its size."""
-    build = indexes._vectors._building[key]
+BIG = ("default", "user", "u")
+
+
+@pytest.fixture
+def big_scope(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[Any, Path, list[NewMemory]]]:
+    """An open store whose scope ``BIG`` holds 3,000 memories (a graph from 200, built 16
+    at a time), the folder of its graphs, and the memories in the order stored."""
+    monkeypatch.setattr(hnsw, "GRAPH_FROM", 200)
+    monkeypatch.setattr(hnsw, "BUILD_CHUNK", 16)
+    with Lamina(fast_settings(data_dir)) as ms:
+        scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
+        stored = memories(scope, 3_000)
+        ms._run(ms.aio.store.memories.writes.bulk_add(stored))
+        yield ms, data_dir / "lamina.db-vectors", stored
+
+
+def _building(indexes: SyncedIndexes, at_least: int) -> Any:
+    """The build of ``BIG``, once it holds ``at_least`` vectors (or after 60 s)."""
+    build = indexes._vectors._building[BIG]
     deadline = time.monotonic() + 60
     while len(build.partial) < at_least and time.monotonic() < deadline:
         time.sleep(0.001)
-    indexes.close()  # waits for the build to stop (between two chunks)
-    return len(build.partial)
+    return build
 
 
 def test_a_build_stopped_by_closing_is_saved_partial_and_the_next_start_extends_it(
-    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+    big_scope: tuple[Any, Path, list[NewMemory]],
 ) -> None:
-    monkeypatch.setattr(hnsw, "GRAPH_FROM", 200)
-    monkeypatch.setattr(hnsw, "BUILD_CHUNK", 16)
-    scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
-    folder = data_dir / "lamina.db-vectors"
-    key = ("default", "user", "u")
-    with Lamina(fast_settings(data_dir)) as ms:
-        db = ms.aio.store._db
-        ms._run(ms.aio.store.memories.writes.bulk_add(memories(scope, 3_000)))
-        first = SyncedIndexes(db, DIM, graphs=folder)
-        first.sync()  # loads: the scope is large, its build starts in the background
-        held = _stop_partway(first, key, 400)
-        assert 400 <= held < 3_000
-        (saved,) = folder.glob("*.usearch")
-        assert saved.name.endswith("-partial.usearch")
-        # Written since: one vector changed, which the resumed graph must not keep stale.
-        with db.write_transaction() as conn:
-            pk = conn.execute("SELECT min(pk) FROM memories").fetchone()[0]
-            conn.execute(
-                "UPDATE memories SET embedding = ? WHERE pk = ?", (vector(10_001).tobytes(), pk)
-            )
-        gated = Held()
-        second = SyncedIndexes(db, DIM, graphs=folder, start=gated)
-        second.sync()
-        assert second._vectors._building[key].start == held  # extends, not from nothing
-        gated.run()
-        assert key in second._vectors._graphs and second.counts_by_layer("default") == {
-            "user": 3_000
-        }
-        ((found, score),) = second.vector_hits(key, vector(10_001), None, 1)
-        assert (found, score) == (pk, pytest.approx(1.0, abs=1e-5))
-        ((_, score),) = second.vector_hits(key, vector(2_999), None, 1)
-        assert score == pytest.approx(1.0, abs=1e-5)
-        second.close()
-        (saved,) = folder.glob("*.usearch")  # the whole graph, in the partial one's place
-        assert not saved.name.endswith("-partial.usearch")
+    ms, folder, _ = big_scope
+    key = BIG
+    db = ms.aio.store._db
+    first = SyncedIndexes(db, DIM, graphs=folder)
+    first.sync()  # loads: the scope is large, its build starts in the background
+    build = _building(first, 400)
+    first.close()  # waits for the build to stop (between two chunks)
+    held = len(build.partial)
+    assert 400 <= held < 3_000
+    (saved,) = folder.glob("*.usearch")
+    assert saved.name.endswith("-partial.usearch")
+    # Written since: one vector changed, which the resumed graph must not keep stale.
+    with db.write_transaction() as conn:
+        pk = conn.execute("SELECT min(pk) FROM memories").fetchone()[0]
+        conn.execute(
+            "UPDATE memories SET embedding = ? WHERE pk = ?", (vector(10_001).tobytes(), pk)
+        )
+    gated = Held()
+    second = SyncedIndexes(db, DIM, graphs=folder, start=gated)
+    second.sync()
+    assert second._vectors._building[key].start == held  # extends, not from nothing
+    gated.run()
+    assert key in second._vectors._graphs and second.counts_by_layer("default") == {"user": 3_000}
+    ((found, score),) = second.vector_hits(key, vector(10_001), None, 1)
+    assert (found, score) == (pk, pytest.approx(1.0, abs=1e-5))
+    ((_, score),) = second.vector_hits(key, vector(2_999), None, 1)
+    assert score == pytest.approx(1.0, abs=1e-5)
+    second.close()
+    (saved,) = folder.glob("*.usearch")  # the whole graph, in the partial one's place
+    assert not saved.name.endswith("-partial.usearch")
 
 
 def test_a_stopped_build_holding_a_deleted_memory_is_not_saved(
-    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+    big_scope: tuple[Any, Path, list[NewMemory]],
 ) -> None:
-    monkeypatch.setattr(hnsw, "GRAPH_FROM", 200)
-    monkeypatch.setattr(hnsw, "BUILD_CHUNK", 16)
-    scope = Scope(MemoryLayer.USER, {"user_id": "u"}, "u")
-    folder = data_dir / "lamina.db-vectors"
-    key = ("default", "user", "u")
-    with Lamina(fast_settings(data_dir)) as ms:
-        stored = memories(scope, 3_000)
-        ms._run(ms.aio.store.memories.writes.bulk_add(stored))
-        indexes = SyncedIndexes(ms.aio.store._db, DIM, graphs=folder)
-        indexes.sync()
-        build = indexes._vectors._building[key]
-        deadline = time.monotonic() + 60
-        while len(build.partial) < 400 and time.monotonic() < deadline:
-            time.sleep(0.001)
-        ms.memory.delete(stored[0].id)  # its vector is in the graph being built
-        indexes.close()
-        assert not list(folder.glob("*.usearch"))  # a partial graph would hold its bytes
+    ms, folder, stored = big_scope
+    indexes = SyncedIndexes(ms.aio.store._db, DIM, graphs=folder)
+    indexes.sync()
+    _building(indexes, 400)
+    ms.memory.delete(stored[0].id)  # its vector is in the graph being built
+    indexes.close()
+    assert not list(folder.glob("*.usearch"))  # a partial graph would hold its bytes
