@@ -20,6 +20,7 @@ from lamina import Lamina
 from lamina.memory.layers import MemoryLayer
 from lamina.memory.ports import NewMemory, Scope
 from lamina.store.sqlite import graph as hnsw
+from lamina.store.sqlite.compact import quantize
 from lamina.store.sqlite.vector_index import VectorIndex
 from tests.conftest import fast_settings
 from tests.store.test_vector_two_pass import DIM, Stored, corpus, queries
@@ -29,7 +30,6 @@ KEY = ("t", "user", "big")
 
 def test_a_large_scope_becomes_a_graph_with_exact_ranking(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(hnsw, "GRAPH_FROM", 1_500)
-    monkeypatch.setattr(hnsw, "BUILD_THREADS", 1)  # the same graph on every run
     vectors = corpus(2_000, seed=9)
     stored = Stored(enumerate(vectors))
     index = VectorIndex(DIM, stored, graphs=True)
@@ -60,6 +60,21 @@ def test_a_large_scope_becomes_a_graph_with_exact_ranking(monkeypatch: pytest.Mo
     high = index.search(KEY, vectors[0], 0.6, None)
     expected = {pk for pk, v in stored.items() if pk != 6 and float(v @ vectors[0]) >= 0.6}
     assert {pk for pk, _ in high} == expected
+
+
+def test_every_vector_of_a_built_graph_is_reachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # usearch's concurrent inserts strand nodes no search reaches (unum-cloud/USearch#735):
+    # built on two threads, a few of these 3 x 3,000 vectors were not found even by a query
+    # equal to them.
+    monkeypatch.setattr(hnsw, "EXPANSION_SEARCH", 64)  # a node reached is found at 64
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        codes = quantize(rng.standard_normal((3_000, DIM)).astype(np.float32))[0]
+        pks = np.arange(3_000, dtype=np.int64)
+        graph = hnsw.Graph.build(DIM, pks, codes)
+        assert graph is not None
+        lost = [pk for pk in pks.tolist() if graph.search(codes[pk], 1)[0][0] != pk]
+        assert lost == []
 
 
 WRITER = textwrap.dedent(
