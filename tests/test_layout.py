@@ -1,7 +1,8 @@
 """The layout rules of src/lamina read from its source: no module over 550 lines, no function
 over 80 lines, and no private member (``_name``) used outside the module that defines it,
 whether reached on another object than ``self``/``cls`` or imported by name; and, read from
-its classes, none inheriting from more than 3 of lamina's own (parts are held, not stacked)."""
+its classes, none inheriting from more than 3 of lamina's own (parts are held, not stacked);
+and tests/ mirroring its packages."""
 
 from __future__ import annotations
 
@@ -204,3 +205,11 @@ def test_the_class_check_counts_laminas_own_bases_only() -> None:
     e = own("E", d)
     assert stacked([a, b, c, d, e]) == ["lamina.fake.E (4)"]
     assert stacked([e], allowed={"lamina.fake.E"}) == []
+
+
+def test_tests_mirror_the_packages() -> None:
+    """Each package of src/lamina has its folder of tests of the same name (issue 34)."""
+    tests = Path(__file__).resolve().parent
+    packages = {p.parent.relative_to(SRC) for p in SRC.rglob("__init__.py")}
+    top = {p for p in packages if len(p.parts) == 1}
+    assert sorted(str(p) for p in top if not (tests / p / "__init__.py").is_file()) == []

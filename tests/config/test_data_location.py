@@ -20,7 +20,7 @@ from lamina.config import sqlite_url_path
 #: Minutes of work on one worker: scheduled first (tests/conftest.py).
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def lamina(
