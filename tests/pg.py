@@ -9,15 +9,18 @@ must not pull the rows from under a test on another worker."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import psycopg
@@ -71,6 +74,114 @@ def reset_database(url: str) -> None:
         conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
         conn.execute("CREATE SCHEMA public")
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+
+
+#: The schema's shape, read from the catalogs: tables and their columns, types, defaults and
+#: grants, indexes, constraints, functions, triggers, row-level policies, extensions and the
+#: migrations recorded. Two schemas of the same shape are the same to a store.
+_SHAPE = """
+SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
+  SELECT 'c ' || c.relname || ' ' || c.relkind::text || ' ' || c.relrowsecurity || ' '
+         || c.relforcerowsecurity || ' ' || coalesce(c.relacl::text, '') AS x
+    FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace
+  UNION ALL
+  SELECT 'a ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+         || ' ' || a.attnotnull || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+    FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+    LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+   WHERE c.relnamespace = 'public'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+  UNION ALL
+  SELECT 'i ' || pg_get_indexdef(i.indexrelid) FROM pg_index i
+    JOIN pg_class c ON c.oid = i.indrelid WHERE c.relnamespace = 'public'::regnamespace
+  UNION ALL
+  SELECT 'k ' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+   WHERE connamespace = 'public'::regnamespace
+  UNION ALL
+  SELECT 'f ' || proname || ' ' || md5(prosrc) || ' ' || coalesce(proacl::text, '')
+    FROM pg_proc WHERE pronamespace = 'public'::regnamespace
+  UNION ALL
+  SELECT 't ' || tgname || ' ' || tgenabled::text
+    FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+   WHERE c.relnamespace = 'public'::regnamespace AND NOT t.tgisinternal
+  UNION ALL
+  SELECT 'p ' || polname || ' ' || coalesce(pg_get_expr(polqual, polrelid), '')
+    FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
+   WHERE c.relnamespace = 'public'::regnamespace
+  UNION ALL
+  SELECT 'e ' || extname || ' ' || extversion FROM pg_extension
+  UNION ALL
+  SELECT 'v ' || version FROM schema_migrations
+) shape
+"""
+
+#: Each database's shape right after the store's migrations on an empty schema (``_made``).
+_MADE: dict[str, str] = {}
+
+
+def schema_shape(conn: psycopg.Connection[Any]) -> str | None:
+    """The shape of the public schema (``_SHAPE``); None without a migrated schema."""
+    found = conn.execute("SELECT to_regclass('public.schema_migrations')").fetchone()
+    if found is None or found[0] is None:
+        return None
+    row = conn.execute(_SHAPE).fetchone()
+    return None if row is None else str(row[0])
+
+
+def _made(url: str) -> str:
+    """The shape the store's migrations give an empty schema, with the local model's
+    dimensions (what every test using the default embedder opens): made once a database."""
+    if url not in _MADE:
+        from lamina.embeddings.local import LocalEmbedder
+        from lamina.store.postgres import PostgresStore
+
+        reset_database(url)
+        store = PostgresStore(url, LocalEmbedder(), pool_min=1, pool_max=1)
+
+        async def open_and_close() -> None:
+            await store.initialize()
+            await store.shutdown()
+
+        # On a thread of its own: an async test may be calling from its event loop.
+        opener = threading.Thread(target=asyncio.run, args=(open_and_close(),))
+        opener.start()
+        opener.join()
+        with psycopg.connect(url, autocommit=True) as conn:
+            shape = schema_shape(conn)
+        assert shape is not None
+        _MADE[url] = shape
+    return _MADE[url]
+
+
+def empty_database(url: str) -> None:
+    """What ``reset_database`` and a store's first start make, for tests that open stores
+    with the default embedder and the current schema: when the schema has the very shape
+    the migrations give an empty one (``_SHAPE``), its tables are emptied and its sequences
+    restarted, a tenth of the work of dropping it and migrating again; otherwise (another
+    test changed the schema, migrated it to an older version or to other dimensions) it is
+    dropped as ``reset_database`` drops it, and the store migrates it on start."""
+    made = _made(url)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET client_min_messages = warning")
+        if schema_shape(conn) != made:
+            conn.close()
+            reset_database(url)
+            return
+        with conn.transaction():
+            tables = [
+                sql.Identifier(name)
+                for (name,) in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'public' "
+                    "AND tablename <> 'schema_migrations'"
+                ).fetchall()
+            ]
+            if tables:
+                conn.execute(
+                    sql.SQL("TRUNCATE {} RESTART IDENTITY").format(sql.SQL(", ").join(tables))
+                )
+            for (name,) in conn.execute(
+                "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public'"
+            ).fetchall():
+                conn.execute(sql.SQL("ALTER SEQUENCE {} RESTART").format(sql.Identifier(name)))
 
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")

@@ -9,7 +9,7 @@ import pytest
 
 from lamina import ErrorCode, Lamina, LaminaError
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 SQL = "'; DROP TABLE memories; --\" OR 1=1 /* %_ \\ */"
 
@@ -254,7 +254,7 @@ def test_text_no_store_can_hold_is_refused_the_same_on_both_stores(
     extra: dict[str, Any] = {}
     if store == "postgres":
         extra["database_url"] = require_postgres()
-        reset_database(extra["database_url"])
+        empty_database(extra["database_url"])
     with Lamina(fast_settings(data_dir, **extra)) as ms:
         keep = ms.memory.add("kept", layer="user", user_id="u", metadata={"a": "b"})
         for metadata in ({"a": "x\x00y"}, {"a\x00": 1}, {"a": ["\ud800"]}, {"k\ud800": 1}):

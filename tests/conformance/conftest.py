@@ -14,7 +14,7 @@ from lamina.backend import Backend
 from lamina.embeddings.local import LocalEmbedder
 from lamina.store.postgres import PostgresStore
 from lamina.store.sqlite import SQLiteStore
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ def harness(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Harness]
     url = ""
     if request.param == "postgres":
         url = require_postgres()
-        reset_database(url)
+        empty_database(url)
     opened: list[Backend] = []
     with asyncio.Runner() as runner:
 

@@ -25,7 +25,7 @@ from lamina.memory.scoring import QuerySignals
 from lamina.store.postgres import PostgresStore
 from lamina.store.sqlite import SQLiteStore
 from lamina.text import analyze
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 #: Minutes of work on one worker: scheduled first (tests/conftest.py).
 pytestmark = pytest.mark.slow
@@ -78,7 +78,7 @@ def _questions() -> list[str]:
 class Stores:
     def __init__(self, tmp_path: Path) -> None:
         url = require_postgres()
-        reset_database(url)
+        empty_database(url)
         self.embedder = LocalEmbedder()
         self.runner = asyncio.Runner()
         self.sqlite = SQLiteStore(tmp_path / "parity.db", self.embedder)

@@ -10,7 +10,7 @@ import pytest
 
 from lamina import Lamina
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -18,7 +18,7 @@ def on_store(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Lamina]
     overrides: dict[str, object] = {}
     if request.param == "postgres":
         url = require_postgres()
-        reset_database(url)
+        empty_database(url)
         overrides["database_url"] = url
     with Lamina(fast_settings(data_dir, **overrides)) as ms:
         yield ms

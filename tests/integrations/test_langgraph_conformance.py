@@ -26,7 +26,7 @@ from lamina import AsyncLamina, ErrorCode, Lamina, LaminaError
 from lamina.embeddings.local import LocalEmbedder
 from lamina.integrations.langgraph import LaminaStore
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 #: Minutes of work on one worker: scheduled first (tests/conftest.py).
 pytestmark = pytest.mark.slow
@@ -219,7 +219,7 @@ async def lamina_store(param: str, data_dir: Path, mode: str) -> AsyncIterator[L
     extra: dict[str, Any] = {}
     if param == "postgres":
         url = require_postgres()
-        reset_database(url)
+        empty_database(url)
         extra["database_url"] = url
     settings = fast_settings(data_dir, **extra)
     if mode == "async":

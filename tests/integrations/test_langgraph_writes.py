@@ -16,7 +16,7 @@ from langgraph.store.base import GetOp, PutOp
 from lamina import AsyncLamina, ErrorCode, Lamina, LaminaError
 from lamina.integrations.langgraph import LaminaStore
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 #: Minutes of work on one worker: scheduled first (tests/conftest.py).
 pytestmark = pytest.mark.slow
@@ -30,7 +30,7 @@ def settings(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Any]:
     extra: dict[str, Any] = {}
     if request.param == "postgres":
         url = require_postgres()
-        reset_database(url)
+        empty_database(url)
         extra["database_url"] = url
     yield fast_settings(data_dir, **extra)
 

@@ -17,7 +17,7 @@ from lamina import ErrorCode, FactEvent, Lamina, LaminaError
 from lamina.config import Settings
 from tests.conftest import chat_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 U = "alice"
 
@@ -338,7 +338,7 @@ def store_url(request: pytest.FixtureRequest) -> str | None:
     if request.param == "sqlite":
         return None
     url = require_postgres()
-    reset_database(url)
+    empty_database(url)
     return url
 
 

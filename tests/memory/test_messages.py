@@ -11,7 +11,7 @@ import pytest
 from lamina import AddedMessages, ErrorCode, Lamina, LaminaError
 from lamina.memory.messages import MAX_MESSAGES
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 
 def _turns() -> list[dict[str, Any]]:
@@ -284,7 +284,7 @@ def test_progress_follows_the_embedding_batches(ms: Lamina) -> None:
 
 def test_on_postgres(tmp_path: Path) -> None:
     url = require_postgres()
-    reset_database(url)
+    empty_database(url)
     with Lamina(fast_settings(tmp_path, database_url=url)) as pg:
         one = pg.memory.add_messages(_turns(), user_id="u", conversation_id="conv-26")
         two = pg.memory.add_messages(_turns()[:1], user_id="u", conversation_id="conv-26")

@@ -20,7 +20,7 @@ from lamina import FactEvent, Lamina
 from lamina.memory.scoring import EVIDENCE_FULL, QUESTION_SHARE
 from tests.conftest import chat_settings, fast_settings
 from tests.fakes.openai_server import FakeOpenAI
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 #: Each conversation is one session of one topic (a conversation id each), as chats are.
 CHATS: dict[tuple[str, str], list[dict[str, Any]]] = {
@@ -111,7 +111,7 @@ def store(request: pytest.FixtureRequest) -> str | None:
     if request.param == "sqlite":
         return None
     url = require_postgres()
-    reset_database(url)
+    empty_database(url)
     return url
 
 

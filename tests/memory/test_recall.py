@@ -17,7 +17,7 @@ from lamina import ErrorCode, Lamina, LaminaError
 from lamina.memory.models import SCORE_RATE, ScoreParts
 from lamina.memory.scoring import QuerySignals, raw_of
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 #: Minutes of work on one worker: scheduled first (tests/conftest.py).
 pytestmark = pytest.mark.slow
@@ -28,7 +28,7 @@ def lm(request: pytest.FixtureRequest, data_dir: Path) -> Iterator[Lamina]:
     extra: dict[str, Any] = {}
     if request.param == "postgres":
         url = require_postgres()
-        reset_database(url)
+        empty_database(url)
         extra["database_url"] = url
     with Lamina(fast_settings(data_dir, **extra)) as ms:
         yield ms
@@ -307,7 +307,7 @@ def test_the_date_signal_is_the_same_day_whatever_the_server_time_zone(
     """PostgreSQL hands times back in its session's TimeZone (libpq takes PGTZ): the event's
     day is still its UTC day, as on the embedded store."""
     url = require_postgres()
-    reset_database(url)
+    empty_database(url)
     monkeypatch.setenv("PGTZ", "Pacific/Kiritimati")  # UTC+14: 20:00 UTC is the next day
     with Lamina(fast_settings(data_dir, database_url=url)) as ms:
         dated = ms.memory.add(

@@ -22,7 +22,7 @@ from lamina.config import Settings
 from tests.cli.runner import run, run_json
 from tests.conftest import fast_settings
 from tests.fakes.openai_server import Failure, FakeOpenAI
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 S = "telegram:42:7"
 # About 16 tokens each (cl100k_base).
@@ -542,7 +542,7 @@ def test_one_observer_per_session_across_runtimes_on_postgres(
     tmp_path: Path, llm: FakeOpenAI
 ) -> None:
     url = require_postgres()
-    reset_database(url)
+    empty_database(url)
 
     def slow_reply(body: dict[str, Any]) -> str:
         time.sleep(0.3)

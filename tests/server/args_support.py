@@ -14,7 +14,7 @@ import pytest
 
 from lamina import Lamina
 from lamina.config import Settings
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 
 SESSION = "chat-1"
 BASE = "You are the travel agent."
@@ -30,7 +30,7 @@ def store_overrides(kind: str) -> dict[str, Any]:
     if kind == "sqlite":
         return {}
     url = require_postgres()
-    reset_database(url)
+    empty_database(url)
     return {"database_url": url}
 
 

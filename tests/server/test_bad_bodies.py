@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 from tests.server.harness import (
     HEADERS,
     Running,
@@ -247,7 +247,7 @@ def backend(
     overrides: dict[str, Any] = {}
     if request.param == "postgres":
         url = require_postgres()
-        reset_database(url)
+        empty_database(url)
         overrides = {"database_url": url}
     data = tmp_path_factory.mktemp(f"nul-{request.param}") / "data"
     settings = server_settings(Path(data), tiers=LIMITS, _settings=overrides)

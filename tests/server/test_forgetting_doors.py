@@ -24,7 +24,7 @@ from lamina.store.postgres import PostgresStore
 from lamina.store.sqlite import SQLiteStore
 from lamina.threads.forgetting import FORGOTTEN, link_key, references
 from lamina.threads.packing import stored_text
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres, reset_database
 from tests.server.harness import (
     HEADERS,
     Running,
@@ -235,7 +235,7 @@ def test_every_kind_of_deletion_reaches_every_copy(backend: str, tmp_path: Path)
     url = ""
     if backend == "postgres":
         url = require_postgres()
-        reset_database(url)
+        empty_database(url)
         overrides["database_url"] = url
     data = tmp_path / "data"
     settings = server_settings(data, tiers=LIMITS, _settings=overrides)

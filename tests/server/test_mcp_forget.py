@@ -14,7 +14,7 @@ import pytest
 
 from lamina import Lamina
 from tests.conftest import fast_settings
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 from tests.server.mcp_support import (
     call,
     command_of,
@@ -62,7 +62,7 @@ def store(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
         yield {}
         return
     url = require_postgres()
-    reset_database(url)
+    empty_database(url)
     yield {"LAMINA_DATABASE_URL": url}
 
 

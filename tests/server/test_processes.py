@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 from tests.server.harness import (
     HEADERS,
     mcp_http_process,
@@ -145,7 +145,7 @@ def test_the_banner_names_the_tenants_the_keys_act_for(tmp_path: Path) -> None:
 
 def test_two_servers_on_one_postgres_serve_the_same_threads(tmp_path: Path) -> None:
     url = require_postgres()
-    reset_database(url)
+    empty_database(url)
     common = ("--data-dir", str(tmp_path / "shared"), "--database-url", url)
     with (
         serve_process(*common) as one,

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from lamina.server.ui.owners import PAGE
-from tests.pg import require_postgres, reset_database
+from tests.pg import empty_database, require_postgres
 from tests.server.harness import Running, running_server
 from tests.server.ui_support import KEY_ACME, KEY_GLOBEX, memory_ids, sign_in, ui_settings
 
@@ -28,7 +28,7 @@ def live(
     overrides: dict[str, Any] = {}
     if request.param == "postgres":
         url = require_postgres()
-        reset_database(url)
+        empty_database(url)
         overrides = {"database_url": url}
     data = tmp_path_factory.mktemp(f"ui-owners-{request.param}") / "data"
     with running_server(ui_settings(data, _settings=overrides)) as running:
