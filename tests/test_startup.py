@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import version
 from pathlib import Path
 
 import click
@@ -102,6 +103,8 @@ def test_version_and_help_import_nothing_heavy(flag: str) -> None:
     assert isinstance(out, str)
     if flag == "--version":
         assert out == f"lamina, version {lamina.__version__}\n"
+        assert lamina.__version__ == version("lamina")  # the installed distribution's
+        assert "importlib.metadata" not in report["modules"]  # its look-up is not instant
     else:
         assert all(f"  {name} " in out for name in COMMANDS)
 
