@@ -226,3 +226,26 @@ def test_a_started_lamina_has_loaded_no_model_stemmer_or_git(tmp_path: Path) -> 
     report = _imported_after(code)
     late = ("onnxruntime", "tokenizers", "snowballstemmer", "dulwich", "filelock", "yaml")
     assert [m for m in _names(report) if m.split(".")[0] in late] == []
+
+
+def test_the_command_modules_import_no_rich_until_something_is_drawn() -> None:
+    """rich loads when a table or a bar is drawn: not for ``--json`` output, nor before a
+    search has started loading its model."""
+    modules = sorted({entry.path.partition(":")[0] for entry in COMMANDS.values()})
+    report = _imported_after("".join(f"import {module}\n" for module in modules))
+    assert [m for m in _names(report) if m.split(".")[0] == "rich"] == []
+    drawn = _imported_after("from lamina.cli.output import cell\ncell('x')")
+    assert "rich.text" in _names(drawn)
+
+
+def test_a_preload_asked_to_import_first_returns_once_the_model_needs_no_gil() -> None:
+    """``imports_first``: the caller's own imports then run beside the ONNX session's
+    build, not against the model's imports for the GIL."""
+    code = (
+        "import sys\n"
+        "from lamina.embeddings.local import preload\n"
+        "thread = preload(imports_first=True)\n"
+        "print(sorted(m for m in ('onnxruntime', 'tokenizers') if m in sys.modules))\n"
+        "thread.join()"
+    )
+    assert _imported_after(code)["out"] == "['onnxruntime', 'tokenizers']\n"
