@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
@@ -140,3 +141,19 @@ def test_initialize_is_answered_while_the_sdk_cannot_even_be_imported(tmp_path: 
 )
 def test_what_is_not_json_rpc_is_not_answered_here(line: str) -> None:
     assert Handshake("x", "0").answer(line) is None
+
+
+def test_pipelined_requests_are_all_answered_in_order(tmp_path: Path) -> None:
+    """More than the pipes hold, written while the answers are read: each answered, in
+    order, through the lines kept while the SDK loaded and the ones read after."""
+    pings = [{"jsonrpc": "2.0", "id": n, "method": "ping"} for n in range(3000)]
+    with server(tmp_path) as process:
+        stdin, stdout = process.stdin, process.stdout
+        assert stdin is not None and stdout is not None
+        text = "".join(json.dumps(m) + "\n" for m in [PLAIN[0], *pings])
+        writer = threading.Thread(target=lambda: (stdin.write(text), stdin.flush()))
+        writer.start()
+        assert json.loads(stdout.readline())["id"] == PLAIN[0]["id"]
+        answers = [json.loads(stdout.readline())["id"] for _ in pings]
+        writer.join()
+    assert answers == list(range(3000))

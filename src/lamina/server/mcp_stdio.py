@@ -122,8 +122,14 @@ class Wire:
             os.fdopen(self._fds[0], "rb", closefd=False), encoding="utf-8", errors="replace"
         )
         self._out = os.fdopen(self._fds[1], "wb", closefd=False)
-        self._lock = threading.Lock()  # the lines kept, the reader's loop, the writes
+        # Reading never waits for a write (a client blocked writing to a server blocked
+        # writing to it would wait forever): the lines kept and the writes have a lock each.
+        self._lock = threading.Lock()  # the lines kept, the loop reading them
+        self._writing = threading.Lock()  # the writes, the initialize answered here
         self._kept: deque[str | None] = deque()
+        # At most this many lines read and not yet taken by the SDK: a client writing
+        # faster than the server answers waits, as with the SDK's own transport.
+        self._room = threading.Semaphore(64)
         self._queue: asyncio.Queue[str | None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._answered: list[int | str] = []  # the initialize answered here, until dropped
@@ -141,15 +147,15 @@ class Wire:
                 if first:
                     first = False
                     self._answer(line)
+                self._room.acquire()
                 self._keep(line)
         self._keep(None)
 
     def _answer(self, line: str) -> None:
-        with self._lock:
-            if self._queue is not None:  # the SDK reads already: it answers
-                return
-            answer = self._handshake.answer(line)
-            if answer is not None:
+        """Answer ``line`` if it is a plain initialize; the SDK reads it only afterwards."""
+        answer = self._handshake.answer(line)
+        if answer is not None:
+            with self._writing:
                 self._out.write(answer[0].encode("utf-8"))
                 self._out.flush()
                 self._answered.append(answer[1])
@@ -171,6 +177,7 @@ class Wire:
             while self._kept:
                 queue.put_nowait(self._kept.popleft())
         while (line := await queue.get()) is not None:
+            self._room.release()
             yield line
 
     def output(self) -> Output:
@@ -178,7 +185,7 @@ class Wire:
 
     def write(self, text: str) -> None:
         """Write one message of the SDK, unless it answers the initialize answered here."""
-        with self._lock:
+        with self._writing:
             if self._answered and self._drops(text):
                 return
             self._out.write(text.encode("utf-8"))
