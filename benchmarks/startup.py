@@ -2,9 +2,11 @@
 ``lamina --version`` and ``--help``, search a small store from cold (``lamina memory search``)
 and answer an MCP client's initialize (``lamina mcp`` over stdio). Each run is a new process;
 prints JSON with the median, min and max wall seconds of each figure, and the median CPU
-seconds (user + system) of the process, steadier than wall time on a shared machine.
+seconds (user + system) of the process, steadier than wall time on a shared machine; for
+the MCP server also the CPU seconds it had used when it answered (``cpu_at_answer``: what
+it loads after answering is in its whole-process CPU, not in its wait).
 
-    uv run python -m benchmarks.startup [--runs 7] [--baseline DIR]
+    uv run python -m benchmarks.startup [--runs 7] [--baseline DIR] [--only NAME,...]
 
 ``--baseline DIR`` pairs another source tree against this one in the same run, A B A B…
 (``git archive main src | tar -x -C /tmp/base`` then ``--baseline /tmp/base``): its ``src``
@@ -44,7 +46,9 @@ def build_store(data_dir: Path, count: int) -> None:
         )
 
 
-Sample = tuple[float, float]  # wall seconds, CPU seconds of the process
+#: Wall seconds, CPU seconds of the process, and for the MCP server the CPU seconds it had
+#: used when its initialize answer came (Linux: /proc), the rest being its background loads.
+Sample = tuple[float, float, float | None]
 
 
 def _cpu() -> float:
@@ -55,17 +59,32 @@ def _cpu() -> float:
 def timed(args: list[str], env: dict[str, str]) -> Sample:
     cpu, start = _cpu(), time.perf_counter()
     subprocess.run(args, env=env, check=True, capture_output=True)
-    return time.perf_counter() - start, _cpu() - cpu
+    return time.perf_counter() - start, _cpu() - cpu, None
+
+
+def _children_cpu() -> float | None:
+    """CPU seconds used so far by this process's children (None without /proc)."""
+    proc, used, me = Path("/proc"), 0.0, str(os.getpid())
+    if not proc.is_dir():
+        return None
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[1] == me:  # ppid; utime and stime in clock ticks
+            used += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return used
 
 
 def mcp_ready(data_dir: Path, env: dict[str, str]) -> Sample:
     """Seconds from starting ``lamina mcp`` to the answer of its initialize request; the
     CPU seconds of the server process as a whole (initialize, then the exit it is asked
-    for when the client closes)."""
+    for when the client closes) and when it answered."""
     from mcp import ClientSession
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
-    async def initialize() -> float:
+    async def initialize() -> tuple[float, float | None]:
         params = StdioServerParameters(
             command=str(LAMINA), args=["--data-dir", str(data_dir), "mcp"], env=env
         )
@@ -75,12 +94,12 @@ def mcp_ready(data_dir: Path, env: dict[str, str]) -> Sample:
             ClientSession(read, write) as session,
         ):
             await session.initialize()
-            return time.perf_counter() - start
+            return time.perf_counter() - start, _children_cpu()
 
     cpu = _cpu()
     with open(os.devnull, "w") as quiet:  # its start-up line on standard error
-        wall = asyncio.run(initialize())
-    return wall, _cpu() - cpu
+        wall, ready = asyncio.run(initialize())
+    return wall, _cpu() - cpu, ready
 
 
 def figures(data_dir: Path) -> dict[str, Callable[[dict[str, str]], Sample]]:
@@ -105,13 +124,17 @@ def figures(data_dir: Path) -> dict[str, Callable[[dict[str, str]], Sample]]:
 
 
 def summary(samples: list[Sample]) -> dict[str, float]:
-    walls = [wall for wall, _ in samples]
-    return {
+    walls = [wall for wall, _, _ in samples]
+    figures = {
         "median_s": round(statistics.median(walls), 3),
         "min_s": round(min(walls), 3),
         "max_s": round(max(walls), 3),
-        "cpu_median_s": round(statistics.median(cpu for _, cpu in samples), 3),
+        "cpu_median_s": round(statistics.median(cpu for _, cpu, _ in samples), 3),
     }
+    ready = [r for _, _, r in samples if r is not None]
+    if ready:
+        figures["cpu_at_answer_median_s"] = round(statistics.median(ready), 3)
+    return figures
 
 
 def main() -> None:
@@ -119,6 +142,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7, help="Fresh processes per figure.")
     parser.add_argument("--memories", type=int, default=200, help="Memories in the store.")
     parser.add_argument("--baseline", type=Path, default=None, help="A source tree to pair.")
+    parser.add_argument("--only", default=None, help="Comma-separated figures (default: all).")
     args = parser.parse_args()
     # Bytecode is written (the warm-up runs write it): an installed package has it, and
     # without it every run would compile lamina and its dependencies from source.
@@ -137,6 +161,8 @@ def main() -> None:
         build_store(data_dir, args.memories)
         result["memories"] = args.memories
         for name, measure in figures(data_dir).items():
+            if args.only is not None and name not in args.only.split(","):
+                continue
             for tree_env in trees.values():  # a warm-up run each: the disk cache, not lamina
                 measure(tree_env)
             samples: dict[str, list[Sample]] = {tree: [] for tree in trees}

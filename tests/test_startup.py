@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from importlib.metadata import version
 from pathlib import Path
 
 import click
@@ -102,6 +103,8 @@ def test_version_and_help_import_nothing_heavy(flag: str) -> None:
     assert isinstance(out, str)
     if flag == "--version":
         assert out == f"lamina, version {lamina.__version__}\n"
+        assert lamina.__version__ == version("lamina")  # the installed distribution's
+        assert "importlib.metadata" not in report["modules"]  # its look-up is not instant
     else:
         assert all(f"  {name} " in out for name in COMMANDS)
 
@@ -223,3 +226,26 @@ def test_a_started_lamina_has_loaded_no_model_stemmer_or_git(tmp_path: Path) -> 
     report = _imported_after(code)
     late = ("onnxruntime", "tokenizers", "snowballstemmer", "dulwich", "filelock", "yaml")
     assert [m for m in _names(report) if m.split(".")[0] in late] == []
+
+
+def test_the_command_modules_import_no_rich_until_something_is_drawn() -> None:
+    """rich loads when a table or a bar is drawn: not for ``--json`` output, nor before a
+    search has started loading its model."""
+    modules = sorted({entry.path.partition(":")[0] for entry in COMMANDS.values()})
+    report = _imported_after("".join(f"import {module}\n" for module in modules))
+    assert [m for m in _names(report) if m.split(".")[0] == "rich"] == []
+    drawn = _imported_after("from lamina.cli.output import cell\ncell('x')")
+    assert "rich.text" in _names(drawn)
+
+
+def test_a_preload_asked_to_import_first_returns_once_the_model_needs_no_gil() -> None:
+    """``imports_first``: the caller's own imports then run beside the ONNX session's
+    build, not against the model's imports for the GIL."""
+    code = (
+        "import sys\n"
+        "from lamina.embeddings.local import preload\n"
+        "thread = preload(imports_first=True)\n"
+        "print(sorted(m for m in ('onnxruntime', 'tokenizers') if m in sys.modules))\n"
+        "thread.join()"
+    )
+    assert _imported_after(code)["out"] == "['onnxruntime', 'tokenizers']\n"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import click
 
+from lamina import __version__
 from lamina.cli._common import State, fail, path_option
 from lamina.cli.lazy import LazyCommand, LazyGroup
 from lamina.errors import ErrorCode, LaminaError
@@ -114,7 +115,7 @@ COMMANDS: dict[str, LazyCommand] = {
     "directory when it exists).",
 )
 @click.option("--tenant", "tenant_id", default=None, help="Tenant (default: 'default').")
-@click.version_option(package_name="lamina")
+@click.version_option(__version__, package_name="lamina")  # not importlib.metadata: instant
 @click.pass_context
 def cli(
     ctx: click.Context,

@@ -57,10 +57,12 @@ class State:
 
     def preload_embedder(self) -> None:
         """Start loading the local embedding model in the background, while the rest of
-        lamina is imported and the store opened: for a command that embeds at once."""
+        lamina is imported and the store opened: for a command that embeds at once. The
+        model's imports go first: the rest of its load runs beside the other imports, which
+        would otherwise share the GIL with the model's and delay it."""
         from lamina.embeddings import preload
 
-        preload(self.settings().embedding)
+        preload(self.settings().embedding, imports_first=True)
 
     def ms(self) -> Lamina:
         if self._ms is None:

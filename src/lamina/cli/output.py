@@ -1,5 +1,6 @@
 """Human output through rich: tables for lists and search results, progress bars on standard
-error for long commands. ``--json`` output never comes here (see ``_common.emit``)."""
+error for long commands. ``--json`` output never comes here (see ``_common.emit``). rich is
+imported when something is drawn: a command module importing this one stays light."""
 
 from __future__ import annotations
 
@@ -7,23 +8,15 @@ import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import click
-from rich import box
-from rich.console import Console, RenderableType
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-from rich.text import Text
 
 from lamina.errors import ErrorCode, LaminaError
+
+if TYPE_CHECKING:
+    from rich.console import Console, RenderableType
+    from rich.text import Text
 
 __all__ = [
     "PROGRESS_MODES",
@@ -44,6 +37,8 @@ PROGRESS_MODES = ("auto", "always", "never")
 
 
 def _console(*, stderr: bool = False, force_terminal: bool | None = None) -> Console:
+    from rich.console import Console
+
     # Content prints as given: no markup ("[user: …]" stays), no emoji codes, no highlighting.
     return Console(
         stderr=stderr,
@@ -56,6 +51,8 @@ def _console(*, stderr: bool = False, force_terminal: bool | None = None) -> Con
 
 def cell(first: str, *more: str) -> Text:
     """A cell: ``first`` as it is, then the non-empty ``more`` lines dimmed below it."""
+    from rich.text import Text
+
     text = Text(first)
     rest = [line for line in more if line]
     if rest:
@@ -72,6 +69,10 @@ def print_table(
 ) -> None:
     """Print rows under their column titles; ``numeric`` columns align right, ``no_wrap``
     columns are never broken (identifiers to copy). Rows of several lines stand apart."""
+    from rich import box
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(
         box=box.SIMPLE_HEAD,
         show_edge=False,
@@ -94,6 +95,8 @@ def print_table(
 def print_fields(rows: Sequence[tuple[str, str]]) -> None:
     """Print label / value pairs, one a line, the values aligned; a long value (a path) runs
     on rather than being broken."""
+    from rich.text import Text
+
     console = _console()
     width = max((len(label) for label, _ in rows), default=0) + 2
     for label, value in rows:
@@ -120,6 +123,15 @@ def progress(description: str, *, as_json: bool) -> Iterator[OnProgress | None]:
     if as_json or mode == "never" or (mode == "auto" and not sys.stderr.isatty()):
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     bar = Progress(
         SpinnerColumn(),
         TextColumn("{task.description}"),

@@ -12,7 +12,7 @@ import click
 
 from lamina.cli._common import IDENTIFIERS, State, json_option, options, path_option
 from lamina.config import Settings
-from lamina.extras import require
+from lamina.extras import installed, require
 
 __all__ = ["keys", "mcp", "serve"]
 
@@ -140,14 +140,15 @@ def mcp(
     the model need not invent them; an identifier the model passes wins, null means none.
     memory_delete_all takes only --user-id: {} forgets that user's memories in every layer
     the user owns (docs/mcp.md)."""
-    require("mcp")
+    if transport == "http" or not installed("mcp"):
+        require("mcp")  # over stdio it is imported while the client's initialize is answered
     if transport == "http":
         require("server", "The MCP server over streamable HTTP")
     settings = _with_bind(
         state.settings(data_dir=serve_data_dir, config_file=serve_config), host, port
     )
     settings = _with_identifiers(settings, ids)
-    from lamina.server.mcp_server import run_mcp
+    from lamina.server.mcp_stdio import run_mcp
 
     asyncio.run(run_mcp(settings, transport))
 

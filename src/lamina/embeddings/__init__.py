@@ -10,13 +10,14 @@ from lamina.extras import require
 __all__ = ["Embedder", "Vectors", "build_embedder", "normalize", "preload"]
 
 
-def preload(settings: EmbeddingSettings) -> None:
+def preload(settings: EmbeddingSettings, *, imports_first: bool = False) -> None:
     """Start loading the local model of these settings in the background (nothing for a
-    remote embedder): for a door that knows it will embed soon, such as a CLI search."""
+    remote embedder): for a door that knows it will embed soon, such as a CLI search.
+    ``imports_first``: return once the load's imports are done (lamina.embeddings.local)."""
     if settings.provider == "local":
         from lamina.embeddings.local import preload as load_in_background
 
-        load_in_background(settings.threads)
+        load_in_background(settings.threads, imports_first=imports_first)
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:

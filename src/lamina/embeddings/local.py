@@ -43,7 +43,7 @@ _loaded: dict[tuple[str, int], _Model] = {}
 class _Model:
     """An ONNX session and its tokenizer; thread-safe to run."""
 
-    def __init__(self, model_path: Path, threads: int) -> None:
+    def __init__(self, model_path: Path, threads: int, imported: threading.Event) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -75,6 +75,7 @@ class _Model:
         # Idle ORT threads must not spin: they would steal the cores the vector search and
         # the event loop need right after a query is embedded.
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        imported.set()  # what follows runs without the GIL (see ``preload``)
         self.session = ort.InferenceSession(
             str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
         )
@@ -197,36 +198,48 @@ def load_runtime() -> None:
     import onnxruntime  # noqa: F401
 
 
-def load_model(threads: int = 0) -> _Model:
-    """The process-wide model, loaded on first use."""
-    path = _model_file()
-    key = (str(path), threads)
-    with _lock:
-        model = _loaded.get(key)
-        if model is None:
-            log.info("loading local embedding model %s", MODEL_ID)
-            model = _Model(path, threads)
-            _loaded[key] = model
-            release_freed()  # the graph optimisations' temporaries (lamina/heap.py)
-        return model
+def load_model(threads: int = 0, imported: threading.Event | None = None) -> _Model:
+    """The process-wide model, loaded on first use; ``imported`` is set once what the load
+    needs the GIL for is done (onnxruntime, tokenizers imported), or the model was there."""
+    imported = imported or threading.Event()
+    try:
+        path = _model_file()
+        key = (str(path), threads)
+        with _lock:
+            model = _loaded.get(key)
+            if model is None:
+                log.info("loading local embedding model %s", MODEL_ID)
+                model = _Model(path, threads, imported)
+                _loaded[key] = model
+                release_freed()  # the graph optimisations' temporaries (lamina/heap.py)
+            return model
+    finally:
+        imported.set()
 
 
-def preload(threads: int = 0) -> threading.Thread:
+def preload(threads: int = 0, *, imports_first: bool = False) -> threading.Thread:
     """Start loading the process-wide model in a background thread and return at once, so
     that the load overlaps other start-up work (imports, opening the store): the ONNX
     session is built without the GIL. The first embedding then waits only for what is left
     (``load_model`` holds the lock the load runs under). A failure is not raised here: the
     first embedding loads again and reports it. The thread is not a daemon: a process that
-    ends early waits for the load rather than leave it half done at exit."""
+    ends early waits for the load rather than leave it half done at exit.
+
+    ``imports_first``: return once the load's imports are done, the caller waiting meanwhile:
+    for a caller with imports of its own to do, which would otherwise share the GIL with
+    the load's and delay the part that runs beside them (building the ONNX session)."""
+    imported = threading.Event()
 
     def load() -> None:
         try:
-            load_model(threads)
+            load_model(threads, imported)
         except Exception:  # reported by the first embedding, which loads again
             log.debug("preloading the local embedding model failed", exc_info=True)
 
     thread = threading.Thread(target=load, name="lamina-model-preload")
     thread.start()
+    if imports_first:
+        imported.wait()
     return thread
 
 

@@ -142,3 +142,18 @@ class IdentifierDefaults:
         if "required" in schema:
             schema["required"] = [r for r in schema["required"] if r not in names]
         return schema
+
+
+def instructions(defaults: IdentifierDefaults) -> str:
+    """The MCP server's instructions to the model: what it serves, and its defaults."""
+    text = (
+        "Layered long-term memory, knowledge and governance. "
+        "Identifiers (user_id, project_id, ...) scope memory tools."
+    )
+    if defaults:
+        text += (
+            f" This server fills in {defaults.describe()} when a memory tool call omits "
+            "them (memory_delete_all: user_id only; each tool's description says which): "
+            "leave them out unless you mean someone or something else, pass null for none."
+        )
+    return text

@@ -1,41 +1,28 @@
 """The MCP server over stdio (one local client, the configured tenant) or streamable HTTP at
 /mcp (API keys, rate limits and the loopback rule exactly as ``lamina serve``), through the
-official mcp SDK. Over stdio it answers the client at once: the runtime (lamina's heavier
-imports, the store, the embedding model) starts meanwhile and a tool call waits for it.
-With lamina.server.mcp_adapter, the only modules importing mcp."""
+official mcp SDK, started by lamina.server.mcp_stdio (which answers a stdio client's first
+``initialize`` before this module is imported). Over stdio it serves at once: the runtime
+(lamina's heavier imports, the store, the embedding model) starts meanwhile and a tool call
+waits for it. With lamina.server.mcp_adapter, the only modules importing mcp."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
 from importlib import import_module
 from importlib.metadata import version as package_version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 from mcp.server import Server
 
 from lamina.config import Settings
-from lamina.server.defaults import IdentifierDefaults
+from lamina.server.defaults import IdentifierDefaults, instructions
 
 if TYPE_CHECKING:
     from lamina.runtime import AsyncLamina
     from lamina.server.mcp_adapter import MCPAdapter
-
-
-def instructions(defaults: IdentifierDefaults) -> str:
-    text = (
-        "Layered long-term memory, knowledge and governance. "
-        "Identifiers (user_id, project_id, ...) scope memory tools."
-    )
-    if defaults:
-        text += (
-            f" This server fills in {defaults.describe()} when a memory tool call omits "
-            "them (memory_delete_all: user_id only; each tool's description says which): "
-            "leave them out unless you mean someone or something else, pass null for none."
-        )
-    return text
 
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
@@ -54,11 +41,8 @@ def new_server(
     )
 
 
-async def run_mcp(settings: Settings, transport: str) -> None:
-    defaults = IdentifierDefaults(settings.mcp.identifiers())  # bad values fail before start
-    if transport == "stdio":
-        await serve_stdio(settings, defaults)
-        return
+async def serve_http(settings: Settings, defaults: IdentifierDefaults) -> None:
+    """Serve MCP over streamable HTTP at /mcp, behind the gate of ``lamina serve``."""
     from lamina.runtime import AsyncLamina
     from lamina.server.auth import KeyRing
     from lamina.server.mcp_adapter import MCPAdapter
@@ -121,8 +105,15 @@ async def _start(ms: AsyncLamina) -> None:
     )
 
 
-async def serve_stdio(settings: Settings, defaults: IdentifierDefaults) -> None:
-    """Serve over stdio while the runtime starts (imports, the embedding model, the store):
+async def serve_stdio(
+    settings: Settings,
+    defaults: IdentifierDefaults,
+    *,
+    stdin: AsyncIterator[str] | None = None,
+    stdout: Any = None,
+) -> None:
+    """Serve over stdio (the process's, or ``stdin`` and ``stdout``: lamina.server.mcp_stdio)
+    while the runtime starts (imports, the embedding model, the store):
     ``initialize`` needs none of it, ``tools/list`` waits for the runtime to be built and a
     tool call for the store too (``MCPAdapter.call_tool``). A start failure stops the server
     and is raised as it is, as when the store was opened before serving."""
@@ -139,7 +130,9 @@ async def serve_stdio(settings: Settings, defaults: IdentifierDefaults) -> None:
     server = new_server(defaults, list_tools, call_tool)
 
     async def serve() -> None:
-        async with stdio_server() as (read, write):
+        # the SDK reads lines from an async iterable and writes to an object with async
+        # write and flush: an anyio file of its own when none are given
+        async with stdio_server(cast(Any, stdin), cast(Any, stdout)) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
     async def start() -> None:

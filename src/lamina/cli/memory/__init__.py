@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,7 +24,9 @@ from lamina.cli._common import (
 from lamina.cli.memory.transfer import COMMANDS
 from lamina.cli.output import cell, print_hits, print_page, progress
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.models import FactOutcome, MemoryEntry, ScoreParts
+
+if TYPE_CHECKING:  # `lamina memory search` starts loading the model before importing them
+    from lamina.memory.models import FactOutcome, MemoryEntry, ScoreParts
 
 __all__ = ["memory"]
 
