@@ -1,7 +1,8 @@
 """The A2A server under load, on 127.0.0.1. Prints JSON.
 
 A store of ``--memories`` memories (vectors precomputed), then a ``lamina serve`` process
-on it, and a load generator in this process (httpx, ``--concurrency`` connections):
+on it, and a load generator in this process (``--concurrency`` connections; the lean client
+of ``benchmarks.http_load`` for search, add and get, httpx for the rest):
 
 - ``search``: memory_search through JSON-RPC SendMessage (a direct tool call, new thread
   each), ``--requests`` requests at most and ``--seconds`` at most: sustained requests/s,
@@ -16,7 +17,10 @@ on it, and a load generator in this process (httpx, ``--concurrency`` connection
 With ``--database-url`` the store is PostgreSQL and ``--processes 1,2`` runs search and add
 against one server process, then two (the load spread over them), in one run.
 ``--workers N`` starts each server as ``lamina serve --workers N`` (N processes on its one
-address; CPU figures include them).
+address; CPU figures include them). ``--baseline PATH/src`` also starts the servers of that
+source tree (a baseline checkout, ``git archive main src | tar -x -C PATH``) on a copy of the
+store; search, add and get then run on both in turns, ``--rounds`` times (the order
+reversed each round), each figure the median of the rounds (``baseline_processes_N``).
 
 CPU per request is the steady state: each part first sends a warm-up search on every one of
 its connections at once (so every worker process has loaded its model and indexes), then
@@ -26,6 +30,7 @@ only then counts CPU and requests.
     uv run python -m benchmarks.server_load [--memories 10000] [--requests 2000]
         [--seconds 60] [--concurrency 8] [--threads 1000] [--only search,add,get]
         [--database-url postgresql://...] [--processes 1,2] [--workers 2]
+        [--baseline /tmp/base/src] [--rounds 2]
 """
 
 from __future__ import annotations
