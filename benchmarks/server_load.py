@@ -1,7 +1,8 @@
 """The A2A server under load, on 127.0.0.1. Prints JSON.
 
 A store of ``--memories`` memories (vectors precomputed), then a ``lamina serve`` process
-on it, and a load generator in this process (httpx, ``--concurrency`` connections):
+on it, and a load generator in this process (``--concurrency`` connections; the lean client
+of ``benchmarks.http_load`` for search, add and get, httpx for the rest):
 
 - ``search``: memory_search through JSON-RPC SendMessage (a direct tool call, new thread
   each), ``--requests`` requests at most and ``--seconds`` at most: sustained requests/s,
@@ -16,7 +17,10 @@ on it, and a load generator in this process (httpx, ``--concurrency`` connection
 With ``--database-url`` the store is PostgreSQL and ``--processes 1,2`` runs search and add
 against one server process, then two (the load spread over them), in one run.
 ``--workers N`` starts each server as ``lamina serve --workers N`` (N processes on its one
-address; CPU figures include them).
+address; CPU figures include them). ``--baseline PATH/src`` also starts the servers of that
+source tree (a baseline checkout, ``git archive main src | tar -x -C PATH``) on a copy of the
+store; search, add and get then run on both in turns, ``--rounds`` times (the order
+reversed each round), each figure the median of the rounds (``baseline_processes_N``).
 
 CPU per request is the steady state: each part first sends a warm-up search on every one of
 its connections at once (so every worker process has loaded its model and indexes), then
@@ -26,6 +30,7 @@ only then counts CPU and requests.
     uv run python -m benchmarks.server_load [--memories 10000] [--requests 2000]
         [--seconds 60] [--concurrency 8] [--threads 1000] [--only search,add,get]
         [--database-url postgresql://...] [--processes 1,2] [--workers 2]
+        [--baseline /tmp/base/src] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ import asyncio
 import contextlib
 import json
 import os
+import shutil
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,6 +55,7 @@ from typing import Any
 import httpx
 
 from benchmarks.corpus import queries
+from benchmarks.http_load import Connection
 from benchmarks.memory_ops import build_store, percentile
 
 HEADERS = {"A2A-Version": "1.0"}
@@ -133,7 +141,9 @@ async def _tool_load(
 ) -> dict[str, Any]:
     """``n`` calls of ``tool`` (at most ``seconds``) over ``concurrency`` connections, spread
     evenly over the servers at ``urls``; after the warm-up, the servers' CPU seconds
-    (``server_cpu_s``) and this process's (``client_cpu_s``) while they ran."""
+    (``server_cpu_s``) and this process's (``client_cpu_s``) while they ran. The requests
+    go through ``benchmarks.http_load`` (httpx's bytes for a tenth of its CPU: the load
+    generator shares the cores with the servers)."""
     texts = queries(max(50, min(n, 500)))
     if tool == "memory_add":  # new content in every run: never an exact duplicate of a past one
         run = uuid.uuid4().hex[:8]
@@ -144,37 +154,35 @@ async def _tool_load(
     deadline = time.perf_counter() + seconds
     counter = iter(range(n))
 
-    async def worker(client: httpx.AsyncClient) -> None:
+    async def worker(connection: Connection) -> None:
         nonlocal errors
         for i in counter:
             if time.perf_counter() > deadline:
                 return
             body = _envelope("SendMessage", _message(tool, arguments(texts, i)))
             started = time.perf_counter()
-            response = await client.post("/", json=body, headers=HEADERS)
+            status, answer = await connection.post("/", body)
             latencies.append(time.perf_counter() - started)
-            if response.status_code != 200:
+            if status != 200:
                 errors += 1
                 continue
-            task = response.json().get("result", {}).get("task", {})
+            task = json.loads(answer).get("result", {}).get("task", {})
             if task.get("status", {}).get("state") != "TASK_STATE_COMPLETED":
                 errors += 1
 
-    limits = httpx.Limits(max_connections=concurrency)
-    clients = [httpx.AsyncClient(base_url=url, timeout=60, limits=limits) for url in urls]
+    connections = [Connection(urls[k % len(urls)], HEADERS) for k in range(concurrency)]
     try:
-        for client in clients:
-            await worker_warmup(client, concurrency)
+        await worker_warmup(connections)
         await _quiet(pids)
         server_before, client_before = _server_cpu(pids), time.process_time()
         started = time.perf_counter()
-        await asyncio.gather(*(worker(clients[k % len(clients)]) for k in range(concurrency)))
+        await asyncio.gather(*(worker(connection) for connection in connections))
         elapsed = time.perf_counter() - started
         server_cpu = _server_cpu(pids) - server_before
         client_cpu = time.process_time() - client_before
     finally:
-        for client in clients:
-            await client.aclose()
+        for connection in connections:
+            await connection.aclose()
     return {
         "requests": len(latencies),
         "errors": errors,
@@ -188,18 +196,18 @@ async def _tool_load(
     }
 
 
-async def worker_warmup(client: httpx.AsyncClient, connections: int = 1) -> None:
-    """Two searches on each of ``connections`` connections at once: every server process
-    the connections reach (``serve --workers``) loads its model and indexes."""
+async def worker_warmup(connections: list[Connection]) -> None:
+    """Two searches on each connection, all connections at once: every server process the
+    connections reach (``serve --workers``) loads its model and indexes."""
 
-    async def search(text: str) -> None:
+    async def search(connection: Connection, text: str) -> None:
         body = _envelope(
             "SendMessage", _message("memory_search", {"query": text, "user_id": "bench"})
         )
-        await client.post("/", json=body, headers=HEADERS)
+        await connection.post("/", body)
 
     for text in ("warm up", "first query"):
-        await asyncio.gather(*(search(text) for _ in range(connections)))
+        await asyncio.gather(*(search(connection, text) for connection in connections))
 
 
 async def _sse(url: str, n: int) -> dict[str, Any]:
@@ -250,7 +258,11 @@ async def _threads(url: str, pid: int, data_dir: str, n: int) -> dict[str, Any]:
     }
 
 
-def _serve(data_dir: str, database_url: str | None, workers: int = 1) -> subprocess.Popen[str]:
+def _serve(
+    data_dir: str, database_url: str | None, workers: int = 1, src: str | None = None
+) -> subprocess.Popen[str]:
+    """``lamina serve`` on ``data_dir``; ``src``: lamina's sources from that folder (a
+    baseline checkout's ``src``) instead of this environment's."""
     extra = ["--database-url", database_url] if database_url else []
     serve = ["--workers", str(workers)] if workers > 1 else []
     return subprocess.Popen(
@@ -274,6 +286,7 @@ def _serve(data_dir: str, database_url: str | None, workers: int = 1) -> subproc
         env={
             **os.environ,
             "LAMINA_SERVER__TIERS": '{"default": {"requests_per_minute": 100000000}}',
+            **({"PYTHONPATH": src} if src else {}),
         },
     )
 
@@ -304,30 +317,97 @@ def _backend_cpu(database_url: str | None) -> dict[int, float]:
     return out
 
 
-def _loads(
-    urls: list[str], pids: list[int], args: argparse.Namespace, parts: set[str]
-) -> dict[str, Any]:
-    """Each part's load; CPU per request of the servers, the load generator (this process,
-    on the same cores) and the database backends, and the cores they kept busy together."""
-    out: dict[str, Any] = {}
+#: A server (or several) under load: its label in the output, URLs and process ids.
+Target = tuple[str, list[str], list[int]]
+
+
+def _loads(targets: list[Target], args: argparse.Namespace, parts: set[str]) -> dict[str, Any]:
+    """Each part's load on each target, the targets taking turns (``--rounds`` each, the
+    order reversed every round); CPU per request of the servers, the load generator (this
+    process, on the same cores) and the database backends, and the cores they kept busy
+    together. With several rounds, each figure is the median of the rounds."""
+    out: dict[str, Any] = {label: {} for label, _, _ in targets}
     for part, tool in (("search", "memory_search"), ("add", "memory_add"), ("get", "memory_get")):
-        if part in parts:
-            db_before = _backend_cpu(args.database_url)
-            out[part] = result = asyncio.run(
-                _tool_load(urls, pids, tool, args.requests, args.seconds, args.concurrency)
-            )
-            elapsed = result.pop("elapsed_s")
-            used, client = result.pop("server_cpu_s"), result.pop("client_cpu_s")
-            db_after = _backend_cpu(args.database_url)
-            # The database's figure includes the warm-up requests: a few in a thousand.
-            database = sum(cpu - db_before.get(pid, 0.0) for pid, cpu in db_after.items())
-            per = 1000 / result["requests"]
-            result["server_cpu_ms_per_request"] = round(used * per, 2)
-            result["client_cpu_ms_per_request"] = round(client * per, 2)
-            if args.database_url:
-                result["database_cpu_ms_per_request"] = round(database * per, 2)
-            result["busy_cores"] = round((used + client + database) / elapsed, 2)
+        if part not in parts:
+            continue
+        rounds: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in targets}
+        for r in range(args.rounds):
+            for label, urls, pids in targets if r % 2 == 0 else targets[::-1]:
+                rounds[label].append(_load(urls, pids, tool, args))
+        for label, results in rounds.items():
+            out[label][part] = _median(results)
     return out
+
+
+def _load(urls: list[str], pids: list[int], tool: str, args: argparse.Namespace) -> dict[str, Any]:
+    db_before = _backend_cpu(args.database_url)
+    result = asyncio.run(
+        _tool_load(urls, pids, tool, args.requests, args.seconds, args.concurrency)
+    )
+    elapsed = result.pop("elapsed_s")
+    used, client = result.pop("server_cpu_s"), result.pop("client_cpu_s")
+    db_after = _backend_cpu(args.database_url)
+    # The database's figure includes the warm-up requests: a few in a thousand.
+    database = sum(cpu - db_before.get(pid, 0.0) for pid, cpu in db_after.items())
+    per = 1000 / result["requests"]
+    result["server_cpu_ms_per_request"] = round(used * per, 2)
+    result["client_cpu_ms_per_request"] = round(client * per, 2)
+    if args.database_url:
+        result["database_cpu_ms_per_request"] = round(database * per, 2)
+    result["busy_cores"] = round((used + client + database) / elapsed, 2)
+    return result
+
+
+def _median(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """One round's result as it is; several rounds' as the median of each figure, with
+    each round's requests/s and server CPU per request."""
+    if len(results) == 1:
+        return results[0]
+    out = {key: statistics.median(r[key] for r in results) for key in results[0]}
+    out["rounds"] = [
+        {k: r[k] for k in ("requests_per_s", "p50_ms", "server_cpu_ms_per_request")}
+        for r in results
+    ]
+    return out
+
+
+def _run(
+    sources: dict[str, tuple[str, str | None]],
+    count: int,
+    args: argparse.Namespace,
+    parts: set[str],
+) -> dict[str, Any]:
+    """``count`` servers of each source (label: data folder, src folder or None), loaded;
+    the sse and threads parts on this checkout's server only."""
+    started: dict[str, list[subprocess.Popen[str]]] = {}
+    try:
+        for label, (data_dir, src) in sources.items():
+            started[label] = [
+                _serve(data_dir, args.database_url, args.workers, src) for _ in range(count)
+            ]
+        targets: list[Target] = []
+        for label, processes in started.items():
+            urls = []
+            for process in processes:
+                assert process.stdout is not None
+                urls.append(process.stdout.readline().strip().split()[-1].rstrip("/"))
+            targets.append((label, urls, [p.pid for p in processes]))
+        runs = {
+            label: {"server_rss_mb_started": round(_rss_mb(pids[0]), 1)}
+            for label, _, pids in targets
+        }
+        for label, figures in _loads(targets, args, parts).items():
+            runs[label].update(figures)
+        _, urls, pids = targets[-1]
+        run, data_dir = runs[""], sources[""][0]
+        if count == 1 and "sse" in parts:
+            run["sse"] = asyncio.run(_sse(urls[0], args.streams))
+        if count == 1 and "threads" in parts and not args.database_url:
+            run["threads"] = asyncio.run(_threads(urls[0], pids[0], data_dir, args.threads))
+    finally:
+        for processes in started.values():
+            _stop(processes)
+    return {f"{label}processes_{count}": run for label, run in runs.items()}
 
 
 def main() -> None:
@@ -342,31 +422,27 @@ def main() -> None:
     parser.add_argument("--database-url", default=None)
     parser.add_argument("--processes", default="1")
     parser.add_argument("--workers", type=int, default=1, help="serve --workers of each server")
+    parser.add_argument(
+        "--baseline",
+        default=None,
+        help="a baseline's src folder: its servers take turns with these (SQLite only; "
+        "search, add and get), on a copy of the same store",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="turns of each part")
     args = parser.parse_args()
     parts = set(args.only.split(","))
+    if args.baseline and args.database_url:
+        parser.error("--baseline compares on SQLite only")
     out: dict[str, Any] = {"benchmark": "server_load", "cpus": os.cpu_count()}
-    with tempfile.TemporaryDirectory() as data_dir:
+    with tempfile.TemporaryDirectory() as data_dir, tempfile.TemporaryDirectory() as copy:
         out["store"] = build_store(args.memories, data_dir, args.database_url)
         out["store"]["kind"] = "postgresql" if args.database_url else "sqlite"
+        sources: dict[str, tuple[str, str | None]] = {"": (data_dir, None)}
+        if args.baseline:
+            shutil.copytree(data_dir, copy, dirs_exist_ok=True)
+            sources = {"baseline_": (copy, args.baseline), **sources}
         for count in [int(n) for n in args.processes.split(",")]:
-            processes = [_serve(data_dir, args.database_url, args.workers) for _ in range(count)]
-            try:
-                urls = []
-                for process in processes:
-                    assert process.stdout is not None
-                    urls.append(process.stdout.readline().strip().split()[-1].rstrip("/"))
-                run: dict[str, Any] = {
-                    "server_rss_mb_started": round(_rss_mb(processes[0].pid), 1),
-                    **_loads(urls, [p.pid for p in processes], args, parts),
-                }
-                if count == 1 and "sse" in parts:
-                    run["sse"] = asyncio.run(_sse(urls[0], args.streams))
-                if count == 1 and "threads" in parts and not args.database_url:
-                    pid = processes[0].pid
-                    run["threads"] = asyncio.run(_threads(urls[0], pid, data_dir, args.threads))
-            finally:
-                _stop(processes)
-            out[f"processes_{count}"] = run
+            out.update(_run(sources, count, args, parts))
     print(json.dumps(out, indent=2))
 
 

@@ -16,6 +16,7 @@ from lamina.context.providers import RuntimeContextAdapter
 from lamina.context.service import ContextService
 from lamina.embeddings import Embedder, build_embedder
 from lamina.embeddings.query_cache import QueryVectors
+from lamina.embeddings.shared_queries import SharedQueryVectors
 from lamina.extras import require
 from lamina.governance.service import GovernanceService
 from lamina.knowledge.gitstore import GitStore
@@ -105,6 +106,7 @@ class AsyncLamina:
             ),
             self.settings.retry.policy(),
         )
+        self._queries = queries
         self.memory = MemoryService(
             self.store.memories,
             self.settings.memory,
@@ -157,6 +159,17 @@ class AsyncLamina:
         self._started = False
         self._closed = False
         self._start_lock: asyncio.Lock | None = None
+
+    def share_query_vectors(self, arena: Any, lock: Any) -> None:
+        """Keep query vectors where the other processes of one server find them too
+        (``lamina serve --workers``): ``arena`` and ``lock`` from
+        ``lamina.embeddings.shared_queries.make_arena``, given to every process."""
+        self._queries.shared = SharedQueryVectors(
+            arena,
+            lock,
+            f"{self.embedder.model_id}/{self.embedder.dimensions}",
+            self.embedder.dimensions,
+        )
 
     def _item_access(self, queries: QueryVectors) -> ItemAccess[ContextItemStore]:
         """The store's context items as the context layers and the knowledge index reach

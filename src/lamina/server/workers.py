@@ -99,8 +99,11 @@ def _listening(host: str, port: int, count: int) -> list[socket.socket]:
     return out
 
 
-def _worker(settings_json: str, log_level: str, sock: socket.socket) -> None:
-    """One server process: the app on its own socket, until uvicorn is told to stop."""
+def _worker(
+    settings_json: str, log_level: str, shared: tuple[Any, Any], sock: socket.socket
+) -> None:
+    """One server process: the app on its own socket, until uvicorn is told to stop;
+    ``shared``: the query vectors every process keeps (``shared_queries.make_arena``)."""
     import uvicorn
 
     from lamina.runtime import AsyncLamina
@@ -109,7 +112,9 @@ def _worker(settings_json: str, log_level: str, sock: socket.socket) -> None:
 
     settings = Settings.model_validate_json(settings_json)
     logging.getLogger("lamina").setLevel(log_level.upper())
-    app = LaminaServer(AsyncLamina(settings), close_runtime=True).app
+    ms = AsyncLamina(settings)
+    ms.share_query_vectors(*shared)
+    app = LaminaServer(ms, close_runtime=True).app
     config = uvicorn.Config(app, log_level=log_level, **UVICORN_OPTIONS)
     server = uvicorn.Server(config)
     server.run(sockets=[sock])
@@ -119,9 +124,12 @@ def _worker(settings_json: str, log_level: str, sock: socket.socket) -> None:
 
 class _Supervisor:
     def __init__(self, settings_json: str, log_level: str, sockets: list[socket.socket]) -> None:
-        self._args = (settings_json, log_level)
         self._sockets = sockets
         self._context = multiprocessing.get_context("spawn")
+        from lamina.embeddings.shared_queries import make_arena
+
+        # Query vectors embedded by one process serve the others (a restarted one too).
+        self._args = (settings_json, log_level, make_arena(self._context))
         self._processes: list[BaseProcess | None] = [None] * len(sockets)
         self._started: list[float] = [0.0] * len(sockets)
         self._stop = threading.Event()
