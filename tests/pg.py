@@ -76,22 +76,27 @@ def reset_database(url: str) -> None:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
 
-#: The schema's shape, read from the catalogs: tables and their columns, types, defaults and
-#: grants, indexes, constraints, functions, triggers, row-level policies, extensions and the
-#: migrations recorded. Two schemas of the same shape are the same to a store.
+#: The schema's shape, read from the catalogs: tables (kind, persistence, owner, grants,
+#: options) and their columns (types, storage, defaults), indexes, constraints, functions,
+#: triggers, row-level policies, types, the schema's grants, extensions and the migrations
+#: recorded. Two schemas of the same shape are the same to a store. Not part of it: the
+#: planner's column statistics, which TRUNCATE keeps (plans may differ from a fresh schema's,
+#: never results), and role memberships (the tests connect as a superuser).
 _SHAPE = """
 SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
-  SELECT 'c ' || c.relname || ' ' || c.relkind::text || ' ' || c.relrowsecurity || ' '
-         || c.relforcerowsecurity || ' ' || coalesce(c.relacl::text, '') AS x
+  SELECT 'c ' || c.relname || ' ' || c.relkind::text || ' ' || c.relpersistence::text || ' '
+         || c.relrowsecurity || ' ' || c.relforcerowsecurity || ' ' || c.relowner::regrole
+         || ' ' || coalesce(c.relacl::text, '') || ' ' || coalesce(c.reloptions::text, '') AS x
     FROM pg_class c WHERE c.relnamespace = 'public'::regnamespace
   UNION ALL
   SELECT 'a ' || c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
-         || ' ' || a.attnotnull || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
+         || ' ' || a.attnotnull || ' ' || a.attstorage::text || ' '
+         || coalesce(pg_get_expr(d.adbin, d.adrelid), '')
     FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
     LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
    WHERE c.relnamespace = 'public'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
   UNION ALL
-  SELECT 'i ' || pg_get_indexdef(i.indexrelid) FROM pg_index i
+  SELECT 'i ' || pg_get_indexdef(i.indexrelid) || ' ' || i.indisvalid FROM pg_index i
     JOIN pg_class c ON c.oid = i.indrelid WHERE c.relnamespace = 'public'::regnamespace
   UNION ALL
   SELECT 'k ' || conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
@@ -107,6 +112,10 @@ SELECT md5(string_agg(x, '|' ORDER BY x)) FROM (
   SELECT 'p ' || polname || ' ' || coalesce(pg_get_expr(polqual, polrelid), '')
     FROM pg_policy p JOIN pg_class c ON c.oid = p.polrelid
    WHERE c.relnamespace = 'public'::regnamespace
+  UNION ALL
+  SELECT 'y ' || typname FROM pg_type WHERE typnamespace = 'public'::regnamespace
+  UNION ALL
+  SELECT 'n ' || coalesce(nspacl::text, '') FROM pg_namespace WHERE nspname = 'public'
   UNION ALL
   SELECT 'e ' || extname || ' ' || extversion FROM pg_extension
   UNION ALL

@@ -54,6 +54,12 @@ NOT_PLAIN = [
     initialize(21, "2025-06-18", clientInfo={"name": "test"}),
     initialize(22, "2025-06-18", _meta={"progressToken": 1}),
     {"jsonrpc": "2.0", "id": 23, "method": "initialize"},
+    # capabilities the SDK refuses (or may): its error, not a success, is the answer
+    initialize(24, "2025-06-18", capabilities={"experimental": {"x": 1}}),
+    initialize(25, "2025-06-18", capabilities={"roots": {"listChanged": 5}}),
+    initialize(26, "2025-06-18", capabilities={"sampling": {"context": 7}}),
+    initialize(27, "2025-06-18", capabilities={"elicitation": {"form": 3}}),
+    initialize(28, "2025-06-18", capabilities={"tasks": {"list": 3}}),
 ]
 
 
@@ -137,10 +143,28 @@ def test_initialize_is_answered_while_the_sdk_cannot_even_be_imported(tmp_path: 
         json.dumps({"id": 1, "method": "initialize"}),
         json.dumps({**initialize(1, "2025-06-18"), "id": True}),
         json.dumps({**initialize(1, "2025-06-18"), "id": 1.5}),
+        # JSON the SDK does not read: a lone surrogate (escaped), NaN
+        json.dumps(initialize("a\ud800", "2025-06-18")),
+        json.dumps(initialize(1, "2025-06-18", capabilities={"experimental": {"x": {"v": 1e999}}})),
     ],
 )
 def test_what_is_not_json_rpc_is_not_answered_here(line: str) -> None:
     assert Handshake("x", "0").answer(line) is None
+
+
+def test_a_first_line_the_sdk_cannot_read_leaves_the_server_serving(tmp_path: Path) -> None:
+    """A first initialize with an escaped lone surrogate as its id is the SDK's to handle;
+    the server then goes on reading (it stopped silently, exit 0, when answering it here
+    failed to encode the id)."""
+    with server(tmp_path) as process:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(initialize("a\ud800", "2025-06-18")) + "\n")
+        process.stdin.write(json.dumps(PLAIN[0]) + "\n")
+        process.stdin.flush()
+        # The SDK drops the line it cannot read and answers the next (before the fix the
+        # server had stopped: an empty read here).
+        answer = json.loads(process.stdout.readline())
+        assert answer["id"] == PLAIN[0]["id"] and "result" in answer
 
 
 def test_pipelined_requests_are_all_answered_in_order(tmp_path: Path) -> None:

@@ -64,12 +64,47 @@ def _plain_initialize(message: Any) -> bool:
     capabilities, client = params["capabilities"], params["clientInfo"]
     return (
         isinstance(params["protocolVersion"], str)
-        and isinstance(capabilities, dict)
-        and all(isinstance(value, dict) for value in capabilities.values())
+        and _plain_capabilities(capabilities)
         and isinstance(client, dict)
         and {"name", "version"} <= set(client) <= _CLIENT_INFO
         and all(isinstance(value, str) for value in client.values())
     )
+
+
+#: Capabilities whose values the SDK takes as given (objects of anything).
+_OPEN_CAPABILITIES = {"experimental", "extensions"}
+#: Capabilities answered here only with these members, each an empty object.
+_EMPTY_MEMBERS = {"sampling": {"context", "tools"}, "elicitation": {"form", "url"}}
+
+
+def _plain_capabilities(capabilities: Any) -> bool:
+    """Whether the SDK accepts ``capabilities`` as they are, judged conservatively: roots
+    with at most a boolean ``listChanged``, sampling and elicitation with empty members,
+    experimental and extensions of objects. Any other shape (``tasks``, a member with
+    content, a key the SDK may not know) is left to the SDK to answer."""
+    if not isinstance(capabilities, dict):
+        return False
+    for name, value in capabilities.items():
+        if not isinstance(value, dict):
+            return False
+        if name in _OPEN_CAPABILITIES:
+            if not all(isinstance(member, dict) for member in value.values()):
+                return False
+        elif name == "roots":
+            if not set(value) <= {"listChanged"} or not all(
+                isinstance(member, bool) for member in value.values()
+            ):
+                return False
+        elif name in _EMPTY_MEMBERS:
+            if not set(value) <= _EMPTY_MEMBERS[name] or any(value.values()):
+                return False
+        else:
+            return False
+    return True
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 class Handshake:
@@ -85,8 +120,11 @@ class Handshake:
         """The line to write back to ``line`` and the request's id; None when ``line`` is
         not a plain ``initialize`` request."""
         try:
-            message = json.loads(line)
-        except ValueError:
+            # NaN and Infinity are Python's, not JSON's: the SDK refuses such a line.
+            message = json.loads(line, parse_constant=_refuse_constant)
+            # Nor does it take a lone surrogate (an escaped one parses here).
+            json.dumps(message, ensure_ascii=False).encode("utf-8")
+        except ValueError:  # UnicodeEncodeError included
             return None
         if not _plain_initialize(message):
             return None
@@ -152,8 +190,13 @@ class Wire:
         self._keep(None)
 
     def _answer(self, line: str) -> None:
-        """Answer ``line`` if it is a plain initialize; the SDK reads it only afterwards."""
-        answer = self._handshake.answer(line)
+        """Answer ``line`` if it is a plain initialize; the SDK reads it only afterwards (and
+        answers it itself if anything here fails)."""
+        try:
+            answer = self._handshake.answer(line)
+        except Exception:
+            logger.exception("answering the first initialize early failed; the SDK answers it")
+            return
         if answer is not None:
             with self._writing:
                 self._out.write(answer[0].encode("utf-8"))
