@@ -4,7 +4,7 @@ Each round, in one process and in turns: the local embedder alone embeds ``--tex
 (as many at once as ``memory.bulk_add`` hands it), then ``memory.bulk_add`` stores the same
 texts, each round's texts made new by a suffix (so neither the store's embedding cache nor the
 embedder's answers a text a round before embedded), in a fresh store: the embedded SQLite
-file, and PostgreSQL when ``--postgres URL`` is given (its public schema is dropped first).
+file, and PostgreSQL when ``--postgres URL`` is given (its database made anew first).
 The figure is the ratio of the medians: bulk add's seconds over the embedder's (target: at
 most 1.2).
 
@@ -22,25 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.corpus import sentences
+from benchmarks.postgres_ops import reset
 from lamina import Lamina
 from lamina.embeddings.local import LocalEmbedder
-
-
-def _drop_schema(url: str) -> None:
-    import psycopg
-
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute("SET client_min_messages = warning")
-        conn.execute("DROP SCHEMA IF EXISTS public CASCADE")
-        conn.execute("CREATE SCHEMA public")
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
 
 
 def _bulk_add(texts: list[str], postgres: str | None) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         extra: dict[str, Any] = {}
         if postgres:
-            _drop_schema(postgres)
+            reset(postgres)
             extra["database_url"] = postgres
         with Lamina(data_dir=Path(tmp), **extra) as ms:
             ms.memory.add("warm up the store and the model", layer="user", user_id="warm")
@@ -54,7 +45,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(allow_abbrev=False)
     parser.add_argument("--texts", type=int, default=2000)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (schema dropped)")
+    parser.add_argument("--postgres", default=None, help="a PostgreSQL URL (made anew)")
     args = parser.parse_args()
     base = sentences(args.texts, seed=77)
     embedder = LocalEmbedder()
