@@ -26,8 +26,6 @@ from lamina.memory.layers import Identifiers, MemoryLayer, parse_layer, scope_fo
 from lamina.memory.models import HistoryEvent, HistoryOperation, MemoryEntry
 from lamina.memory.ports import StoredMemory
 
-#: The import formats: lamina's own export, and mem0's memories (``from_mem0``).
-FORMATS = ("lamina", "mem0")
 #: Entry fields a record leaves out: the tenant (a record moves between tenants) and what
 #: the store derives.
 _LEFT_OUT = frozenset({"tenant_id", "embedding_generated", "violations", "deduplicated", "facts"})

@@ -26,6 +26,7 @@ from lamina.checks import check_actor, check_flag, check_int, invalid
 from lamina.errors import LaminaError
 from lamina.memory.base import MemoryPart, MemoryShared
 from lamina.memory.forgetting import selection_of
+from lamina.memory.formats import FORMATS
 from lamina.memory.import_source import ImportSource, reader
 from lamina.memory.layers import (
     IdentifierArgs,
@@ -35,7 +36,7 @@ from lamina.memory.layers import (
 )
 from lamina.memory.models import ImportReport
 from lamina.memory.ports import ImportWriter, MemoryPorts, StoredMemory
-from lamina.memory.records import FORMATS, export_record, parse_record
+from lamina.memory.records import export_record, parse_record
 
 #: (records done, records in all); the total is None while not known.
 OnProgress = Callable[[int, int | None], None]

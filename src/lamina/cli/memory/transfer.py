@@ -13,7 +13,7 @@ import click
 from lamina.cli._common import State, confirm, emit, identifier_options, ids, json_option
 from lamina.cli.output import progress
 from lamina.errors import ErrorCode, LaminaError
-from lamina.memory.records import FORMATS, dump_record
+from lamina.memory.formats import FORMATS
 
 __all__ = ["COMMANDS"]
 
@@ -94,6 +94,8 @@ def memory_export(state: State, /, **kw: Any) -> None:
         "history": kw.pop("history"),
         **ids(kw),
     }
+    from lamina.memory.records import dump_record  # after the model preload, as ms() is
+
     ms = state.ms()
     if output is None:
         for record in ms.memory.export(**call):
