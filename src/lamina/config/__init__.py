@@ -83,6 +83,9 @@ class EmbeddingSettings(Section):
     timeout_seconds: float = Field(default=30.0, gt=0)
     #: Threads the local model may use (0: one per core).
     threads: int = Field(default=0, ge=0)
+    #: The local model's optimised graph is kept in the user cache directory (~90 MB) so
+    #: that later processes load it in ~0.05 s instead of optimising it again (~0.3 s).
+    model_cache: bool = True
 
 
 class MemorySettings(Section):

@@ -20,6 +20,7 @@ import numpy as np
 
 from lamina.embeddings.base import Vectors, normalize
 from lamina.embeddings.coalesce import Coalescer
+from lamina.embeddings.optimized import open_session
 from lamina.errors import ErrorCode, LaminaError
 from lamina.heap import release_freed
 
@@ -43,7 +44,9 @@ _loaded: dict[tuple[str, int], _Model] = {}
 class _Model:
     """An ONNX session and its tokenizer; thread-safe to run."""
 
-    def __init__(self, model_path: Path, threads: int, imported: threading.Event) -> None:
+    def __init__(
+        self, model_path: Path, threads: int, imported: threading.Event, *, keep: bool
+    ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -63,22 +66,25 @@ class _Model:
         # slower and gave fewer texts per CPU-second than whole batches side by side.
         self.workers = threads or (os.cpu_count() or 1)
         self._pool: ThreadPoolExecutor | None = None
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        # Measured on a 2-core AVX2 machine (benchmarks/embedder.py): the basic graph
-        # optimisations run this int8 model as fast as ORT_ENABLE_ALL; without the memory
-        # arena the session stays ~60 MB smaller after batches for a few per cent of speed.
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.enable_cpu_mem_arena = False
-        # Idle ORT threads must not spin: they would steal the cores the vector search and
-        # the event loop need right after a query is embedded.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+
+        def options() -> ort.SessionOptions:
+            made = ort.SessionOptions()
+            made.intra_op_num_threads = 1
+            made.inter_op_num_threads = 1
+            made.log_severity_level = 3
+            # Without the memory arena the session stays ~60 MB smaller after batches for a
+            # few per cent of speed.
+            made.enable_cpu_mem_arena = False
+            # Idle ORT threads must not spin: they would steal the cores the vector search
+            # and the event loop need right after a query is embedded.
+            made.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            return made
+
         imported.set()  # what follows runs without the GIL (see ``preload``)
-        self.session = ort.InferenceSession(
-            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        # The basic graph optimisations (measured on a 2-core AVX2 machine with
+        # benchmarks/embedder.py: as fast as ORT_ENABLE_ALL on this int8 model), made once
+        # and kept on disk (lamina.embeddings.optimized).
+        self.session = open_session(model_path, options, keep=keep)
 
     def run(self, texts: Sequence[str], batch_size: int) -> Vectors:
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
@@ -198,9 +204,13 @@ def load_runtime() -> None:
     import onnxruntime  # noqa: F401
 
 
-def load_model(threads: int = 0, imported: threading.Event | None = None) -> _Model:
+def load_model(
+    threads: int = 0, imported: threading.Event | None = None, *, keep: bool = True
+) -> _Model:
     """The process-wide model, loaded on first use; ``imported`` is set once what the load
-    needs the GIL for is done (onnxruntime, tokenizers imported), or the model was there."""
+    needs the GIL for is done (onnxruntime, tokenizers imported), or the model was there.
+    ``keep``: its optimised graph is kept on disk (lamina.embeddings.optimized) for the
+    next process; the first load of the process decides."""
     imported = imported or threading.Event()
     try:
         path = _model_file()
@@ -209,7 +219,7 @@ def load_model(threads: int = 0, imported: threading.Event | None = None) -> _Mo
             model = _loaded.get(key)
             if model is None:
                 log.info("loading local embedding model %s", MODEL_ID)
-                model = _Model(path, threads, imported)
+                model = _Model(path, threads, imported, keep=keep)
                 _loaded[key] = model
                 release_freed()  # the graph optimisations' temporaries (lamina/heap.py)
             return model
@@ -217,7 +227,9 @@ def load_model(threads: int = 0, imported: threading.Event | None = None) -> _Mo
         imported.set()
 
 
-def preload(threads: int = 0, *, imports_first: bool = False) -> threading.Thread:
+def preload(
+    threads: int = 0, *, imports_first: bool = False, keep: bool = True
+) -> threading.Thread:
     """Start loading the process-wide model in a background thread and return at once, so
     that the load overlaps other start-up work (imports, opening the store): the ONNX
     session is built without the GIL. The first embedding then waits only for what is left
@@ -232,7 +244,7 @@ def preload(threads: int = 0, *, imports_first: bool = False) -> threading.Threa
 
     def load() -> None:
         try:
-            load_model(threads, imported)
+            load_model(threads, imported, keep=keep)
         except Exception:  # reported by the first embedding, which loads again
             log.debug("preloading the local embedding model failed", exc_info=True)
 
@@ -246,9 +258,10 @@ def preload(threads: int = 0, *, imports_first: bool = False) -> threading.Threa
 class LocalEmbedder:
     """all-MiniLM-L6-v2 on onnxruntime, in a worker thread so the event loop stays free."""
 
-    def __init__(self, *, batch_size: int = 64, threads: int = 0) -> None:
+    def __init__(self, *, batch_size: int = 64, threads: int = 0, keep: bool = True) -> None:
         self._batch_size = batch_size
         self._threads = threads
+        self._keep = keep  # the optimised graph kept on disk (load_model)
         self._together = Coalescer(self.embed_sync, limit=batch_size)
 
     @property
@@ -262,7 +275,7 @@ class LocalEmbedder:
     def embed_sync(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.empty((0, DIMENSIONS), dtype=np.float32)
-        model = load_model(self._threads)
+        model = load_model(self._threads, keep=self._keep)
         try:
             return model.run(texts, self._batch_size)
         except Exception as exc:

@@ -1,0 +1,98 @@
+"""The local model's optimised graph kept on disk (lamina.embeddings.optimized): made by the
+first process, mapped by the next, the same vectors to the bit, and never a reason to fail.
+The model is loaded once per process, so each case runs in a process of its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+#: Embeds two texts with the embedder the settings name (the environment's), prints the
+#: vectors' bytes as hex and whether the process maps a kept weights file.
+_PROBE = """
+import json, sys
+from lamina.config import load_settings
+from lamina.embeddings import build_embedder
+vectors = build_embedder(load_settings().embedding).embed_sync(["hello world", "the cat sat"])
+maps = open("/proc/self/maps").read()
+print(json.dumps({"vectors": vectors.tobytes().hex(), "mapped": "weights.bin" in maps}))
+"""
+
+
+def _probe(cache: Path, **env: str) -> dict[str, object]:
+    run_env = {**os.environ, "XDG_CACHE_HOME": str(cache), **env}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE],
+        env=run_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+def _kept(cache: Path) -> list[Path]:
+    root = cache / "lamina" / "models"
+    return sorted(root.iterdir()) if root.is_dir() else []
+
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/maps").exists(), reason="reads the process's memory maps (Linux)"
+)
+
+
+def test_first_process_keeps_the_graph_and_the_next_maps_it_with_the_same_vectors(
+    tmp_path: Path,
+) -> None:
+    cache = tmp_path / "cache"
+    plain = _probe(tmp_path / "unused", LAMINA_EMBEDDING__MODEL_CACHE="false")
+    assert not (tmp_path / "unused" / "lamina").exists()  # turned off: nothing written
+    assert plain["mapped"] is False
+
+    first = _probe(cache)
+    [kept] = _kept(cache)
+    assert sorted(p.name for p in kept.iterdir()) == ["model.onnx", "sizes.json", "weights.bin"]
+    assert "-ort" in kept.name and (kept / "weights.bin").stat().st_size > 50_000_000
+    assert not [p for p in kept.parent.iterdir() if p.name.startswith(".")]  # no staging left
+
+    second = _probe(cache)
+    assert second["mapped"] is True  # loaded from the kept graph, its weights mapped
+    assert first["vectors"] == second["vectors"] == plain["vectors"]
+
+
+def test_a_damaged_kept_graph_is_made_again(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    expected = _probe(cache)["vectors"]
+    [kept] = _kept(cache)
+    weights = kept / "weights.bin"
+    with weights.open("r+b") as handle:  # cut short, as a full disk would leave it
+        handle.truncate(weights.stat().st_size // 2)
+    assert _probe(cache)["vectors"] == expected
+    [again] = _kept(cache)
+    sizes = json.loads((again / "sizes.json").read_text())
+    assert (again / "weights.bin").stat().st_size == sizes["weights.bin"]
+    assert _probe(cache)["mapped"] is True
+
+    (again / "model.onnx").write_bytes(b"not a graph")  # damaged beyond its size
+    (again / "sizes.json").write_text(
+        json.dumps({**sizes, "model.onnx": len(b"not a graph")}), encoding="utf-8"
+    )
+    assert _probe(cache)["vectors"] == expected
+    assert _probe(cache)["mapped"] is True
+
+
+def test_a_cache_that_cannot_be_written_still_embeds(tmp_path: Path) -> None:
+    blocked = tmp_path / "file"
+    blocked.write_text("a file where the cache directory would be")
+    expected = _probe(tmp_path / "other", LAMINA_EMBEDDING__MODEL_CACHE="false")["vectors"]
+    result = _probe(blocked)
+    assert result["vectors"] == expected and result["mapped"] is False
+    assert blocked.read_text() == "a file where the cache directory would be"
