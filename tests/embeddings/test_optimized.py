@@ -41,7 +41,7 @@ def _probe(cache: Path, **env: str) -> dict[str, object]:
 
 def _kept(cache: Path) -> list[Path]:
     root = cache / "lamina" / "models"
-    return sorted(root.iterdir()) if root.is_dir() else []
+    return sorted(p for p in root.iterdir() if not p.name.startswith(".")) if root.is_dir() else []
 
 
 pytestmark = pytest.mark.skipif(
@@ -72,11 +72,19 @@ def test_a_damaged_kept_graph_is_made_again(tmp_path: Path) -> None:
     cache = tmp_path / "cache"
     expected = _probe(cache)["vectors"]
     [kept] = _kept(cache)
+    # A process killed while writing left its staging directory: cleared on the next write.
+    abandoned = kept.parent / f".{kept.name}.123.abcdef01"
+    abandoned.mkdir()
+    (abandoned / "weights.bin").write_bytes(b"x" * 1000)
+    os.utime(abandoned, (1_000_000, 1_000_000))
+    recent = kept.parent / f".{kept.name}.124.abcdef02"
+    recent.mkdir()  # another process writing now: left alone
     weights = kept / "weights.bin"
     with weights.open("r+b") as handle:  # cut short, as a full disk would leave it
         handle.truncate(weights.stat().st_size // 2)
     assert _probe(cache)["vectors"] == expected
     [again] = _kept(cache)
+    assert not abandoned.exists() and recent.exists()
     sizes = json.loads((again / "sizes.json").read_text())
     assert (again / "weights.bin").stat().st_size == sizes["weights.bin"]
     assert _probe(cache)["mapped"] is True

@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -35,6 +36,8 @@ _GRAPH = "model.onnx"
 _WEIGHTS = "weights.bin"
 _SIZES = "sizes.json"
 _PROVIDERS = ["CPUExecutionProvider"]
+#: A staging directory not touched for this long belongs to a process that died writing it.
+STAGING_ABANDONED = 3600.0
 
 
 def kept_graph_dir(model_path: Path) -> Path:
@@ -87,6 +90,7 @@ def _optimised(
     optimising.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
     if kept is None:
         return ort.InferenceSession(str(model_path), sess_options=optimising, providers=_PROVIDERS)
+    _clear_abandoned(kept)
     staging = kept.parent / f".{kept.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}"
     try:
         staging.mkdir(parents=True)
@@ -118,6 +122,19 @@ def _publish(staging: Path, kept: Path) -> None:
     except OSError:
         log.debug("kept optimised model not published in %s", kept, exc_info=True)
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _clear_abandoned(kept: Path) -> None:
+    """Remove staging directories of ``kept`` left by processes killed while writing one
+    (each is up to 90 MB): those not touched for STAGING_ABANDONED seconds."""
+    try:
+        staged = [p for p in kept.parent.iterdir() if p.name.startswith(f".{kept.name}.")]
+        now = time.time()
+        for path in staged:
+            if now - path.stat().st_mtime > STAGING_ABANDONED:
+                shutil.rmtree(path, ignore_errors=True)
+    except OSError:
+        return
 
 
 def _sound(kept: Path) -> bool:
