@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -44,15 +46,24 @@ def _kept(cache: Path) -> list[Path]:
     return sorted(p for p in root.iterdir() if not p.name.startswith(".")) if root.is_dir() else []
 
 
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[Path]:
+    """A cache directory of the test's own, removed afterwards (a kept graph is ~90 MB)."""
+    path = tmp_path / "cache"
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 pytestmark = pytest.mark.skipif(
     not Path("/proc/self/maps").exists(), reason="reads the process's memory maps (Linux)"
 )
 
 
 def test_first_process_keeps_the_graph_and_the_next_maps_it_with_the_same_vectors(
-    tmp_path: Path,
+    tmp_path: Path, cache: Path
 ) -> None:
-    cache = tmp_path / "cache"
     plain = _probe(tmp_path / "unused", LAMINA_EMBEDDING__MODEL_CACHE="false")
     assert not (tmp_path / "unused" / "lamina").exists()  # turned off: nothing written
     assert plain["mapped"] is False
@@ -68,8 +79,7 @@ def test_first_process_keeps_the_graph_and_the_next_maps_it_with_the_same_vector
     assert first["vectors"] == second["vectors"] == plain["vectors"]
 
 
-def test_a_damaged_kept_graph_is_made_again(tmp_path: Path) -> None:
-    cache = tmp_path / "cache"
+def test_a_damaged_kept_graph_is_made_again(cache: Path) -> None:
     expected = _probe(cache)["vectors"]
     [kept] = _kept(cache)
     # A process killed while writing left its staging directory: cleared on the next write.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -215,7 +216,12 @@ def test_dropped_connections_are_retried(pg: Lamina, pg_url: str) -> None:
 
 def test_processes_share_one_database(pg_url: str, tmp_path: Path) -> None:
     count = 30
-    env = {"LAMINA_DATABASE_URL": pg_url, "PATH": "/usr/bin:/bin"}
+    # The user's cache (tests/conftest.py): the kept optimised model is not made again.
+    env = {
+        "LAMINA_DATABASE_URL": pg_url,
+        "PATH": "/usr/bin:/bin",
+        "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"],
+    }
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", WORKER, str(tmp_path / user), user, str(count)],
