@@ -37,19 +37,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: item.path not in slow)
 
 
-#: The user's cache directory, read before any test changes HOME: the local model's kept
-#: optimised graph (lamina.embeddings.optimized, ~90 MB) is made once there and mapped by
-#: every process the tests start, as on a user's machine, not made again in each test's HOME.
-_USER_CACHE = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+@pytest.fixture(scope="session")
+def _shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache directory for the run's workers, beside their temporary directories (not
+    the user's): the local model's kept optimised graph (lamina.embeddings.optimized,
+    ~90 MB) is made once there and mapped by every process the tests start, as on a user's
+    machine, not made again in each test's HOME."""
+    return tmp_path_factory.getbasetemp().parent / "shared-cache"
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, _shared_cache: Path) -> None:
     for key in list(os.environ):
         if key.startswith(("LAMINA_", "XDG_")):
             monkeypatch.delenv(key)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("XDG_CACHE_HOME", _USER_CACHE)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_shared_cache))
 
 
 @pytest.fixture

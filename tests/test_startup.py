@@ -249,3 +249,14 @@ def test_a_preload_asked_to_import_first_returns_once_the_model_needs_no_gil() -
         "thread.join()"
     )
     assert _imported_after(code)["out"] == "['onnxruntime', 'tokenizers']\n"
+
+
+def test_the_memory_commands_load_nothing_heavy_before_a_search_starts_its_model() -> None:
+    """``lamina memory search`` starts loading the model when its command runs: loading the
+    ``memory`` group (its export and import commands included) imports neither numpy nor
+    pydantic nor the settings, which the model's load would otherwise wait behind."""
+    report = _imported_after("import lamina.cli.memory")
+    assert _heavy(report["modules"]) == []
+    assert [m for m in _names(report) if m.split(".")[0] in ("numpy", "pydantic")] == []
+    assert "lamina.config" not in _names(report)
+    assert "lamina.memory.records" not in _names(report)

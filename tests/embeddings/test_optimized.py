@@ -56,9 +56,12 @@ def cache(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
-pytestmark = pytest.mark.skipif(
-    not Path("/proc/self/maps").exists(), reason="reads the process's memory maps (Linux)"
-)
+pytestmark = [
+    pytest.mark.skipif(
+        not Path("/proc/self/maps").exists(), reason="reads the process's memory maps (Linux)"
+    ),
+    pytest.mark.slow,  # a score of processes: scheduled first (tests/conftest.py)
+]
 
 
 def test_first_process_keeps_the_graph_and_the_next_maps_it_with_the_same_vectors(
@@ -70,7 +73,7 @@ def test_first_process_keeps_the_graph_and_the_next_maps_it_with_the_same_vector
 
     first = _probe(cache)
     [kept] = _kept(cache)
-    assert sorted(p.name for p in kept.iterdir()) == ["model.onnx", "sizes.json", "weights.bin"]
+    assert sorted(p.name for p in kept.iterdir()) == ["manifest.json", "model.onnx", "weights.bin"]
     assert "-ort" in kept.name and (kept / "weights.bin").stat().st_size > 50_000_000
     assert not [p for p in kept.parent.iterdir() if p.name.startswith(".")]  # no staging left
 
@@ -79,32 +82,65 @@ def test_first_process_keeps_the_graph_and_the_next_maps_it_with_the_same_vector
     assert first["vectors"] == second["vectors"] == plain["vectors"]
 
 
+def test_processes_starting_together_on_an_empty_cache_agree(cache: Path) -> None:
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _PROBE], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(3)
+    ]
+    outs = [json.loads(proc.communicate(timeout=120)[0]) for proc in procs]
+    assert len({out["vectors"] for out in outs}) == 1
+    [kept] = _kept(cache)
+    assert not [p for p in kept.parent.iterdir() if p.name.startswith(".")]
+    assert _probe(cache) == {**outs[0], "mapped": True}
+
+
 def test_a_damaged_kept_graph_is_made_again(cache: Path) -> None:
     expected = _probe(cache)["vectors"]
     [kept] = _kept(cache)
-    # A process killed while writing left its staging directory: cleared on the next write.
+    # A process killed while writing left its staging directory: cleared by the next load.
     abandoned = kept.parent / f".{kept.name}.123.abcdef01"
     abandoned.mkdir()
     (abandoned / "weights.bin").write_bytes(b"x" * 1000)
     os.utime(abandoned, (1_000_000, 1_000_000))
     recent = kept.parent / f".{kept.name}.124.abcdef02"
     recent.mkdir()  # another process writing now: left alone
+    assert _probe(cache) == {"vectors": expected, "mapped": True}
+    assert not abandoned.exists() and recent.exists()
+
     weights = kept / "weights.bin"
+    size = weights.stat().st_size
+    with weights.open("r+b") as handle:  # zeroed in the middle, its size kept (a bad disk)
+        handle.seek(size // 4)
+        handle.write(bytes(size // 4))
+    assert _probe(cache)["vectors"] == expected
+    assert _probe(cache) == {"vectors": expected, "mapped": True}
+
     with weights.open("r+b") as handle:  # cut short, as a full disk would leave it
-        handle.truncate(weights.stat().st_size // 2)
+        handle.truncate(size // 2)
     assert _probe(cache)["vectors"] == expected
     [again] = _kept(cache)
-    assert not abandoned.exists() and recent.exists()
-    sizes = json.loads((again / "sizes.json").read_text())
-    assert (again / "weights.bin").stat().st_size == sizes["weights.bin"]
+    manifest = json.loads((again / "manifest.json").read_text())
+    assert (again / "weights.bin").stat().st_size == manifest["sizes"]["weights.bin"]
     assert _probe(cache)["mapped"] is True
 
-    (again / "model.onnx").write_bytes(b"not a graph")  # damaged beyond its size
-    (again / "sizes.json").write_text(
-        json.dumps({**sizes, "model.onnx": len(b"not a graph")}), encoding="utf-8"
-    )
+    (again / "manifest.json").write_text("{not json", encoding="utf-8")
     assert _probe(cache)["vectors"] == expected
-    assert _probe(cache)["mapped"] is True
+    assert _probe(cache) == {"vectors": expected, "mapped": True}
+
+
+def test_another_model_file_or_runtime_is_kept_apart(tmp_path: Path) -> None:
+    from lamina.embeddings.optimized import kept_graph_dir
+
+    model = tmp_path / "pkg" / "model.onnx"
+    model.parent.mkdir()
+    model.write_bytes(b"x" * 100)
+    first = kept_graph_dir(model, "1.31.1")
+    os.utime(model, ns=(1, 1))  # a new release of the same size
+    second = kept_graph_dir(model, "1.31.1")
+    assert first is not None and second is not None and first != second
+    assert kept_graph_dir(model, "1.32.0") != second
+    assert second.parent.parent == Path(os.environ["XDG_CACHE_HOME"]) / "lamina"
 
 
 def test_a_cache_that_cannot_be_written_still_embeds(tmp_path: Path) -> None:

@@ -17,7 +17,9 @@ def preload(settings: EmbeddingSettings, *, imports_first: bool = False) -> None
     if settings.provider == "local":
         from lamina.embeddings.local import preload as load_in_background
 
-        load_in_background(settings.threads, imports_first=imports_first, keep=settings.model_cache)
+        load_in_background(
+            settings.threads, imports_first=imports_first, model_cache=settings.model_cache
+        )
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:
@@ -31,7 +33,9 @@ def build_embedder(settings: EmbeddingSettings) -> Embedder:
         from lamina.embeddings.local import LocalEmbedder
 
         return LocalEmbedder(
-            batch_size=settings.batch_size, threads=settings.threads, keep=settings.model_cache
+            batch_size=settings.batch_size,
+            threads=settings.threads,
+            model_cache=settings.model_cache,
         )
     require("openai", "The OpenAI-compatible embedder")
     from lamina.embeddings.openai import OpenAIEmbedder

@@ -41,11 +41,27 @@ _lock = threading.Lock()
 _loaded: dict[tuple[str, int], _Model] = {}
 
 
+#: "[CLS] hello world [SEP]": the fixed input a kept optimised graph must answer as it did
+#: when it was made (lamina.embeddings.optimized).
+_PROBE_IDS = np.array([[101, 7592, 2088, 102]], dtype=np.int64)
+
+
+def probe(session: Any) -> Vectors:
+    """The session's hidden states for the fixed input, flattened."""
+    feeds = {
+        "input_ids": _PROBE_IDS,
+        "attention_mask": np.ones_like(_PROBE_IDS),
+        "token_type_ids": np.zeros_like(_PROBE_IDS),
+    }
+    hidden: Vectors = session.run(["last_hidden_state"], feeds)[0]
+    return hidden.ravel()
+
+
 class _Model:
     """An ONNX session and its tokenizer; thread-safe to run."""
 
     def __init__(
-        self, model_path: Path, threads: int, imported: threading.Event, *, keep: bool
+        self, model_path: Path, threads: int, imported: threading.Event, *, model_cache: bool
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -84,7 +100,7 @@ class _Model:
         # The basic graph optimisations (measured on a 2-core AVX2 machine with
         # benchmarks/embedder.py: as fast as ORT_ENABLE_ALL on this int8 model), made once
         # and kept on disk (lamina.embeddings.optimized).
-        self.session = open_session(model_path, options, keep=keep)
+        self.session = open_session(model_path, options, probe, keep=model_cache)
 
     def run(self, texts: Sequence[str], batch_size: int) -> Vectors:
         out = np.empty((len(texts), DIMENSIONS), dtype=np.float32)
@@ -205,11 +221,11 @@ def load_runtime() -> None:
 
 
 def load_model(
-    threads: int = 0, imported: threading.Event | None = None, *, keep: bool = True
+    threads: int = 0, imported: threading.Event | None = None, *, model_cache: bool = True
 ) -> _Model:
     """The process-wide model, loaded on first use; ``imported`` is set once what the load
     needs the GIL for is done (onnxruntime, tokenizers imported), or the model was there.
-    ``keep``: its optimised graph is kept on disk (lamina.embeddings.optimized) for the
+    ``model_cache``: its optimised graph is kept on disk (lamina.embeddings.optimized) for the
     next process; the first load of the process decides."""
     imported = imported or threading.Event()
     try:
@@ -219,7 +235,7 @@ def load_model(
             model = _loaded.get(key)
             if model is None:
                 log.info("loading local embedding model %s", MODEL_ID)
-                model = _Model(path, threads, imported, keep=keep)
+                model = _Model(path, threads, imported, model_cache=model_cache)
                 _loaded[key] = model
                 release_freed()  # the graph optimisations' temporaries (lamina/heap.py)
             return model
@@ -228,7 +244,7 @@ def load_model(
 
 
 def preload(
-    threads: int = 0, *, imports_first: bool = False, keep: bool = True
+    threads: int = 0, *, imports_first: bool = False, model_cache: bool = True
 ) -> threading.Thread:
     """Start loading the process-wide model in a background thread and return at once, so
     that the load overlaps other start-up work (imports, opening the store): the ONNX
@@ -244,7 +260,7 @@ def preload(
 
     def load() -> None:
         try:
-            load_model(threads, imported, keep=keep)
+            load_model(threads, imported, model_cache=model_cache)
         except Exception:  # reported by the first embedding, which loads again
             log.debug("preloading the local embedding model failed", exc_info=True)
 
@@ -258,10 +274,10 @@ def preload(
 class LocalEmbedder:
     """all-MiniLM-L6-v2 on onnxruntime, in a worker thread so the event loop stays free."""
 
-    def __init__(self, *, batch_size: int = 64, threads: int = 0, keep: bool = True) -> None:
+    def __init__(self, *, batch_size: int = 64, threads: int = 0, model_cache: bool = True) -> None:
         self._batch_size = batch_size
         self._threads = threads
-        self._keep = keep  # the optimised graph kept on disk (load_model)
+        self._model_cache = model_cache  # the optimised graph kept on disk (load_model)
         self._together = Coalescer(self.embed_sync, limit=batch_size)
 
     @property
@@ -275,7 +291,7 @@ class LocalEmbedder:
     def embed_sync(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.empty((0, DIMENSIONS), dtype=np.float32)
-        model = load_model(self._threads, keep=self._keep)
+        model = load_model(self._threads, model_cache=self._model_cache)
         try:
             return model.run(texts, self._batch_size)
         except Exception as exc:

@@ -94,7 +94,7 @@ def memory_export(state: State, /, **kw: Any) -> None:
         "history": kw.pop("history"),
         **ids(kw),
     }
-    from lamina.memory.records import dump_record  # after the model preload, as ms() is
+    from lamina.memory.records import dump_record  # heavy (numpy, pydantic): when used
 
     ms = state.ms()
     if output is None:
